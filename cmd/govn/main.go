@@ -1,0 +1,86 @@
+// Command govn is Open Virtual Network and its datapath in one binary.
+//
+// Each layer is a subcommand: "govn db" serves OVSDB databases, "govn lflow"
+// checks logical flows, "govn bench" compares govn with the real OVN/OVS on
+// this machine. Run "govn help" for the list.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// command is one subcommand of govn.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string) error
+}
+
+// commands lists govn's subcommands in the order "govn help" shows them.
+func commands() []command {
+	return []command{
+		{"db", "serve OVSDB databases (like ovsdb-server), or create one: govn db create FILE SCHEMA", runDB},
+		{"lflow", "parse and check logical flows: govn lflow check [--normalize] < lflow-list", runLflow},
+		{"bench", "side-by-side benchmarks against the real OVN/OVS: govn bench ovsdb|datapath|conntrack [--json]", runBench},
+	}
+}
+
+// errUsage marks an error caused by bad command-line arguments; main exits
+// with status 2 for it, as flag does.
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, args[1:])
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, errUsage):
+			fmt.Fprintf(stderr, "govn %s: %v\n", c.name, err)
+			return 2
+		case errors.Is(err, errFailed):
+			// The command already reported what failed.
+			return 1
+		default:
+			fmt.Fprintf(stderr, "govn %s: %v\n", c.name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(stderr, "govn: unknown command %q\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+// errFailed is returned by a command that has already printed its failure
+// and only wants a non-zero exit status.
+var errFailed = errors.New("failed")
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: govn COMMAND [ARGS]")
+	fmt.Fprintln(w)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+}
