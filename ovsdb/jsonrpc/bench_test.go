@@ -1,0 +1,43 @@
+package jsonrpc
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"testing"
+)
+
+func BenchmarkReaderUpdate(b *testing.B) {
+	msg := `{"id":null,"method":"update3","params":[["monid","OVN_Southbound"],"00000000-0000-0000-0000-000000000000",{"Logical_Flow":{"` +
+		strings.Repeat(`0a6c8a34-7cfb-4ab7-8e80-2b0e2d5b2a1f":{"insert":{"match":"ip4.dst == 10.0.0.1 && tcp.dst == 80","actions":"next;","priority":100}},"`, 20) +
+		`x":{"delete":null}}}]}`
+	data := []byte(strings.Repeat(msg, 100))
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		r := NewReader(bytes.NewReader(data), 0)
+		for {
+			if _, err := r.Next(); err != nil {
+				if err != io.EOF {
+					b.Fatal(err)
+				}
+				break
+			}
+		}
+	}
+}
+
+func BenchmarkCallRoundTrip(b *testing.B) {
+	a, c := socketPair(b)
+	server := NewConn(b.Context(), a, Options{Handler: echoServer})
+	client := NewConn(b.Context(), c, Options{})
+	defer server.Close()
+	defer client.Close()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := client.Call(b.Context(), "echo", []int{1}, nil); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

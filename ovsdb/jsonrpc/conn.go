@@ -1,0 +1,369 @@
+package jsonrpc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// DefaultMaxBacklog is how many unsent bytes a Conn queues before it gives
+// up on a peer that does not read.
+const DefaultMaxBacklog = 512 << 20
+
+// ErrClosed is returned (wrapped) by operations on a Conn that has ended.
+var ErrClosed = errors.New("jsonrpc: connection closed")
+
+// ErrBacklog is the cause of a Conn closed because its peer did not read
+// fast enough.
+var ErrBacklog = errors.New("jsonrpc: peer is not reading; send backlog exceeded")
+
+// Handler is called for each incoming request and notification, on the
+// Conn's reader goroutine (see the package documentation for the contract).
+// ctx is cancelled when the Conn ends.
+type Handler func(ctx context.Context, c *Conn, m *Message)
+
+// Options configure a Conn. The zero value is usable.
+type Options struct {
+	Handler        Handler
+	MaxMessageSize int          // largest incoming message; DefaultMaxMessageSize if 0
+	MaxBacklog     int          // most unsent bytes before closing; DefaultMaxBacklog if 0
+	Logger         *slog.Logger // slog.Default() if nil
+	// FlushTimeout bounds how long Close waits for queued messages to be
+	// written (only for transports with write deadlines); 2s if 0.
+	FlushTimeout time.Duration
+}
+
+// Conn is one JSON-RPC connection, usable by a client or a server.
+type Conn struct {
+	rwc     io.ReadWriteCloser
+	opts    Options
+	log     *slog.Logger
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	writeMu sync.Mutex // guards the send queue below
+	pending []byte     // encoded messages not yet handed to the writer
+	closing bool       // no more sends accepted
+	wake    chan struct{}
+	written chan struct{} // closed when the writer goroutine has exited
+
+	callMu sync.Mutex
+	nextID uint64
+	calls  map[string]chan *Message
+
+	closeOnce sync.Once
+	done      chan struct{}
+}
+
+// NewConn starts running a connection over rwc. The Conn owns rwc and
+// closes it when it ends, which happens on Close, on ctx's cancellation, on
+// a transport error or on a malformed incoming message.
+func NewConn(ctx context.Context, rwc io.ReadWriteCloser, opts Options) *Conn {
+	if opts.MaxBacklog <= 0 {
+		opts.MaxBacklog = DefaultMaxBacklog
+	}
+	if opts.FlushTimeout <= 0 {
+		opts.FlushTimeout = 2 * time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	c := &Conn{
+		rwc:     rwc,
+		opts:    opts,
+		log:     log,
+		wake:    make(chan struct{}, 1),
+		written: make(chan struct{}),
+		calls:   make(map[string]chan *Message),
+		done:    make(chan struct{}),
+	}
+	c.ctx, c.cancel = context.WithCancelCause(ctx)
+	go c.readLoop()
+	go c.writeLoop()
+	go func() {
+		<-c.ctx.Done()
+		c.shutdown(context.Cause(c.ctx))
+	}()
+	return c
+}
+
+// Done is closed when the connection has ended.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err returns why the connection ended (nil while it runs). It is
+// ErrClosed after Close, io.EOF when the peer hung up cleanly.
+func (c *Conn) Err() error {
+	select {
+	case <-c.done:
+		return context.Cause(c.ctx)
+	default:
+		return nil
+	}
+}
+
+// Context returns a context cancelled when the connection ends.
+func (c *Conn) Context() context.Context { return c.ctx }
+
+// Close ends the connection after trying briefly to write what is queued.
+func (c *Conn) Close() error {
+	c.cancel(ErrClosed)
+	<-c.done
+	return nil
+}
+
+// fail ends the connection because of err.
+func (c *Conn) fail(err error) { c.cancel(err) }
+
+// shutdown runs once the context is cancelled: it lets the writer flush,
+// closes the transport (which stops the reader) and fails pending calls.
+func (c *Conn) shutdown(cause error) {
+	c.closeOnce.Do(func() {
+		c.writeMu.Lock()
+		c.closing = true
+		c.writeMu.Unlock()
+		c.signalWriter()
+		if d, ok := c.rwc.(interface{ SetWriteDeadline(time.Time) error }); ok && !errors.Is(cause, ErrBacklog) {
+			_ = d.SetWriteDeadline(time.Now().Add(c.opts.FlushTimeout))
+			<-c.written
+		}
+		_ = c.rwc.Close()
+		<-c.written
+		c.callMu.Lock()
+		for id, ch := range c.calls {
+			close(ch)
+			delete(c.calls, id)
+		}
+		c.callMu.Unlock()
+		close(c.done)
+	})
+}
+
+func (c *Conn) signalWriter() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// enqueue appends one encoded message to the send queue.
+func (c *Conn) enqueue(m *Message) error {
+	c.writeMu.Lock()
+	if c.closing {
+		c.writeMu.Unlock()
+		return c.closedErr()
+	}
+	before := len(c.pending)
+	c.pending = m.appendJSON(c.pending)
+	over := len(c.pending) > c.opts.MaxBacklog && before > 0
+	c.writeMu.Unlock()
+	if over {
+		c.fail(fmt.Errorf("%w (more than %d bytes)", ErrBacklog, c.opts.MaxBacklog))
+		return c.closedErr()
+	}
+	c.signalWriter()
+	return nil
+}
+
+func (c *Conn) closedErr() error {
+	if cause := context.Cause(c.ctx); cause != nil && !errors.Is(cause, ErrClosed) {
+		return fmt.Errorf("%w: %w", ErrClosed, cause)
+	}
+	return ErrClosed
+}
+
+// writeLoop hands the send queue to the transport, all of it per write.
+func (c *Conn) writeLoop() {
+	defer close(c.written)
+	var spare []byte
+	for {
+		<-c.wake
+		c.writeMu.Lock()
+		buf, closing := c.pending, c.closing
+		c.pending = spare[:0]
+		c.writeMu.Unlock()
+		if len(buf) > 0 {
+			if _, err := c.rwc.Write(buf); err != nil {
+				c.fail(fmt.Errorf("jsonrpc: write: %w", err))
+				return
+			}
+		}
+		if closing {
+			c.writeMu.Lock()
+			empty := len(c.pending) == 0
+			c.writeMu.Unlock()
+			if empty {
+				return
+			}
+			c.signalWriter()
+		}
+		// Keep one buffer for reuse unless a huge message made it huge.
+		if cap(buf) <= 1<<20 {
+			spare = buf
+		} else {
+			spare = nil
+		}
+	}
+}
+
+// readLoop reads messages until the transport or the peer fails.
+func (c *Conn) readLoop() {
+	r := NewReader(c.rwc, c.opts.MaxMessageSize)
+	for {
+		m, err := r.ReadMessage()
+		if err != nil {
+			if c.ctx.Err() == nil {
+				if !errors.Is(err, io.EOF) {
+					c.log.Debug("jsonrpc: connection failed", "err", err)
+				}
+				c.fail(err)
+			}
+			return
+		}
+		switch m.Kind() {
+		case KindResponse:
+			c.deliver(m)
+		default:
+			if c.opts.Handler == nil {
+				if m.Kind() == KindRequest {
+					_ = c.ReplyError(m.ID, "unknown method")
+				}
+				continue
+			}
+			c.opts.Handler(c.ctx, c, m)
+		}
+		if c.ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+func (c *Conn) deliver(m *Message) {
+	key := string(m.ID)
+	c.callMu.Lock()
+	ch, ok := c.calls[key]
+	delete(c.calls, key)
+	c.callMu.Unlock()
+	if !ok {
+		c.log.Warn("jsonrpc: dropping response to no outstanding request", "id", key)
+		return
+	}
+	ch <- m // buffered; the caller may have gone
+}
+
+// Send queues m as it is. Its raw members must be valid JSON.
+func (c *Conn) Send(m *Message) error { return c.enqueue(m) }
+
+// Notify sends a notification (id null). params is encoded with
+// encoding/json (json.RawMessage passes through); nil sends [].
+func (c *Conn) Notify(method string, params any) error {
+	p, err := marshalParam(params)
+	if err != nil {
+		return fmt.Errorf("jsonrpc: encoding params of %s: %w", method, err)
+	}
+	return c.enqueue(&Message{Method: method, Params: p})
+}
+
+// Reply sends the successful response to the request with the given id.
+func (c *Conn) Reply(id json.RawMessage, result any) error {
+	r, err := marshalParam(result)
+	if err != nil {
+		return fmt.Errorf("jsonrpc: encoding result: %w", err)
+	}
+	if r == nil {
+		r = json.RawMessage("null")
+	}
+	return c.enqueue(&Message{ID: nonNullID(id), Result: r})
+}
+
+// ReplyError sends an error response to the request with the given id.
+// OVSDB's errors are objects {"error": NAME, "details": TEXT}; "unknown
+// method" is traditionally a bare string.
+func (c *Conn) ReplyError(id json.RawMessage, errValue any) error {
+	e, err := marshalParam(errValue)
+	if err != nil {
+		return fmt.Errorf("jsonrpc: encoding error: %w", err)
+	}
+	if e == nil {
+		return errors.New("jsonrpc: an error response needs a non-null error")
+	}
+	return c.enqueue(&Message{ID: nonNullID(id), Error: e})
+}
+
+// nonNullID keeps a response's id from disappearing: JSON-RPC responses
+// always carry one.
+func nonNullID(id json.RawMessage) json.RawMessage {
+	if id == nil {
+		return json.RawMessage("null")
+	}
+	return id
+}
+
+// Call sends a request and waits for its response. On success the result
+// is decoded into result (unless result is nil); an error response is
+// returned as *Error.
+func (c *Conn) Call(ctx context.Context, method string, params, result any) error {
+	raw, err := c.CallRaw(ctx, method, params)
+	if err != nil {
+		return err
+	}
+	if result != nil {
+		if err := json.Unmarshal(raw, result); err != nil {
+			return fmt.Errorf("jsonrpc: decoding result of %s: %w", method, err)
+		}
+	}
+	return nil
+}
+
+// CallRaw is Call returning the raw result.
+func (c *Conn) CallRaw(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	p, err := marshalParam(params)
+	if err != nil {
+		return nil, fmt.Errorf("jsonrpc: encoding params of %s: %w", method, err)
+	}
+	ch := make(chan *Message, 1)
+	c.callMu.Lock()
+	c.nextID++
+	id := json.RawMessage(strconv.FormatUint(c.nextID, 10))
+	c.calls[string(id)] = ch
+	c.callMu.Unlock()
+	forget := func() {
+		c.callMu.Lock()
+		delete(c.calls, string(id))
+		c.callMu.Unlock()
+	}
+	if err := c.enqueue(&Message{Method: method, Params: p, ID: id}); err != nil {
+		forget()
+		return nil, fmt.Errorf("jsonrpc: %s: %w", method, err)
+	}
+	select {
+	case m, ok := <-ch:
+		if !ok {
+			return nil, fmt.Errorf("jsonrpc: %s: %w", method, c.closedErr())
+		}
+		if m.Error != nil {
+			return nil, &Error{Method: method, Value: m.Error}
+		}
+		if m.Result == nil {
+			return json.RawMessage("null"), nil
+		}
+		return m.Result, nil
+	case <-ctx.Done():
+		forget()
+		return nil, fmt.Errorf("jsonrpc: %s: %w", method, context.Cause(ctx))
+	}
+}
+
+// RemoteAddr returns the peer's address when the transport is a net.Conn.
+func (c *Conn) RemoteAddr() string {
+	if nc, ok := c.rwc.(net.Conn); ok && nc.RemoteAddr() != nil {
+		return nc.RemoteAddr().String()
+	}
+	return ""
+}

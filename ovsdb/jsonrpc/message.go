@@ -1,0 +1,218 @@
+package jsonrpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Kind says what a Message is.
+type Kind int
+
+const (
+	// KindRequest is a method call that expects a response.
+	KindRequest Kind = iota + 1
+	// KindNotification is a method call with a null id; nothing answers it.
+	KindNotification
+	// KindResponse answers a request: a result, or an error.
+	KindResponse
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindRequest:
+		return "request"
+	case KindNotification:
+		return "notification"
+	case KindResponse:
+		return "response"
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Message is one JSON-RPC 1.0 message. Method is set for requests and
+// notifications and empty for responses. The raw members hold the JSON as
+// received (or to be sent); a member that is absent or JSON null is nil.
+type Message struct {
+	Method string
+	Params json.RawMessage
+	Result json.RawMessage
+	Error  json.RawMessage
+	ID     json.RawMessage
+}
+
+// Kind classifies m by its members.
+func (m *Message) Kind() Kind {
+	switch {
+	case m.Method != "" && m.ID != nil:
+		return KindRequest
+	case m.Method != "":
+		return KindNotification
+	default:
+		return KindResponse
+	}
+}
+
+// wireMessage is the decoding shape of a message; pointers tell "absent"
+// from "present".
+type wireMessage struct {
+	Method *string          `json:"method"`
+	Params json.RawMessage  `json:"params"`
+	Result *json.RawMessage `json:"result"`
+	Error  *json.RawMessage `json:"error"`
+	ID     json.RawMessage  `json:"id"`
+}
+
+// ParseMessage decodes one message and checks that it is a request, a
+// notification or a response.
+func ParseMessage(b []byte) (*Message, error) {
+	var w wireMessage
+	if err := json.Unmarshal(b, &w); err != nil {
+		return nil, fmt.Errorf("jsonrpc: malformed message: %w", err)
+	}
+	m := &Message{
+		Params: nonNull(w.Params),
+		ID:     nonNull(w.ID),
+	}
+	if w.Result != nil {
+		m.Result = nonNull(*w.Result)
+	}
+	if w.Error != nil {
+		m.Error = nonNull(*w.Error)
+	}
+	switch {
+	case w.Method != nil:
+		if *w.Method == "" {
+			return nil, errors.New(`jsonrpc: malformed message: "method" is empty`)
+		}
+		if w.Result != nil || w.Error != nil {
+			return nil, errors.New(`jsonrpc: malformed message: it has a "method" and also a "result" or "error"`)
+		}
+		if m.Params != nil && m.Params[0] != '[' {
+			return nil, fmt.Errorf(`jsonrpc: malformed %s %q: "params" must be an array`, m.Kind(), *w.Method)
+		}
+		m.Method = *w.Method
+	case w.Result != nil || w.Error != nil:
+		if m.ID == nil {
+			return nil, errors.New(`jsonrpc: malformed response: "id" is missing or null`)
+		}
+	default:
+		return nil, errors.New(`jsonrpc: malformed message: it has neither "method" nor "result"/"error"`)
+	}
+	return m, nil
+}
+
+// nonNull returns raw with surrounding whitespace removed, or nil if it is
+// empty or JSON null.
+func nonNull(raw json.RawMessage) json.RawMessage {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	return raw
+}
+
+// MarshalJSON encodes m in OVSDB's shapes: requests and notifications as
+// {"id","method","params"} (params [] when nil), responses as
+// {"id","result","error"} with the unused one null.
+func (m *Message) MarshalJSON() ([]byte, error) {
+	return m.appendJSON(nil), nil
+}
+
+// appendJSON appends m's encoding to b. The raw members must be valid JSON.
+func (m *Message) appendJSON(b []byte) []byte {
+	b = append(b, `{"id":`...)
+	b = appendRaw(b, m.ID)
+	if m.Method != "" {
+		b = append(b, `,"method":`...)
+		b = strconv.AppendQuote(b, m.Method)
+		b = append(b, `,"params":`...)
+		if m.Params == nil {
+			b = append(b, "[]"...)
+		} else {
+			b = append(b, m.Params...)
+		}
+	} else {
+		b = append(b, `,"result":`...)
+		b = appendRaw(b, m.Result)
+		b = append(b, `,"error":`...)
+		b = appendRaw(b, m.Error)
+	}
+	return append(b, '}')
+}
+
+func appendRaw(b []byte, raw json.RawMessage) []byte {
+	if raw == nil {
+		return append(b, "null"...)
+	}
+	return append(b, raw...)
+}
+
+// marshalParam encodes v, passing json.RawMessage through unchanged so that
+// callers who encoded a large payload themselves do not pay for a second
+// pass. nil encodes as absent (nil).
+func marshalParam(v any) (json.RawMessage, error) {
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		return v, nil
+	}
+	return json.Marshal(v)
+}
+
+// Error is an error response received for a Call. Value is the "error"
+// member exactly as the peer sent it: for OVSDB usually an object such as
+// {"error":"syntax error","details":"..."}, sometimes a bare string such as
+// "unknown method".
+type Error struct {
+	Method string
+	Value  json.RawMessage
+}
+
+// Name returns the error's name: the string itself when the peer sent a
+// string, the "error" member when it sent an object, or "" otherwise.
+func (e *Error) Name() string {
+	name, _ := e.parts()
+	return name
+}
+
+// Details returns the object's "details" member, if any.
+func (e *Error) Details() string {
+	_, details := e.parts()
+	return details
+}
+
+func (e *Error) parts() (name, details string) {
+	if json.Unmarshal(e.Value, &name) == nil {
+		return name, ""
+	}
+	var obj struct {
+		Error   string `json:"error"`
+		Details string `json:"details"`
+	}
+	if json.Unmarshal(e.Value, &obj) == nil {
+		return obj.Error, obj.Details
+	}
+	return "", ""
+}
+
+func (e *Error) Error() string {
+	name, details := e.parts()
+	switch {
+	case name != "" && details != "":
+		return fmt.Sprintf("%s: %s: %s", e.Method, name, details)
+	case name != "":
+		return fmt.Sprintf("%s: %s", e.Method, name)
+	}
+	return fmt.Sprintf("%s: error %s", e.Method, e.Value)
+}
+
+// IsUnknownMethod reports whether err is a peer's "unknown method" answer,
+// which OVSDB clients use to fall back to older methods.
+func IsUnknownMethod(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Name() == "unknown method"
+}
