@@ -1,0 +1,55 @@
+package ovsdb
+
+import "fmt"
+
+// Error tags of RFC 7047 and ovsdb-server, as they appear in the "error"
+// member of an error object.
+const (
+	ErrConstraintViolation  = "constraint violation"
+	ErrReferentialIntegrity = "referential integrity violation"
+	ErrResourcesExhausted   = "resources exhausted"
+	ErrIOError              = "I/O error"
+	ErrDuplicateUUIDName    = "duplicate uuid-name"
+	ErrDomainError          = "domain error"
+	ErrRangeError           = "range error"
+	ErrTimedOut             = "timed out"
+	ErrNotSupported         = "not supported"
+	ErrAborted              = "aborted"
+	ErrNotOwner             = "not owner"
+	ErrSyntax               = "syntax error"
+	ErrUnknownDatabase      = "unknown database"
+	ErrNotAllowed           = "permission error"
+	ErrCanceled             = "canceled"
+)
+
+// Error is an OVSDB error object: {"error": Tag, "details": Details}.
+type Error struct {
+	Tag     string
+	Details string
+}
+
+// Errorf returns an *Error with the given tag and formatted details.
+func Errorf(tag, format string, args ...any) *Error {
+	return &Error{Tag: tag, Details: fmt.Sprintf(format, args...)}
+}
+
+func (e *Error) Error() string {
+	if e.Details == "" {
+		return e.Tag
+	}
+	return e.Tag + ": " + e.Details
+}
+
+// AppendJSON appends e as a JSON error object.
+func (e *Error) AppendJSON(b []byte) []byte {
+	b = append(b, `{"error":`...)
+	b = AppendJSONString(b, e.Tag)
+	if e.Details != "" {
+		b = append(b, `,"details":`...)
+		b = AppendJSONString(b, e.Details)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler.
+func (e *Error) MarshalJSON() ([]byte, error) { return e.AppendJSON(nil), nil }

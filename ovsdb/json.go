@@ -1,0 +1,384 @@
+package ovsdb
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"unicode/utf8"
+)
+
+// NameResolver maps the name of a ["named-uuid", NAME] to a UUID. Within a
+// transaction it allocates the row's UUID on first use, so operations may
+// refer to rows inserted later in the same transaction. A nil NameResolver
+// rejects named-uuid.
+type NameResolver func(name string) (UUID, error)
+
+// DecodeJSON decodes JSON text into the generic form that the Decode
+// functions accept (numbers as json.Number).
+func DecodeJSON(data []byte) (any, error) { return decodeGeneric(data) }
+
+func decodeGeneric(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("trailing data after JSON value")
+	}
+	return v, nil
+}
+
+// syntaxErr builds a "syntax error" naming the JSON that was wrong.
+func syntaxErr(v any, format string, args ...any) *Error {
+	msg := fmt.Sprintf(format, args...)
+	if v != nil {
+		msg = fmt.Sprintf("%s (in %s)", msg, abbrevJSON(v))
+	}
+	return &Error{Tag: ErrSyntax, Details: msg}
+}
+
+// abbrevJSON renders v for an error message, cut short when long.
+func abbrevJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	if len(b) > 200 {
+		return string(b[:200]) + "..."
+	}
+	return string(b)
+}
+
+// DecodeAtom decodes a JSON atom of base type bt and checks bt's
+// constraints.
+func DecodeAtom(v any, bt *BaseType, names NameResolver) (Atom, error) {
+	a, err := decodeAtomNoCheck(v, bt.Type, names)
+	if err != nil {
+		return Atom{}, err
+	}
+	if err := bt.Check(a); err != nil {
+		return Atom{}, err
+	}
+	return a, nil
+}
+
+func decodeAtomNoCheck(v any, t AtomicType, names NameResolver) (Atom, error) {
+	switch t {
+	case TypeInteger:
+		switch n := v.(type) {
+		case json.Number:
+			i, err := strconv.ParseInt(string(n), 10, 64)
+			if err != nil {
+				return Atom{}, syntaxErr(v, "expected integer")
+			}
+			return Integer(i), nil
+		case float64:
+			if n != math.Trunc(n) || math.Abs(n) > 1<<63 {
+				return Atom{}, syntaxErr(v, "expected integer")
+			}
+			return Integer(int64(n)), nil
+		case int64:
+			return Integer(n), nil
+		case int:
+			return Integer(int64(n)), nil
+		}
+		return Atom{}, syntaxErr(v, "expected integer")
+	case TypeReal:
+		switch n := v.(type) {
+		case json.Number:
+			f, err := strconv.ParseFloat(string(n), 64)
+			if err != nil || math.IsInf(f, 0) {
+				return Atom{}, syntaxErr(v, "expected real")
+			}
+			return Real(f), nil
+		case float64:
+			return Real(n), nil
+		case int64:
+			return Real(float64(n)), nil
+		case int:
+			return Real(float64(n)), nil
+		}
+		return Atom{}, syntaxErr(v, "expected real")
+	case TypeBoolean:
+		if b, ok := v.(bool); ok {
+			return Boolean(b), nil
+		}
+		return Atom{}, syntaxErr(v, "expected boolean")
+	case TypeString:
+		if s, ok := v.(string); ok {
+			if !utf8.ValidString(s) {
+				return Atom{}, syntaxErr(nil, "string is not valid UTF-8")
+			}
+			return String(s), nil
+		}
+		return Atom{}, syntaxErr(v, "expected string")
+	case TypeUUID:
+		arr, ok := v.([]any)
+		if !ok || len(arr) != 2 {
+			return Atom{}, syntaxErr(v, "expected [\"uuid\", UUID] or [\"named-uuid\", NAME]")
+		}
+		tag, _ := arr[0].(string)
+		s, ok := arr[1].(string)
+		if !ok {
+			return Atom{}, syntaxErr(v, "expected [\"uuid\", UUID] or [\"named-uuid\", NAME]")
+		}
+		switch tag {
+		case "uuid":
+			u, err := ParseUUID(s)
+			if err != nil {
+				return Atom{}, syntaxErr(v, "%v", err)
+			}
+			return UUIDAtom(u), nil
+		case "named-uuid":
+			if names == nil {
+				return Atom{}, syntaxErr(v, "named-uuid is not allowed here")
+			}
+			u, err := names(s)
+			if err != nil {
+				return Atom{}, err
+			}
+			return UUIDAtom(u), nil
+		}
+		return Atom{}, syntaxErr(v, "expected [\"uuid\", UUID] or [\"named-uuid\", NAME]")
+	}
+	return Atom{}, syntaxErr(v, "invalid atomic type")
+}
+
+// Check reports whether atom a satisfies bt's constraints (enum, integer
+// and real ranges, string lengths), as a "constraint violation".
+func (bt *BaseType) Check(a Atom) error {
+	if a.t != bt.Type {
+		return Errorf(ErrSyntax, "expected %s, got %s", bt.Type, a.t)
+	}
+	if bt.Enum != nil {
+		if !bt.Enum.Contains(a) {
+			return Errorf(ErrConstraintViolation, "%s is not one of the allowed values (%s)", atomForMsg(a), enumForMsg(bt.Enum))
+		}
+		return nil
+	}
+	switch a.t {
+	case TypeInteger:
+		if i := a.Int(); i < bt.MinInteger || i > bt.MaxInteger {
+			return Errorf(ErrConstraintViolation, "%d is not in the valid range %s", i, intRange(bt.MinInteger, bt.MaxInteger))
+		}
+	case TypeReal:
+		if f := a.Float(); f < bt.MinReal || f > bt.MaxReal {
+			return Errorf(ErrConstraintViolation, "%g is not in the valid range %g to %g (inclusive)", f, bt.MinReal, bt.MaxReal)
+		}
+	case TypeString:
+		if bt.MinLength > 0 || bt.MaxLength != math.MaxInt {
+			n := utf8.RuneCountInString(a.s)
+			if n < bt.MinLength {
+				return Errorf(ErrConstraintViolation, "%q length %d is less than minimum allowed length %d", a.s, n, bt.MinLength)
+			}
+			if n > bt.MaxLength {
+				return Errorf(ErrConstraintViolation, "%q length %d is greater than maximum allowed length %d", a.s, n, bt.MaxLength)
+			}
+		}
+	}
+	return nil
+}
+
+func intRange(lo, hi int64) string {
+	switch {
+	case lo == math.MinInt64:
+		return fmt.Sprintf("up to %d", hi)
+	case hi == math.MaxInt64:
+		return fmt.Sprintf("%d or greater", lo)
+	}
+	return fmt.Sprintf("%d to %d (inclusive)", lo, hi)
+}
+
+func atomForMsg(a Atom) string {
+	if a.t == TypeString {
+		return strconv.Quote(a.s)
+	}
+	return a.String()
+}
+
+func enumForMsg(d *Datum) string {
+	var b []byte
+	for i, k := range d.Keys {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		if i == 20 {
+			b = append(b, "..."...)
+			break
+		}
+		b = append(b, atomForMsg(k)...)
+	}
+	return string(b)
+}
+
+// DecodeDatum decodes the JSON value of a column of type ct: an atom (a
+// one-element set), ["set", [...]], or ["map", [[k, v], ...]], and checks
+// the element count and every atom's constraints. Duplicate set elements or
+// map keys are a syntax error, as in ovsdb-server.
+func DecodeDatum(v any, ct *ColumnType, names NameResolver) (Datum, error) {
+	var d Datum
+	if ct.IsMap() {
+		inner, err := unwrap(v, "map")
+		if err != nil {
+			return Datum{}, err
+		}
+		keys := make([]Atom, len(inner))
+		values := make([]Atom, len(inner))
+		for i, e := range inner {
+			pair, ok := e.([]any)
+			if !ok || len(pair) != 2 {
+				return Datum{}, syntaxErr(e, "expected [key, value] pair in map")
+			}
+			if keys[i], err = DecodeAtom(pair[0], &ct.Key, names); err != nil {
+				return Datum{}, err
+			}
+			if values[i], err = DecodeAtom(pair[1], ct.Value, names); err != nil {
+				return Datum{}, err
+			}
+		}
+		if !isSortedUnique(keys) {
+			d = Map(keys, values)
+			if len(d.Keys) != len(keys) {
+				return Datum{}, syntaxErr(v, "map contains duplicate key")
+			}
+		} else {
+			d = Datum{Keys: keys, Values: values}
+		}
+	} else if arr, ok := v.([]any); ok && len(arr) == 2 && arr[0] == "set" {
+		inner, ok := arr[1].([]any)
+		if !ok {
+			return Datum{}, syntaxErr(v, "expected [\"set\", [ELEMENTS]]")
+		}
+		keys := make([]Atom, len(inner))
+		for i, e := range inner {
+			var err error
+			if keys[i], err = DecodeAtom(e, &ct.Key, names); err != nil {
+				return Datum{}, err
+			}
+		}
+		d = Set(keys...)
+		if len(d.Keys) != len(keys) {
+			return Datum{}, syntaxErr(v, "set contains duplicate value")
+		}
+	} else {
+		a, err := DecodeAtom(v, &ct.Key, names)
+		if err != nil {
+			return Datum{}, err
+		}
+		d = Scalar(a)
+	}
+	if n := len(d.Keys); n < ct.Min || n > ct.Max {
+		return Datum{}, syntaxErr(v, "%s must have %d to %s members but %d are present", ct.describeKind(), ct.Min, maxString(ct.Max), n)
+	}
+	return d, nil
+}
+
+func (t *ColumnType) describeKind() string {
+	if t.IsMap() {
+		return "map"
+	}
+	return "set"
+}
+
+func maxString(n int) string {
+	if n == Unlimited {
+		return "unlimited"
+	}
+	return strconv.Itoa(n)
+}
+
+func unwrap(v any, tag string) ([]any, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 2 || arr[0] != tag {
+		return nil, syntaxErr(v, "expected [\"%s\", [...]]", tag)
+	}
+	inner, ok := arr[1].([]any)
+	if !ok {
+		return nil, syntaxErr(v, "expected [\"%s\", [...]]", tag)
+	}
+	return inner, nil
+}
+
+// AppendJSON appends d's JSON encoding for a column of type ct: a map as
+// ["map", [[k, v], ...]], a one-element set as its atom, any other set as
+// ["set", [...]].
+func (d Datum) AppendJSON(b []byte, ct *ColumnType) []byte {
+	if ct.IsMap() {
+		b = append(b, `["map",[`...)
+		for i, k := range d.Keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '[')
+			b = k.AppendJSON(b)
+			b = append(b, ',')
+			b = d.Values[i].AppendJSON(b)
+			b = append(b, ']')
+		}
+		return append(b, "]]"...)
+	}
+	if len(d.Keys) == 1 {
+		return d.Keys[0].AppendJSON(b)
+	}
+	b = append(b, `["set",[`...)
+	for i, k := range d.Keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = k.AppendJSON(b)
+	}
+	return append(b, "]]"...)
+}
+
+// AppendJSONString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD.
+func AppendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				b = append(b, s[start:i]...)
+				b = append(b, `\ufffd`...)
+				i++
+				start = i
+				continue
+			}
+			i += size
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"':
+			b = append(b, `\"`...)
+		case '\\':
+			b = append(b, `\\`...)
+		case '\n':
+			b = append(b, `\n`...)
+		case '\r':
+			b = append(b, `\r`...)
+		case '\t':
+			b = append(b, `\t`...)
+		case '\b':
+			b = append(b, `\b`...)
+		case '\f':
+			b = append(b, `\f`...)
+		default:
+			const hex = "0123456789abcdef"
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		i++
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
