@@ -1,0 +1,355 @@
+package flow
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// Action is one action of a flow-table rule (OpenFlow-style). The concrete
+// types are the exported structs in this file; a rule's actions run in order.
+type Action interface {
+	fmt.Stringer
+	isAction()
+}
+
+// Special port numbers for Output.
+const (
+	// PortInPort outputs the packet back to the port it came in on; a plain
+	// output to in_port is dropped, as in OpenFlow.
+	PortInPort uint32 = 0xfffffff8
+	// PortNone is "no port".
+	PortNone uint32 = 0xffffffff
+)
+
+// NumTables is the number of flow tables (0..254); table 255 is not a table.
+const NumTables = 255
+
+// Output sends the packet to a port. If PortField is set (Field != 0) the
+// port number is read from it when the action runs ("output:reg15").
+type Output struct {
+	Port      uint32
+	PortField FieldRange
+}
+
+// Load writes a constant into a field or subfield (set_field / load).
+type Load struct {
+	Dst   FieldRange
+	Value U128 // in Dst's own bit space (bit 0 is Dst's bit Ofs)
+}
+
+// Move copies Src into Dst; both ranges have the same width. Reading Src
+// makes the megaflow match Src's bits.
+type Move struct {
+	Src, Dst FieldRange
+}
+
+// Resubmit runs the packet through Table, then continues with the next
+// action. A missing match in Table does nothing.
+type Resubmit struct {
+	Table uint8
+}
+
+// GotoTable continues processing in Table after this rule's actions. It
+// must be the last action of a list.
+type GotoTable struct {
+	Table uint8
+}
+
+// CTNoTable in CT.Table means "do not recirculate": the packet goes on
+// through the current actions without conntrack's verdict.
+const CTNoTable uint8 = 255
+
+// CT sends the packet through connection tracking in a zone. With Table set
+// (not CTNoTable) processing continues, after conntrack, in that table with
+// the ct_* fields filled in; this ends the megaflow (a recirculation).
+type CT struct {
+	Zone      uint16     // zone, unless ZoneField is set
+	ZoneField FieldRange // zone read from a field (e.g. reg13[0..15])
+	Commit    bool       // create a connection entry if none
+	Force     bool       // with Commit: replace an entry in the other direction
+	Table     uint8      // table to continue in, or CTNoTable
+	NAT       *NAT       // network address translation, nil for none
+	Exec      []Action   // Load/Move into ct_mark and ct_label, for a commit
+}
+
+// NAT describes ct(nat...). With neither Src nor Dst, existing
+// connections' translation is applied ("ct(nat)").
+type NAT struct {
+	Src, Dst         bool       // kind: snat or dnat
+	AddrMin, AddrMax netip.Addr // address range; zero means keep
+	PortMin, PortMax uint16     // port range; zero means keep
+	Random           bool       // random port selection
+	Persistent       bool
+}
+
+// CTClear clears all conntrack state from the packet (ct_state=0 ...).
+type CTClear struct{}
+
+// Clone runs Actions on a copy of the packet; changes inside it do not affect
+// what follows.
+type Clone struct {
+	Actions []Action
+}
+
+// Drop stops processing; it must be the only action.
+type Drop struct{}
+
+// Controller sends the packet to the controller's packet-in channel with
+// UserData (OVN's pinctrl opcodes live in it).
+type Controller struct {
+	UserData []byte
+	Pause    bool // continuation: stop processing the packet here
+}
+
+// PushVLAN pushes a VLAN header with TPID 0x8100 or 0x88a8; set vlan_tci
+// afterwards to give it an ID.
+type PushVLAN struct {
+	TPID uint16
+}
+
+// PopVLAN removes the outermost VLAN header.
+type PopVLAN struct{}
+
+// DecTTL decrements the IP TTL / hop limit; a packet whose TTL would reach
+// zero stops here (sent to the controller, if ToController).
+type DecTTL struct {
+	ToController bool
+}
+
+// Group runs the packet through a group (select groups pick one bucket).
+type Group struct {
+	ID uint32
+}
+
+// Conjunction marks a rule as one clause of a conjunctive match: the packet
+// matches conjunction ID when, at one priority, for every clause 1..NClauses
+// some rule with that clause matches. Then the rule that matches
+// conj_id=ID in the same table runs. A rule with Conjunction actions must have
+// no other kind of action.
+type Conjunction struct {
+	ID       uint32
+	Clause   uint8 // k, 1-based
+	NClauses uint8 // n, 2..64
+}
+
+// Exit stops processing the packet's actions (no further resubmits run).
+type Exit struct{}
+
+func (Output) isAction()      {}
+func (Load) isAction()        {}
+func (Move) isAction()        {}
+func (Resubmit) isAction()    {}
+func (GotoTable) isAction()   {}
+func (CT) isAction()          {}
+func (CTClear) isAction()     {}
+func (Clone) isAction()       {}
+func (Drop) isAction()        {}
+func (Controller) isAction()  {}
+func (PushVLAN) isAction()    {}
+func (PopVLAN) isAction()     {}
+func (DecTTL) isAction()      {}
+func (Group) isAction()       {}
+func (Conjunction) isAction() {}
+func (Exit) isAction()        {}
+
+func (a Output) String() string {
+	if a.PortField.Field.Valid() {
+		return "output:" + a.PortField.String()
+	}
+	if a.Port == PortInPort {
+		return "in_port"
+	}
+	return fmt.Sprintf("output:%d", a.Port)
+}
+
+func (a Load) String() string {
+	return fmt.Sprintf("load:%s->%s", FormatValue(a.Dst.Field, a.Value.Shl(a.Dst.Ofs), fieldOnes(a.Dst.Field)), a.Dst)
+}
+
+func (a Move) String() string { return fmt.Sprintf("move:%s->%s", a.Src, a.Dst) }
+
+func (a Resubmit) String() string { return fmt.Sprintf("resubmit(,%d)", a.Table) }
+
+func (a GotoTable) String() string { return fmt.Sprintf("goto_table:%d", a.Table) }
+
+func (a CT) String() string {
+	var p []string
+	if a.Commit {
+		p = append(p, "commit")
+	}
+	if a.Force {
+		p = append(p, "force")
+	}
+	if a.ZoneField.Field.Valid() {
+		p = append(p, "zone="+a.ZoneField.String())
+	} else {
+		p = append(p, fmt.Sprintf("zone=%d", a.Zone))
+	}
+	if a.Table != CTNoTable {
+		p = append(p, fmt.Sprintf("table=%d", a.Table))
+	}
+	if a.NAT != nil {
+		p = append(p, a.NAT.String())
+	}
+	if len(a.Exec) > 0 {
+		p = append(p, "exec("+ActionsString(a.Exec)+")")
+	}
+	return "ct(" + strings.Join(p, ",") + ")"
+}
+
+func (n NAT) String() string {
+	s := "nat"
+	switch {
+	case n.Src:
+		s += "(src"
+	case n.Dst:
+		s += "(dst"
+	default:
+		return s
+	}
+	if n.AddrMin.IsValid() {
+		s += "=" + n.AddrMin.String()
+		if n.AddrMax.IsValid() && n.AddrMax != n.AddrMin {
+			s += "-" + n.AddrMax.String()
+		}
+		if n.PortMin != 0 {
+			s += fmt.Sprintf(":%d", n.PortMin)
+			if n.PortMax != 0 && n.PortMax != n.PortMin {
+				s += fmt.Sprintf("-%d", n.PortMax)
+			}
+		}
+	}
+	if n.Random {
+		s += ",random"
+	}
+	if n.Persistent {
+		s += ",persistent"
+	}
+	return s + ")"
+}
+
+func (CTClear) String() string { return "ct_clear" }
+
+func (a Clone) String() string { return "clone(" + ActionsString(a.Actions) + ")" }
+
+func (Drop) String() string { return "drop" }
+
+func (a Controller) String() string {
+	s := "controller("
+	if a.Pause {
+		s += "pause,"
+	}
+	return s + fmt.Sprintf("userdata=%x)", a.UserData)
+}
+
+func (a PushVLAN) String() string { return fmt.Sprintf("push_vlan:0x%04x", a.TPID) }
+
+func (PopVLAN) String() string { return "pop_vlan" }
+
+func (DecTTL) String() string { return "dec_ttl" }
+
+func (a Group) String() string { return fmt.Sprintf("group:%d", a.ID) }
+
+func (a Conjunction) String() string {
+	return fmt.Sprintf("conjunction(%d,%d/%d)", a.ID, a.Clause, a.NClauses)
+}
+
+func (Exit) String() string { return "exit" }
+
+// ActionsString formats a list of actions as OVS does, comma-separated;
+// the empty list is "drop".
+func ActionsString(as []Action) string {
+	if len(as) == 0 {
+		return "drop"
+	}
+	s := make([]string, len(as))
+	for i, a := range as {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ",")
+}
+
+// ValidateActions checks a rule's action list: ranges fit their fields,
+// moves have equal widths, goto_table is last and goes forward from table,
+// drop and conjunction stand alone.
+func ValidateActions(table uint8, as []Action) error {
+	nConj := 0
+	for i, a := range as {
+		var err error
+		switch a := a.(type) {
+		case Output:
+			if a.PortField.Field.Valid() {
+				err = a.PortField.Validate()
+			}
+		case Load:
+			err = a.Dst.Validate()
+			if err == nil && !a.Value.AndNot(OnesU128(a.Dst.Width())).IsZero() {
+				err = fmt.Errorf("value does not fit %s", a.Dst)
+			}
+		case Move:
+			if err = a.Src.Validate(); err == nil {
+				err = a.Dst.Validate()
+			}
+			if err == nil && a.Src.Width() != a.Dst.Width() {
+				err = fmt.Errorf("move %s->%s: widths differ", a.Src, a.Dst)
+			}
+		case Resubmit:
+			if a.Table >= NumTables {
+				err = fmt.Errorf("table %d out of range", a.Table)
+			}
+		case GotoTable:
+			switch {
+			case i != len(as)-1:
+				err = fmt.Errorf("goto_table must be the last action")
+			case a.Table <= table || a.Table >= NumTables:
+				err = fmt.Errorf("goto_table:%d from table %d must go forward", a.Table, table)
+			}
+		case CT:
+			if a.ZoneField.Field.Valid() {
+				err = a.ZoneField.Validate()
+			}
+			for _, e := range a.Exec {
+				var dst FieldRange
+				switch e := e.(type) {
+				case Load:
+					dst = e.Dst
+				case Move:
+					dst = e.Dst
+				default:
+					return fmt.Errorf("action %d: ct exec allows only load/move, not %s", i, e)
+				}
+				if dst.Field != CTMark && dst.Field != CTLabel {
+					return fmt.Errorf("action %d: ct exec may set only ct_mark and ct_label, not %s", i, dst)
+				}
+			}
+			if err == nil {
+				err = ValidateActions(table, a.Exec)
+			}
+		case Clone:
+			err = ValidateActions(table, a.Actions)
+		case Drop:
+			if len(as) != 1 {
+				err = fmt.Errorf("drop must be the only action")
+			}
+		case PushVLAN:
+			if a.TPID != 0x8100 && a.TPID != 0x88a8 {
+				err = fmt.Errorf("push_vlan: bad TPID 0x%x", a.TPID)
+			}
+		case Conjunction:
+			nConj++
+			if a.NClauses < 2 || a.NClauses > 64 || a.Clause < 1 || a.Clause > a.NClauses {
+				err = fmt.Errorf("conjunction(%d,%d/%d): bad clause", a.ID, a.Clause, a.NClauses)
+			}
+		case nil:
+			err = fmt.Errorf("nil action")
+		}
+		if err != nil {
+			return fmt.Errorf("action %d (%v): %w", i, as[i], err)
+		}
+	}
+	if nConj > 0 && nConj != len(as) {
+		return fmt.Errorf("conjunction actions cannot be mixed with other actions")
+	}
+	return nil
+}
