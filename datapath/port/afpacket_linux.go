@@ -1,0 +1,298 @@
+package port
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// AFPacket is a port on a Linux network device through an AF_PACKET socket.
+// It receives every frame the device receives (promiscuous), not the frames
+// the host sends through it, and carries offload metadata both ways.
+type AFPacket struct {
+	name    string
+	ifindex int
+	file    *os.File
+	raw     syscall.RawConn
+
+	rx mmsgBatch // used only by the Recv goroutine
+
+	txMu sync.Mutex
+	tx   mmsgBatch
+
+	kernelDrops atomic.Uint64
+	closed      atomic.Bool
+	counters
+}
+
+// mmsghdr is struct mmsghdr; Go's alignment rules give it the C layout.
+type mmsghdr struct {
+	hdr unix.Msghdr
+	n   uint32
+}
+
+// mmsgBatch is the scratch of one recvmmsg or sendmmsg call: per message a
+// virtio-net header and a data buffer.
+type mmsgBatch struct {
+	msgs  []mmsghdr
+	iovs  [][2]unix.Iovec
+	vnets [][vnetHdrLen]byte
+}
+
+func newMmsgBatch(n int) mmsgBatch {
+	b := mmsgBatch{
+		msgs:  make([]mmsghdr, n),
+		iovs:  make([][2]unix.Iovec, n),
+		vnets: make([][vnetHdrLen]byte, n),
+	}
+	for i := range b.msgs {
+		b.iovs[i][0].Base = &b.vnets[i][0]
+		b.iovs[i][0].SetLen(vnetHdrLen)
+		b.msgs[i].hdr.Iov = &b.iovs[i][0]
+		b.msgs[i].hdr.SetIovlen(2)
+	}
+	return b
+}
+
+// setData points message i's data buffer at b.
+func (m *mmsgBatch) setData(i int, b []byte) {
+	if len(b) == 0 {
+		m.iovs[i][1].Base = nil
+	} else {
+		m.iovs[i][1].Base = &b[0]
+	}
+	m.iovs[i][1].SetLen(len(b))
+	m.msgs[i].hdr.Flags = 0
+	m.msgs[i].n = 0
+}
+
+// NewAFPacket opens an AF_PACKET port on the device called name, which
+// must exist; it is set up and promiscuous for as long as the port is open.
+func NewAFPacket(name string) (*AFPacket, error) {
+	ifi, err := net.InterfaceByName(name)
+	if err != nil {
+		return nil, fmt.Errorf("af_packet port %s: %w", name, err)
+	}
+	// Protocol 0 until bind, so no frame of another device slips in.
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("af_packet port %s: socket: %w", name, err)
+	}
+	fail := func(what string, err error) (*AFPacket, error) {
+		unix.Close(fd)
+		return nil, fmt.Errorf("af_packet port %s: %s: %w", name, what, err)
+	}
+	opts := []struct {
+		level, opt, val int
+		what            string
+	}{
+		{unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1, "PACKET_VNET_HDR"},
+		{unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1, "PACKET_IGNORE_OUTGOING"},
+		{unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1, "PACKET_QDISC_BYPASS"},
+	}
+	for _, o := range opts {
+		if err := unix.SetsockoptInt(fd, o.level, o.opt, o.val); err != nil {
+			return fail(o.what, err)
+		}
+	}
+	// Big buffers absorb bursts while the switch goroutine is descheduled;
+	// the Force variants need CAP_NET_ADMIN, so fall back quietly.
+	for _, o := range [][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
+		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, o[0], 8<<20) != nil {
+			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, o[1], 8<<20)
+		}
+	}
+	sll := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}
+	if err := unix.Bind(fd, sll); err != nil {
+		return fail("bind", err)
+	}
+	mreq := unix.PacketMreq{Ifindex: int32(ifi.Index), Type: unix.PACKET_MR_PROMISC}
+	if err := unix.SetsockoptPacketMreq(fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, &mreq); err != nil {
+		return fail("promiscuous mode", err)
+	}
+	if err := setLinkUp(name); err != nil {
+		return fail("link up", err)
+	}
+	f := os.NewFile(uintptr(fd), "af_packet:"+name)
+	raw, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("af_packet port %s: %w", name, err)
+	}
+	return &AFPacket{
+		name: name, ifindex: ifi.Index, file: f, raw: raw,
+		rx: newMmsgBatch(BatchSize), tx: newMmsgBatch(BatchSize),
+	}, nil
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// Name implements Port.
+func (a *AFPacket) Name() string { return a.name }
+
+// Offloads implements Port: the kernel finishes checksums and splits GSO
+// segments of frames sent with a virtio-net header.
+func (a *AFPacket) Offloads() bool { return true }
+
+// Recv implements Port.
+func (a *AFPacket) Recv(pkts []*Packet) (int, error) {
+	n := min(len(pkts), len(a.rx.msgs))
+	if n == 0 {
+		return 0, nil
+	}
+	for i := range n {
+		pkts[i].Reset()
+		a.rx.setData(i, pkts[i].space())
+	}
+	var got int
+	var serr error
+	err := a.raw.Read(func(fd uintptr) bool {
+		r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&a.rx.msgs[0])), uintptr(n), 0, 0, 0)
+		if e == unix.EAGAIN {
+			return false
+		}
+		if e != 0 {
+			serr = e
+		} else {
+			got = int(r)
+		}
+		return true
+	})
+	if err != nil {
+		if a.closed.Load() {
+			return 0, ErrClosed
+		}
+		return 0, fmt.Errorf("af_packet port %s: recv: %w", a.name, err)
+	}
+	if serr != nil {
+		if serr == unix.EINTR || serr == unix.ENETDOWN {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("af_packet port %s: recvmmsg: %w", a.name, serr)
+	}
+	// Keep the good frames at the front of pkts.
+	k := 0
+	for i := range got {
+		m := &a.rx.msgs[i]
+		size := int(m.n) - vnetHdrLen
+		if m.hdr.Flags&unix.MSG_TRUNC != 0 || size < 14 {
+			a.rxDropped.Add(1)
+			continue
+		}
+		p := pkts[i]
+		if k != i {
+			pkts[k], pkts[i] = pkts[i], pkts[k]
+		}
+		p.setLen(size)
+		p.Offload = decodeVnetHdr(a.rx.vnets[i][:])
+		a.rxBytes.Add(uint64(size))
+		k++
+	}
+	a.rxPackets.Add(uint64(k))
+	return k, nil
+}
+
+// Send implements Port.
+func (a *AFPacket) Send(pkts []*Packet) error {
+	a.txMu.Lock()
+	defer a.txMu.Unlock()
+	for len(pkts) > 0 {
+		n := min(len(pkts), len(a.tx.msgs))
+		for i := range n {
+			encodeVnetHdr(a.tx.vnets[i][:], pkts[i].Offload)
+			a.tx.setData(i, pkts[i].Data)
+		}
+		sent, err := a.sendmmsg(n)
+		switch {
+		case a.closed.Load():
+			return ErrClosed
+		case err != nil:
+			// The first frame was refused (too big, bad offload): skip it.
+			a.txErrors.Add(1)
+			a.txDropped.Add(1)
+			sent = 1
+		}
+		for _, p := range pkts[:sent] {
+			a.txBytes.Add(uint64(len(p.Data)))
+		}
+		if err == nil {
+			a.txPackets.Add(uint64(sent))
+		}
+		pkts = pkts[sent:]
+	}
+	return nil
+}
+
+// sendmmsg sends the first n prepared messages, waiting while the socket
+// buffer is full, and returns how many the kernel took.
+func (a *AFPacket) sendmmsg(n int) (int, error) {
+	var sent int
+	var serr error
+	err := a.raw.Write(func(fd uintptr) bool {
+		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&a.tx.msgs[0])), uintptr(n), 0, 0, 0)
+		switch e {
+		case unix.EAGAIN, unix.ENOBUFS:
+			return false
+		case 0:
+			sent = int(r)
+		default:
+			serr = e
+		}
+		return true
+	})
+	if err != nil {
+		return 0, err
+	}
+	if serr != nil {
+		return 0, fmt.Errorf("af_packet port %s: sendmmsg: %w", a.name, serr)
+	}
+	return sent, nil
+}
+
+// Stats implements Port; RxDropped includes the frames the kernel dropped
+// because the socket buffer was full.
+func (a *AFPacket) Stats() Stats {
+	s := a.snapshot()
+	var kernelDrops uint64
+	_ = a.raw.Control(func(fd uintptr) {
+		if st, err := unix.GetsockoptTpacketStats(int(fd), unix.SOL_PACKET, unix.PACKET_STATISTICS); err == nil {
+			// PACKET_STATISTICS resets on read; keep a running total.
+			kernelDrops = a.kernelDrops.Add(uint64(st.Drops))
+		}
+	})
+	s.RxDropped += kernelDrops
+	return s
+}
+
+// Close implements Port.
+func (a *AFPacket) Close() error {
+	a.closed.Store(true)
+	return a.file.Close()
+}
+
+// setLinkUp sets the IFF_UP flag of a device.
+func setLinkUp(name string) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	if ifr.Uint16()&unix.IFF_UP != 0 {
+		return nil
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
