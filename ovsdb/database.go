@@ -1,0 +1,380 @@
+package ovsdb
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Database is the committed contents of one database. It is not safe for
+// concurrent use: its owner (the server) serializes transactions and reads.
+type Database struct {
+	Schema *Schema
+	tables map[string]*Table
+	// strong counts the strong references to each row from every row.
+	strong map[UUID]int
+	// weak records, for each row, the rows holding weak references to it,
+	// so deleting a row finds what to clean without a scan.
+	weak map[UUID]map[rowRef]int
+}
+
+type rowRef struct {
+	table *TableSchema
+	uuid  UUID
+}
+
+// Table is the committed contents of one table.
+type Table struct {
+	Schema *TableSchema
+	Rows   map[UUID]*Row
+	// indexes[i] maps the key of Schema.Indexes[i] to the row holding it.
+	indexes []map[string]UUID
+	refCols []*ColumnSchema
+}
+
+// NewDatabase returns an empty database for schema s.
+func NewDatabase(s *Schema) *Database {
+	db := &Database{Schema: s, tables: make(map[string]*Table, len(s.Tables)), strong: map[UUID]int{}, weak: map[UUID]map[rowRef]int{}}
+	for name, ts := range s.Tables {
+		t := &Table{Schema: ts, Rows: map[UUID]*Row{}, indexes: make([]map[string]UUID, len(ts.Indexes))}
+		for i := range t.indexes {
+			t.indexes[i] = map[string]UUID{}
+		}
+		t.refCols = refColumns(ts)
+		db.tables[name] = t
+	}
+	return db
+}
+
+func refColumns(ts *TableSchema) []*ColumnSchema {
+	var cols []*ColumnSchema
+	for _, c := range ts.Columns {
+		if c.Type.Key.RefTable != "" || (c.Type.Value != nil && c.Type.Value.RefTable != "") {
+			cols = append(cols, c)
+		}
+	}
+	return cols
+}
+
+// Table returns the named table, or nil.
+func (db *Database) Table(name string) *Table { return db.tables[name] }
+
+// Row returns the committed row uuid of table name, or nil.
+func (db *Database) Row(table string, uuid UUID) *Row {
+	t := db.tables[table]
+	if t == nil {
+		return nil
+	}
+	return t.Rows[uuid]
+}
+
+// ChangeSet is what one transaction changed: for each table, for each row,
+// its old and new versions (Old nil: inserted; New nil: deleted).
+type ChangeSet struct {
+	Tables map[string]map[UUID]*RowChange
+	// Comment joins the transaction's comment operations.
+	Comment string
+}
+
+// RowChange is one row's change.
+type RowChange struct {
+	Old, New *Row
+}
+
+// Empty reports whether cs changes nothing.
+func (cs *ChangeSet) Empty() bool {
+	if cs == nil {
+		return true
+	}
+	for _, rows := range cs.Tables {
+		if len(rows) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// ref is one reference from a row: its target and whether it is strong.
+type ref struct {
+	table  *TableSchema
+	target UUID
+	strong bool
+}
+
+// forEachRef calls fn for every reference that r (a row of t) holds.
+func (db *Database) forEachRef(t *Table, r *Row, fn func(ref)) {
+	if r == nil {
+		return
+	}
+	for _, c := range t.refCols {
+		d := r.Data[c.Index]
+		if rt := c.Type.Key.RefTable; rt != "" {
+			ts := db.Schema.Tables[rt]
+			for _, k := range d.Keys {
+				fn(ref{ts, k.UUID(), c.Type.Key.RefType == RefStrong})
+			}
+		}
+		if c.Type.Value != nil && c.Type.Value.RefTable != "" {
+			ts := db.Schema.Tables[c.Type.Value.RefTable]
+			for _, v := range d.Values {
+				fn(ref{ts, v.UUID(), c.Type.Value.RefType == RefStrong})
+			}
+		}
+	}
+}
+
+// indexKey renders the values of index cols of row r as a map key.
+func indexKey(r *Row, cols []*ColumnSchema) string {
+	var b []byte
+	for _, c := range cols {
+		b = r.Get(c).AppendJSON(b, &c.Type)
+		b = append(b, 0)
+	}
+	return string(b)
+}
+
+// Apply makes cs part of the committed state. cs must come from Transact
+// on this database (or from ApplyRecord), with nothing committed between.
+func (db *Database) Apply(cs *ChangeSet) {
+	for name, rows := range cs.Tables {
+		t := db.tables[name]
+		for uuid, ch := range rows {
+			if ch.Old != nil {
+				for i, cols := range t.Schema.Indexes {
+					k := indexKey(ch.Old, cols)
+					if t.indexes[i][k] == uuid {
+						delete(t.indexes[i], k)
+					}
+				}
+				db.forEachRef(t, ch.Old, func(r ref) { db.dropRef(r, t.Schema, uuid) })
+			}
+			if ch.New == nil {
+				delete(t.Rows, uuid)
+				continue
+			}
+			t.Rows[uuid] = ch.New
+			for i, cols := range t.Schema.Indexes {
+				t.indexes[i][indexKey(ch.New, cols)] = uuid
+			}
+			db.forEachRef(t, ch.New, func(r ref) { db.addRef(r, t.Schema, uuid) })
+		}
+	}
+}
+
+func (db *Database) addRef(r ref, from *TableSchema, uuid UUID) {
+	if r.strong {
+		db.strong[r.target]++
+		return
+	}
+	m := db.weak[r.target]
+	if m == nil {
+		m = map[rowRef]int{}
+		db.weak[r.target] = m
+	}
+	m[rowRef{from, uuid}]++
+}
+
+func (db *Database) dropRef(r ref, from *TableSchema, uuid UUID) {
+	if r.strong {
+		if n := db.strong[r.target] - 1; n > 0 {
+			db.strong[r.target] = n
+		} else {
+			delete(db.strong, r.target)
+		}
+		return
+	}
+	m := db.weak[r.target]
+	k := rowRef{from, uuid}
+	if n := m[k] - 1; n > 0 {
+		m[k] = n
+	} else {
+		delete(m, k)
+		if len(m) == 0 {
+			delete(db.weak, r.target)
+		}
+	}
+}
+
+// Record renders cs as a storage record body: table -> row UUID -> the
+// row's new non-ephemeral column values (all non-default ones for a new
+// row, the changed ones for a modified row) or nil for a deleted row. Rows
+// whose only changes are ephemeral are left out.
+func (cs *ChangeSet) Record(s *Schema) map[string]map[string]json.RawMessage {
+	out := map[string]map[string]json.RawMessage{}
+	for name, rows := range cs.Tables {
+		ts := s.Tables[name]
+		var tr map[string]json.RawMessage
+		for uuid, ch := range rows {
+			var body json.RawMessage
+			if ch.New != nil {
+				b := []byte{'{'}
+				n := 0
+				for _, c := range ts.Columns {
+					if c.Ephemeral {
+						continue
+					}
+					d := ch.New.Data[c.Index]
+					if ch.Old == nil {
+						if d.Equal(c.Type.Default()) {
+							continue
+						}
+					} else if d.Equal(ch.Old.Data[c.Index]) {
+						continue
+					}
+					if n > 0 {
+						b = append(b, ',')
+					}
+					n++
+					b = AppendJSONString(b, c.Name)
+					b = append(b, ':')
+					b = d.AppendJSON(b, &c.Type)
+				}
+				if n == 0 && ch.Old != nil {
+					continue
+				}
+				body = append(b, '}')
+			}
+			if tr == nil {
+				tr = map[string]json.RawMessage{}
+				out[name] = tr
+			}
+			tr[uuid.String()] = body
+		}
+	}
+	return out
+}
+
+// ApplyRecord replays one storage record (see ChangeSet.Record) onto the
+// database, as recovery does. When isDiff is true, modified columns hold
+// differences, as ovsdb-server 2.15 and later write them: for sets the
+// elements to toggle, for maps the pairs to add, remove or change. Data are
+// validated against the schema; references are trusted.
+func (db *Database) ApplyRecord(tables map[string]map[string]json.RawMessage, isDiff bool) error {
+	cs := &ChangeSet{Tables: map[string]map[UUID]*RowChange{}}
+	for name, rows := range tables {
+		t := db.tables[name]
+		if t == nil {
+			return fmt.Errorf("record names unknown table %q", name)
+		}
+		ch := map[UUID]*RowChange{}
+		cs.Tables[name] = ch
+		for us, body := range rows {
+			uuid, err := ParseUUID(us)
+			if err != nil {
+				return fmt.Errorf("table %s: %w", name, err)
+			}
+			old := t.Rows[uuid]
+			if body == nil || string(body) == "null" {
+				if old != nil {
+					ch[uuid] = &RowChange{Old: old}
+				}
+				continue
+			}
+			v, err := DecodeJSON(body)
+			if err != nil {
+				return fmt.Errorf("table %s row %s: %w", name, us, err)
+			}
+			obj, ok := v.(map[string]any)
+			if !ok {
+				return fmt.Errorf("table %s row %s: not an object", name, us)
+			}
+			var nr *Row
+			if old != nil {
+				nr = old.Clone()
+			} else {
+				nr = NewRow(t.Schema, uuid)
+			}
+			nr.Version = NewUUID()
+			for cname, cv := range obj {
+				c := t.Schema.Column(cname)
+				if c == nil || c.Index < 0 {
+					// Columns a newer schema dropped are ignored, as ovsdb-server does on conversion.
+					continue
+				}
+				ct := c.Type
+				if isDiff && old != nil {
+					ct.Min, ct.Max = 0, Unlimited
+				}
+				d, err := DecodeDatum(cv, &ct, nil)
+				if err != nil {
+					return fmt.Errorf("table %s row %s column %s: %w", name, us, cname, err)
+				}
+				if isDiff && old != nil {
+					d = applyDiff(nr.Data[c.Index], d, &c.Type)
+				}
+				nr.Data[c.Index] = d
+			}
+			ch[uuid] = &RowChange{Old: old, New: nr}
+		}
+	}
+	db.Apply(cs)
+	return nil
+}
+
+// applyDiff applies an update2-style difference to old.
+func applyDiff(old, diff Datum, ct *ColumnType) Datum {
+	if ct.IsScalar() {
+		return diff
+	}
+	if ct.IsMap() {
+		keys, values := append([]Atom(nil), old.Keys...), append([]Atom(nil), old.Values...)
+		m := Map(keys, values)
+		for i, k := range diff.Keys {
+			j, ok := m.Find(k)
+			switch {
+			case ok && m.Values[j] == diff.Values[i]:
+				m = m.Difference(Set(k))
+			case ok:
+				m = m.Difference(Set(k)).Union(Map([]Atom{k}, []Atom{diff.Values[i]}))
+			default:
+				m = m.Union(Map([]Atom{k}, []Atom{diff.Values[i]}))
+			}
+		}
+		return m
+	}
+	// Sets: symmetric difference.
+	return old.Difference(diff).Union(diff.Difference(old))
+}
+
+// Diff returns the update2 "modify" difference from old to new for a
+// column of type ct (see ovsdb-server(7) §4.1.14): the new value for a
+// scalar, the symmetric difference for a set, and for a map the pairs
+// whose keys are in only one of the two plus the new pairs of changed keys.
+func Diff(old, new Datum, ct *ColumnType) Datum {
+	if ct.IsScalar() {
+		return new
+	}
+	if !ct.IsMap() {
+		return old.Difference(new).Union(new.Difference(old))
+	}
+	var keys, values []Atom
+	i, j := 0, 0
+	for i < len(old.Keys) || j < len(new.Keys) {
+		var c int
+		switch {
+		case i == len(old.Keys):
+			c = 1
+		case j == len(new.Keys):
+			c = -1
+		default:
+			c = old.Keys[i].Compare(new.Keys[j])
+		}
+		switch {
+		case c < 0:
+			keys, values = append(keys, old.Keys[i]), append(values, old.Values[i])
+			i++
+		case c > 0:
+			keys, values = append(keys, new.Keys[j]), append(values, new.Values[j])
+			j++
+		default:
+			if old.Values[i] != new.Values[j] {
+				keys, values = append(keys, new.Keys[j]), append(values, new.Values[j])
+			}
+			i++
+			j++
+		}
+	}
+	if values == nil {
+		values = []Atom{}
+	}
+	return Datum{Keys: keys, Values: values}
+}

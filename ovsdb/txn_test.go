@@ -1,0 +1,293 @@
+package ovsdb
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func newTestDB(t testing.TB) *Database {
+	t.Helper()
+	return NewDatabase(MustParseSchema([]byte(testSchema)))
+}
+
+// run executes a transaction given as JSON text, commits it when it
+// succeeds, and returns the decoded reply.
+func run(t testing.TB, db *Database, ops string, opts TxnOptions) ([]any, TxnResult) {
+	t.Helper()
+	v, err := DecodeJSON([]byte(ops))
+	if err != nil {
+		t.Fatalf("bad test JSON %s: %v", ops, err)
+	}
+	res := db.Transact(v.([]any), opts)
+	if res.Blocked {
+		return nil, res
+	}
+	var reply []any
+	if err := json.Unmarshal(res.Reply, &reply); err != nil {
+		t.Fatalf("reply %s is not JSON: %v", res.Reply, err)
+	}
+	if res.Changes != nil {
+		db.Apply(res.Changes)
+	}
+	return reply, res
+}
+
+// errorTag returns the tag of the first error object in reply, or "".
+func errorTag(reply []any) string {
+	for _, r := range reply {
+		if m, ok := r.(map[string]any); ok {
+			if e, ok := m["error"].(string); ok {
+				return e
+			}
+		}
+	}
+	return ""
+}
+
+func rowsOf(db *Database, table string) int { return len(db.Table(table).Rows) }
+
+func TestTransactErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		ops  string
+		want string
+	}{
+		{"unknown table", `[{"op":"insert","table":"Nope","row":{}}]`, ErrSyntax},
+		{"unknown op", `[{"op":"frobnicate"}]`, ErrSyntax},
+		{"not object", `[5]`, ErrSyntax},
+		{"bad column", `[{"op":"insert","table":"Root","row":{"nope":1}}]`, ErrSyntax},
+		{"bad type", `[{"op":"insert","table":"Root","row":{"n":"x"}}]`, ErrSyntax},
+		{"enum", `[{"op":"insert","table":"Root","row":{"color":"blue"}}]`, ErrConstraintViolation},
+		{"abort", `[{"op":"insert","table":"Root","row":{"name":"a"}},{"op":"abort"}]`, ErrAborted},
+		{"assert", `[{"op":"assert","lock":"l"}]`, ErrNotOwner},
+		{"dangling strong", `[{"op":"insert","table":"Root","row":{"name":"a","children":["uuid","00000000-0000-0000-0000-000000000001"]}}]`, ErrReferentialIntegrity},
+		{"index", `[{"op":"insert","table":"Root","row":{"name":"a"}},{"op":"insert","table":"Root","row":{"name":"a"}}]`, ErrConstraintViolation},
+		{"maxRows", `[{"op":"insert","table":"Root","row":{"name":"a"}},{"op":"insert","table":"Root","row":{"name":"b"}},{"op":"insert","table":"Root","row":{"name":"c"}}]`, ErrConstraintViolation},
+		{"duplicate uuid-name", `[{"op":"insert","table":"Child","uuid-name":"x","row":{"label":"a"}},{"op":"insert","table":"Child","uuid-name":"x","row":{"label":"b"}}]`, ErrDuplicateUUIDName},
+		{"undeclared name", `[{"op":"insert","table":"Root","row":{"children":["named-uuid","ghost"]}}]`, ErrSyntax},
+		{"immutable update", `[{"op":"update","table":"Root","where":[],"row":{"flag":true}}]`, ErrConstraintViolation},
+		{"wait timeout 0", `[{"op":"wait","table":"Root","where":[],"columns":["name"],"until":"==","rows":[{"name":"zzz"}],"timeout":0}]`, ErrTimedOut},
+		{"missing where", `[{"op":"delete","table":"Root"}]`, ErrSyntax},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := newTestDB(t)
+			reply, res := run(t, db, tt.ops, TxnOptions{})
+			if got := errorTag(reply); got != tt.want {
+				t.Fatalf("error %q, want %q; reply %s", got, tt.want, res.Reply)
+			}
+			if res.Changes != nil || !res.Failed {
+				t.Fatal("a failed transaction must not produce changes")
+			}
+			if rowsOf(db, "Root")+rowsOf(db, "Child") != 0 {
+				t.Fatal("a failed transaction changed the database")
+			}
+			var ops []any
+			json.Unmarshal([]byte(tt.ops), &ops)
+			if len(reply) < len(ops) {
+				t.Fatalf("reply has %d elements for %d operations", len(reply), len(ops))
+			}
+		})
+	}
+}
+
+func TestTransactRefsAndGC(t *testing.T) {
+	db := newTestDB(t)
+	reply, _ := run(t, db, `[
+	  {"op":"insert","table":"Root","uuid-name":"r","row":{"name":"a","children":["set",[["named-uuid","c1"],["named-uuid","c2"]]],"watch":["named-uuid","c1"]}},
+	  {"op":"insert","table":"Child","uuid-name":"c1","row":{"label":"one"}},
+	  {"op":"insert","table":"Child","uuid-name":"c2","row":{"label":"two","peers":["named-uuid","c1"]}},
+	  {"op":"insert","table":"Child","uuid-name":"orphan","row":{"label":"gone"}}
+	]`, TxnOptions{})
+	if e := errorTag(reply); e != "" {
+		t.Fatalf("insert failed: %v", reply)
+	}
+	if n := rowsOf(db, "Child"); n != 2 {
+		t.Fatalf("%d Child rows, want 2 (the unreferenced one is garbage)", n)
+	}
+	c1 := MustParseUUID(reply[1].(map[string]any)["uuid"].([]any)[1].(string))
+	// Deleting a strongly referenced row directly fails.
+	reply, _ = run(t, db, `[{"op":"delete","table":"Child","where":[["_uuid","==",["uuid","`+c1.String()+`"]]]}]`, TxnOptions{})
+	if errorTag(reply) != ErrReferentialIntegrity {
+		t.Fatalf("got %v", reply)
+	}
+	// Dropping c1 from children garbage-collects it and the weak references
+	// to it go away from Root.watch and Child.peers.
+	reply, _ = run(t, db, `[{"op":"mutate","table":"Root","where":[],"mutations":[["children","delete",["uuid","`+c1.String()+`"]]]}]`, TxnOptions{})
+	if errorTag(reply) != "" || reply[0].(map[string]any)["count"] != float64(1) {
+		t.Fatalf("mutate: %v", reply)
+	}
+	if db.Row("Child", c1) != nil {
+		t.Fatal("c1 was not garbage collected")
+	}
+	for _, r := range db.Table("Root").Rows {
+		if w := r.Data[db.Schema.Table("Root").Column("watch").Index]; w.Len() != 0 {
+			t.Errorf("weak reference survived: %v", w)
+		}
+	}
+	for _, r := range db.Table("Child").Rows {
+		if p := r.Data[db.Schema.Table("Child").Column("peers").Index]; p.Len() != 0 {
+			t.Errorf("weak peer survived: %v", p)
+		}
+	}
+	// Deleting the root collects everything.
+	run(t, db, `[{"op":"delete","table":"Root","where":[]}]`, TxnOptions{})
+	if rowsOf(db, "Child") != 0 || len(db.strong) != 0 || len(db.weak) != 0 {
+		t.Fatalf("left %d children, %d strong, %d weak", rowsOf(db, "Child"), len(db.strong), len(db.weak))
+	}
+}
+
+func TestTransactOps(t *testing.T) {
+	db := newTestDB(t)
+	reply, res := run(t, db, `[
+	  {"op":"insert","table":"Root","row":{"name":"a","n":5,"opts":["map",[["k","v"]]]}},
+	  {"op":"comment","comment":"hello"},
+	  {"op":"commit","durable":true},
+	  {"op":"assert","lock":"mine"}
+	]`, TxnOptions{HasLock: func(l string) bool { return l == "mine" }})
+	if errorTag(reply) != "" || !res.Durable || res.Changes.Comment != "hello" {
+		t.Fatalf("reply %v durable %v comment %q", reply, res.Durable, res.Changes.Comment)
+	}
+	cases := []struct {
+		ops  string
+		want string // substring of the reply
+		err  string
+	}{
+		{`[{"op":"update","table":"Root","where":[["name","==","a"]],"row":{"n":7}}]`, `{"count":1}`, ""},
+		{`[{"op":"select","table":"Root","where":[["n",">",6]],"columns":["name","n"]}]`, `{"rows":[{"name":"a","n":7}]}`, ""},
+		{`[{"op":"select","table":"Root","where":[["n","<",6]],"columns":["name"]}]`, `{"rows":[]}`, ""},
+		{`[{"op":"mutate","table":"Root","where":[],"mutations":[["n","+=",3],["n","*=",2]]}]`, `{"count":1}`, ""},
+		{`[{"op":"select","table":"Root","where":[],"columns":["n"]}]`, `"n":20`, ""},
+		{`[{"op":"mutate","table":"Root","where":[],"mutations":[["n","+=",100]]}]`, "", ErrConstraintViolation},
+		{`[{"op":"mutate","table":"Root","where":[],"mutations":[["n","/=",0]]}]`, "", ErrDomainError},
+		{`[{"op":"mutate","table":"Root","where":[],"mutations":[["n","%=",0]]}]`, "", ErrDomainError},
+		{`[{"op":"mutate","table":"Root","where":[],"mutations":[["name","+=",1]]}]`, "", ErrSyntax},
+		{`[{"op":"mutate","table":"Root","where":[],"mutations":[["opts","insert",["map",[["k","other"],["k2","v2"]]]]]}]`, `{"count":1}`, ""},
+		{`[{"op":"select","table":"Root","where":[["opts","includes",["map",[["k","v"],["k2","v2"]]]]],"columns":["opts"]}]`, `["map",[["k","v"],["k2","v2"]]]`, ""},
+		{`[{"op":"mutate","table":"Root","where":[],"mutations":[["opts","delete",["set",["k"]]]]}]`, `{"count":1}`, ""},
+		{`[{"op":"select","table":"Root","where":[["opts","excludes",["map",[["k","v"]]]]],"columns":["opts"]}]`, `["map",[["k2","v2"]]]`, ""},
+		{`[{"op":"wait","table":"Root","where":[],"columns":["name"],"until":"==","rows":[{"name":"a"}],"timeout":0}]`, `[{}]`, ""},
+		{`[{"op":"wait","table":"Root","where":[],"columns":["name"],"until":"!=","rows":[{"name":"a"}],"timeout":0}]`, "", ErrTimedOut},
+		{`[{"op":"delete","table":"Root","where":[["name","!=","a"]]}]`, `{"count":0}`, ""},
+		{`[{"op":"insert","table":"Root","uuid":"11111111-2222-3333-4444-555555555555","row":{"name":"b"}}]`, `["uuid","11111111-2222-3333-4444-555555555555"]`, ""},
+		{`[{"op":"insert","table":"Root","uuid":"11111111-2222-3333-4444-555555555555","row":{"name":"c"}}]`, "", "duplicate uuid"},
+	}
+	for _, c := range cases {
+		reply, res := run(t, db, c.ops, TxnOptions{})
+		if got := errorTag(reply); got != c.err {
+			t.Errorf("%s: error %q, want %q (%s)", c.ops, got, c.err, res.Reply)
+			continue
+		}
+		if !strings.Contains(string(res.Reply), c.want) {
+			t.Errorf("%s: reply %s lacks %s", c.ops, res.Reply, c.want)
+		}
+	}
+}
+
+func TestWaitBlocks(t *testing.T) {
+	db := newTestDB(t)
+	ops := `[{"op":"wait","table":"Root","where":[],"columns":["name"],"until":"==","rows":[{"name":"x"}],"timeout":1000}]`
+	_, res := run(t, db, ops, TxnOptions{})
+	if !res.Blocked || res.WaitTimeout.Milliseconds() != 1000 {
+		t.Fatalf("want blocked for 1s, got %+v", res)
+	}
+	reply, _ := run(t, db, ops, TxnOptions{WaitExpired: true})
+	if errorTag(reply) != ErrTimedOut {
+		t.Fatalf("expired wait: %v", reply)
+	}
+	run(t, db, `[{"op":"insert","table":"Root","row":{"name":"x"}}]`, TxnOptions{})
+	reply, res = run(t, db, ops, TxnOptions{})
+	if res.Blocked || errorTag(reply) != "" {
+		t.Fatalf("satisfied wait: %v %+v", reply, res)
+	}
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	db := newTestDB(t)
+	_, res := run(t, db, `[{"op":"insert","table":"Root","uuid-name":"r","row":{"name":"a","tmp":3,"children":["named-uuid","c"],"opts":["map",[["a","b"]]]}},
+	  {"op":"insert","table":"Child","uuid-name":"c","row":{"label":"x"}}]`, TxnOptions{})
+	rec1 := res.Changes.Record(db.Schema)
+	_, res = run(t, db, `[{"op":"update","table":"Root","where":[],"row":{"n":4,"tmp":9}}]`, TxnOptions{})
+	rec2 := res.Changes.Record(db.Schema)
+	for _, row := range rec2["Root"] {
+		if strings.Contains(string(row), "tmp") || strings.Contains(string(row), "name") {
+			t.Errorf("modified row record %s must hold only changed persistent columns", row)
+		}
+	}
+	replay := NewDatabase(db.Schema)
+	for _, rec := range []map[string]map[string]json.RawMessage{rec1, rec2} {
+		if err := replay.ApplyRecord(rec, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range db.Schema.TableNames {
+		a, b := db.Table(name), replay.Table(name)
+		if len(a.Rows) != len(b.Rows) {
+			t.Fatalf("%s: %d rows vs %d", name, len(a.Rows), len(b.Rows))
+		}
+		for u, r := range a.Rows {
+			r2 := b.Rows[u]
+			for _, c := range a.Schema.Columns {
+				if c.Ephemeral {
+					continue
+				}
+				if !r.Data[c.Index].Equal(r2.Data[c.Index]) {
+					t.Errorf("%s %s column %s differs after replay", name, u, c.Name)
+				}
+			}
+		}
+	}
+}
+
+func TestDiff(t *testing.T) {
+	s := MustParseSchema([]byte(testSchema))
+	opts := &s.Table("Root").Column("opts").Type
+	m := func(kv ...string) Datum {
+		var k, v []Atom
+		for i := 0; i < len(kv); i += 2 {
+			k, v = append(k, String(kv[i])), append(v, String(kv[i+1]))
+		}
+		return Map(k, v)
+	}
+	old, new := m("a", "1", "b", "2", "c", "3"), m("b", "2", "c", "4", "d", "5")
+	diff := Diff(old, new, opts)
+	if want := m("a", "1", "c", "4", "d", "5"); !diff.Equal(want) {
+		t.Fatalf("diff %v, want %v", diff, want)
+	}
+	if got := applyDiff(old, diff, opts); !got.Equal(new) {
+		t.Fatalf("applying the diff gives %v, want %v", got, new)
+	}
+}
+
+func FuzzTransact(f *testing.F) {
+	for _, seed := range []string{
+		`[{"op":"insert","table":"Root","uuid-name":"r","row":{"name":"a","children":["named-uuid","c"]}},{"op":"insert","table":"Child","uuid-name":"c","row":{"label":"x"}}]`,
+		`[{"op":"mutate","table":"Root","where":[["n","<",3]],"mutations":[["n","/=",-1],["opts","delete",["set",["a"]]]]}]`,
+		`[{"op":"wait","table":"Child","where":[],"columns":["label"],"until":"!=","rows":[{"label":"q"}],"timeout":0}]`,
+		`[{"op":"update","table":"Root","where":[["_uuid","==",["named-uuid","zz"]]],"row":{"r":1.5}},{"op":"select","table":"Root","where":[true]}]`,
+		`[{"op":"delete","table":"Child","where":[["peers","includes",["set",[]]]]},{"op":"comment","comment":"c"},{"op":"commit","durable":false}]`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		v, err := DecodeJSON([]byte(in))
+		if err != nil {
+			return
+		}
+		ops, ok := v.([]any)
+		if !ok {
+			return
+		}
+		db := newTestDB(t)
+		for i := 0; i < 2; i++ {
+			res := db.Transact(ops, TxnOptions{WaitExpired: true})
+			if !json.Valid(res.Reply) {
+				t.Fatalf("invalid reply %q", res.Reply)
+			}
+			if res.Changes != nil {
+				db.Apply(res.Changes)
+			}
+		}
+	})
+}
