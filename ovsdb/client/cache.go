@@ -1,0 +1,179 @@
+package client
+
+import (
+	"slices"
+	"sync"
+
+	"github.com/govn/govn/ovsdb"
+)
+
+// EventKind says what happened to a row.
+type EventKind uint8
+
+// The kinds of row events.
+const (
+	Insert EventKind = iota + 1
+	Update
+	Delete
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case Insert:
+		return "insert"
+	case Update:
+		return "update"
+	case Delete:
+		return "delete"
+	}
+	return "EventKind(?)"
+}
+
+// Event is one row's change. Old is nil for an insert, New is nil for a
+// delete. Both rows are immutable and stay valid after the cache moves on.
+type Event struct {
+	Table string
+	Kind  EventKind
+	Old   *ovsdb.Row
+	New   *ovsdb.Row
+}
+
+// UUID returns the UUID of the row the event is about.
+func (e *Event) UUID() ovsdb.UUID {
+	if e.New != nil {
+		return e.New.UUID
+	}
+	return e.Old.UUID
+}
+
+// ChangeSet is what one server update did to the cache: the events of one
+// committed transaction (or of a condition change), or, with Resync set, the
+// difference between the cache before a reconnection and the full contents
+// the server sent. Events are grouped by table, tables in name order, rows
+// in UUID order.
+type ChangeSet struct {
+	Events []Event
+	Resync bool
+	// TxnID is the server's id of the last transaction now reflected in the
+	// cache, when the server reports one (monitor_cond_since), else "".
+	TxnID string
+}
+
+// Cache is the monitored part of one database. All methods are safe for
+// concurrent use. Rows are shared, immutable values: never modify one.
+type Cache struct {
+	mu     sync.RWMutex
+	schema *ovsdb.Schema
+	tables map[string]map[ovsdb.UUID]*ovsdb.Row
+	// generation counts applied change sets; changed is closed and
+	// replaced whenever it grows.
+	generation uint64
+	changed    chan struct{}
+}
+
+func newCache() *Cache {
+	return &Cache{tables: map[string]map[ovsdb.UUID]*ovsdb.Row{}, changed: make(chan struct{})}
+}
+
+// Schema returns the schema the server reported (nil before the first
+// connection).
+func (c *Cache) Schema() *ovsdb.Schema {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.schema
+}
+
+// Row returns the row of table with the given UUID, or nil.
+func (c *Cache) Row(table string, id ovsdb.UUID) *ovsdb.Row {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.tables[table][id]
+}
+
+// Len returns the number of rows in table.
+func (c *Cache) Len(table string) int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.tables[table])
+}
+
+// Rows returns the rows of table, sorted by UUID.
+func (c *Cache) Rows(table string) []*ovsdb.Row {
+	c.mu.RLock()
+	rows := make([]*ovsdb.Row, 0, len(c.tables[table]))
+	for _, r := range c.tables[table] {
+		rows = append(rows, r)
+	}
+	c.mu.RUnlock()
+	slices.SortFunc(rows, func(a, b *ovsdb.Row) int { return a.UUID.Compare(b.UUID) })
+	return rows
+}
+
+// Generation returns a number that grows with every change set applied.
+func (c *Cache) Generation() uint64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.generation
+}
+
+// Changed returns a channel that is closed when the next change set has
+// been applied.
+func (c *Cache) Changed() <-chan struct{} {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.changed
+}
+
+// Get returns column col of the row of table with the given UUID.
+func (c *Cache) Get(table string, id ovsdb.UUID, col string) (ovsdb.Datum, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	r := c.tables[table][id]
+	if r == nil || c.schema == nil {
+		return ovsdb.Datum{}, false
+	}
+	cs := c.schema.Tables[table].Column(col)
+	if cs == nil {
+		return ovsdb.Datum{}, false
+	}
+	return r.Get(cs), true
+}
+
+// apply installs the rows of cs (already computed against the current
+// contents) and bumps the generation. Resync change sets carry the complete
+// new contents in replace.
+func (c *Cache) apply(cs *ChangeSet) {
+	c.mu.Lock()
+	for _, e := range cs.Events {
+		t := c.tables[e.Table]
+		if t == nil {
+			t = map[ovsdb.UUID]*ovsdb.Row{}
+			c.tables[e.Table] = t
+		}
+		if e.New == nil {
+			delete(t, e.Old.UUID)
+		} else {
+			t[e.New.UUID] = e.New
+		}
+	}
+	c.generation++
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+}
+
+// snapshotTable returns table's row map for reading by the update decoder,
+// which runs on the single goroutine that also writes the cache.
+func (c *Cache) snapshotTable(table string) map[ovsdb.UUID]*ovsdb.Row {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.tables[table]
+}
+
+// setSchema switches the cache to schema s. If the schema differs from the
+// one in use, the cache must be rebuilt: the caller resyncs.
+func (c *Cache) setSchema(s *ovsdb.Schema) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.schema = s
+}

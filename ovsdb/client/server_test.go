@@ -1,0 +1,541 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/govn/govn/ovsdb"
+	"github.com/govn/govn/ovsdb/jsonrpc"
+)
+
+// testSchema exercises scalars, optional values, sets, maps and references.
+const testSchema = `{
+  "name": "Test", "version": "1.0.0",
+  "tables": {
+    "Switch": {
+      "columns": {
+        "name": {"type": "string"},
+        "ports": {"type": {"key": {"type": "uuid", "refTable": "Port"}, "min": 0, "max": "unlimited"}},
+        "external_ids": {"type": {"key": "string", "value": "string", "min": 0, "max": "unlimited"}},
+        "tag": {"type": {"key": {"type": "integer", "minInteger": 0, "maxInteger": 4095}, "min": 0, "max": 1}},
+        "counter": {"type": "integer"}
+      },
+      "isRoot": true,
+      "indexes": [["name"]]
+    },
+    "Port": {
+      "columns": {
+        "name": {"type": "string"},
+        "addresses": {"type": {"key": "string", "min": 0, "max": "unlimited"}}
+      },
+      "isRoot": false
+    }
+  }
+}`
+
+// ovsdbServer is a real ovsdb-server on a unix socket in a temp dir.
+type ovsdbServer struct {
+	t      *testing.T
+	dir    string
+	db     string
+	socket string
+	cmd    *exec.Cmd
+}
+
+func startOvsdbServer(t *testing.T, schema string) *ovsdbServer {
+	t.Helper()
+	for _, bin := range []string{"ovsdb-server", "ovsdb-tool"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("%s not installed", bin)
+		}
+	}
+	dir := t.TempDir()
+	s := &ovsdbServer{t: t, dir: dir, db: filepath.Join(dir, "test.db"), socket: filepath.Join(dir, "db.sock")}
+	schemaFile := filepath.Join(dir, "test.ovsschema")
+	if err := os.WriteFile(schemaFile, []byte(schema), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("ovsdb-tool", "create", s.db, schemaFile).CombinedOutput(); err != nil {
+		t.Fatalf("ovsdb-tool create: %v\n%s", err, out)
+	}
+	s.start()
+	t.Cleanup(s.stop)
+	return s
+}
+
+func (s *ovsdbServer) start() {
+	s.t.Helper()
+	s.cmd = exec.Command("ovsdb-server", "--no-chdir", "--remote=punix:"+s.socket,
+		"--unixctl="+filepath.Join(s.dir, "ctl"), "--log-file="+filepath.Join(s.dir, "log"),
+		"--pidfile="+filepath.Join(s.dir, "pid"), s.db)
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(s.socket); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatal("ovsdb-server did not create its socket")
+		}
+	}
+}
+
+func (s *ovsdbServer) stop() {
+	if s.cmd != nil {
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+		s.cmd = nil
+		os.Remove(s.socket)
+	}
+}
+
+// recorder collects change sets.
+type recorder struct {
+	mu   sync.Mutex
+	sets []ChangeSet
+}
+
+func (r *recorder) record(cs ChangeSet) {
+	r.mu.Lock()
+	r.sets = append(r.sets, cs)
+	r.mu.Unlock()
+}
+
+// take returns the events recorded since the last take, as "kind table
+// name" strings.
+func (r *recorder) take(s *ovsdb.Schema) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, cs := range r.sets {
+		for _, e := range cs.Events {
+			row := e.New
+			if row == nil {
+				row = e.Old
+			}
+			name := row.Get(s.Tables[e.Table].Column("name")).Keys[0].Str()
+			out = append(out, fmt.Sprintf("%s %s %s", e.Kind, e.Table, name))
+		}
+	}
+	r.sets = nil
+	return out
+}
+
+func connect(t *testing.T, socket string, opts Options) *Client {
+	t.Helper()
+	opts.Endpoints = []string{"unix:" + socket}
+	opts.Database = "Test"
+	opts.MinBackoff = 20 * time.Millisecond
+	opts.MaxBackoff = 200 * time.Millisecond
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	c, err := Connect(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func str(s string) ovsdb.Datum { return ovsdb.Scalar(ovsdb.String(s)) }
+func integer(i int64) ovsdb.Datum {
+	return ovsdb.Scalar(ovsdb.Integer(i))
+}
+
+func TestClientAgainstOvsdbServer(t *testing.T) {
+	srv := startOvsdbServer(t, testSchema)
+	var rec recorder
+	c := connect(t, srv.socket, Options{OnChange: rec.record})
+	ctx := t.Context()
+	schema := c.Cache().Schema()
+	if schema == nil || schema.Name != "Test" {
+		t.Fatalf("schema %v", schema)
+	}
+
+	// Insert a switch with a port, referring to the port by placeholder.
+	txn := c.Txn()
+	port := txn.Insert("Port", map[string]ovsdb.Datum{"name": str("p1"), "addresses": ovsdb.Set(ovsdb.String("a"), ovsdb.String("b"))})
+	sw := txn.Insert("Switch", map[string]ovsdb.Datum{
+		"name":         str("sw1"),
+		"ports":        ovsdb.Scalar(ovsdb.UUIDAtom(port)),
+		"external_ids": ovsdb.Map([]ovsdb.Atom{ovsdb.String("k")}, []ovsdb.Atom{ovsdb.String("v")}),
+	})
+	res, err := txn.Commit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	swID, portID := res.UUID(sw), res.UUID(port)
+	if swID.IsZero() || portID.IsZero() {
+		t.Fatalf("no real UUIDs: %v %v", swID, portID)
+	}
+	// The server sends updates before replies: the cache has the rows now.
+	row := c.Cache().Row("Switch", swID)
+	if row == nil {
+		t.Fatal("inserted switch not in the cache when Commit returned")
+	}
+	if got, _ := c.Cache().Get("Switch", swID, "ports"); !got.Equal(ovsdb.Scalar(ovsdb.UUIDAtom(portID))) {
+		t.Errorf("ports = %v", got)
+	}
+	if got := strings.Join(rec.take(schema), "; "); got != "insert Port p1; insert Switch sw1" && got != "insert Switch sw1; insert Port p1" {
+		t.Errorf("events after insert: %s", got)
+	}
+
+	// Update, mutate (set, map and integer columns) and check the diffs
+	// arrive as the right new rows.
+	txn = c.Txn()
+	txn.Update("Switch", swID, map[string]ovsdb.Datum{"tag": integer(7)})
+	txn.Mutate("Switch", swID,
+		Mutation{Column: "counter", Mutator: "+=", Value: integer(5)},
+		Mutation{Column: "external_ids", Mutator: "insert", Value: ovsdb.Map([]ovsdb.Atom{ovsdb.String("k2")}, []ovsdb.Atom{ovsdb.String("v2")})},
+		Mutation{Column: "external_ids", Mutator: "delete", Value: ovsdb.Set(ovsdb.String("k"))},
+	)
+	txn.Mutate("Port", portID, Mutation{Column: "addresses", Mutator: "delete", Value: ovsdb.Set(ovsdb.String("a"))},
+		Mutation{Column: "addresses", Mutator: "insert", Value: ovsdb.Set(ovsdb.String("c"))})
+	if _, err := txn.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check := func(table string, id ovsdb.UUID, col string, want ovsdb.Datum) {
+		t.Helper()
+		got, ok := c.Cache().Get(table, id, col)
+		if !ok || !got.Equal(want) {
+			t.Errorf("%s.%s = %v, want %v", table, col, got, want)
+		}
+	}
+	check("Switch", swID, "tag", integer(7))
+	check("Switch", swID, "counter", integer(5))
+	check("Switch", swID, "external_ids", ovsdb.Map([]ovsdb.Atom{ovsdb.String("k2")}, []ovsdb.Atom{ovsdb.String("v2")}))
+	check("Port", portID, "addresses", ovsdb.Set(ovsdb.String("b"), ovsdb.String("c")))
+	rec.mu.Lock()
+	last := rec.sets[len(rec.sets)-1]
+	rec.mu.Unlock()
+	for _, e := range last.Events {
+		if e.Kind != Update || e.Old == nil || e.New == nil {
+			t.Errorf("event %v %s: want an update with old and new rows", e.Kind, e.Table)
+		}
+		if e.Table == "Switch" && e.Old.Get(schema.Tables["Switch"].Column("counter")).Keys[0].Int() != 0 {
+			t.Error("old row of the update does not hold the old counter")
+		}
+	}
+	rec.take(schema)
+
+	// Select through Transact.
+	results, err := c.Transact(ctx, Operation{Op: "select", Table: "Switch", Where: []Condition{Equal("name", str("sw1"))}, Columns: []string{"name", "tag"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results[0].Rows) != 1 || !results[0].Rows[0]["tag"].Equal(integer(7)) {
+		t.Errorf("select returned %v", results[0].Rows)
+	}
+
+	// A constraint violation comes back as an *OpError.
+	_, err = c.Transact(ctx, Operation{Op: "insert", Table: "Switch", Row: map[string]ovsdb.Datum{"name": str("bad"), "tag": integer(5000)}})
+	if oe, ok := err.(*OpError); !ok || oe.Err.Tag != ovsdb.ErrConstraintViolation {
+		t.Errorf("out-of-range insert: %v", err)
+	}
+
+	// Delete the switch: the port, no longer referenced, is collected.
+	txn = c.Txn()
+	txn.Delete("Switch", swID)
+	if _, err := txn.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c.Cache().Len("Switch") != 0 || c.Cache().Len("Port") != 0 {
+		t.Errorf("after delete: %d switches, %d ports", c.Cache().Len("Switch"), c.Cache().Len("Port"))
+	}
+	got := rec.take(schema)
+	if strings.Join(got, "; ") != "delete Port p1; delete Switch sw1" {
+		t.Errorf("events after delete: %v", got)
+	}
+}
+
+func TestVerifyConflictAndRetry(t *testing.T) {
+	srv := startOvsdbServer(t, testSchema)
+	a := connect(t, srv.socket, Options{})
+	b := connect(t, srv.socket, Options{})
+	ctx := t.Context()
+	txn := a.Txn()
+	sw := txn.Insert("Switch", map[string]ovsdb.Datum{"name": str("sw"), "counter": integer(1)})
+	res, err := txn.Commit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.UUID(sw)
+	waitFor(t, func() bool { return b.Cache().Row("Switch", id) != nil })
+
+	// a reads counter, b changes it, a's verified write must fail.
+	read, _ := a.Cache().Get("Switch", id, "counter")
+	stale := a.Txn()
+	stale.Verify("Switch", id, "counter")
+	stale.Update("Switch", id, map[string]ovsdb.Datum{"counter": integer(read.Keys[0].Int() + 10)})
+
+	bt := b.Txn()
+	bt.Update("Switch", id, map[string]ovsdb.Datum{"counter": integer(100)})
+	if _, err := bt.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stale.Commit(ctx); err == nil || !isConflict(err) {
+		t.Fatalf("stale verified update: %v, want a conflict", err)
+	}
+
+	// Do rereads and retries: the increment applies to b's value.
+	if _, err := a.Do(ctx, func(t *Txn) error {
+		cur, _ := a.Cache().Get("Switch", id, "counter")
+		t.Verify("Switch", id, "counter")
+		t.Update("Switch", id, map[string]ovsdb.Datum{"counter": integer(cur.Keys[0].Int() + 10)})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		v, _ := b.Cache().Get("Switch", id, "counter")
+		return v.Equal(integer(110))
+	})
+}
+
+func isConflict(err error) bool {
+	for e := err; e != nil; {
+		if e == ErrConflict {
+			return true
+		}
+		if oe, ok := e.(*OpError); ok {
+			return oe.Is(ErrConflict)
+		}
+		u, ok := e.(interface{ Unwrap() error })
+		if !ok {
+			return false
+		}
+		e = u.Unwrap()
+	}
+	return false
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 10s")
+		}
+	}
+}
+
+func TestConditions(t *testing.T) {
+	srv := startOvsdbServer(t, testSchema)
+	writer := connect(t, srv.socket, Options{})
+	ctx := t.Context()
+	txn := writer.Txn()
+	for _, n := range []string{"a", "b", "c"} {
+		txn.Insert("Switch", map[string]ovsdb.Datum{"name": str(n)})
+	}
+	if _, err := txn.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var rec recorder
+	c := connect(t, srv.socket, Options{
+		Tables:     map[string][]string{"Switch": nil},
+		Conditions: map[string][]Condition{"Switch": {Equal("name", str("a"))}},
+		OnChange:   rec.record,
+	})
+	schema := c.Cache().Schema()
+	if got := rec.take(schema); strings.Join(got, ";") != "insert Switch a" {
+		t.Errorf("initial events with condition name==a: %v", got)
+	}
+	if err := c.SetConditions(ctx, "Switch", []Condition{Equal("name", str("b")), Equal("name", str("c"))}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return c.Cache().Len("Switch") == 2 })
+	got := rec.take(schema)
+	want := map[string]bool{"delete Switch a": true, "insert Switch b": true, "insert Switch c": true}
+	if len(got) != 3 {
+		t.Fatalf("events after the condition change: %v", got)
+	}
+	for _, g := range got {
+		if !want[g] {
+			t.Errorf("unexpected event %q", g)
+		}
+	}
+	if err := c.SetConditions(ctx, "Switch", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return c.Cache().Len("Switch") == 3 })
+}
+
+func TestReconnectResyncs(t *testing.T) {
+	srv := startOvsdbServer(t, testSchema)
+	var rec recorder
+	c := connect(t, srv.socket, Options{OnChange: rec.record})
+	ctx := t.Context()
+	schema := c.Cache().Schema()
+	txn := c.Txn()
+	keep := txn.Insert("Switch", map[string]ovsdb.Datum{"name": str("keep")})
+	gone := txn.Insert("Switch", map[string]ovsdb.Datum{"name": str("gone")})
+	mod := txn.Insert("Switch", map[string]ovsdb.Datum{"name": str("mod")})
+	res, err := txn.Commit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.take(schema)
+	keepRow := c.Cache().Row("Switch", res.UUID(keep))
+
+	// Restart the server and change the database behind the client's back
+	// with another client while the first one reconnects.
+	srv.stop()
+	srv.start()
+	other := connect(t, srv.socket, Options{})
+	otxn := other.Txn()
+	otxn.Delete("Switch", res.UUID(gone))
+	otxn.Update("Switch", res.UUID(mod), map[string]ovsdb.Datum{"counter": integer(3)})
+	otxn.Insert("Switch", map[string]ovsdb.Datum{"name": str("new")})
+	if _, err := otxn.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		v, _ := c.Cache().Get("Switch", res.UUID(mod), "counter")
+		return c.Cache().Len("Switch") == 3 && v.Equal(integer(3))
+	})
+	got := rec.take(schema)
+	want := map[string]bool{"delete Switch gone": true, "update Switch mod": true, "insert Switch new": true}
+	if len(got) != 3 {
+		t.Fatalf("events after reconnect: %v, want exactly %v", got, want)
+	}
+	for _, g := range got {
+		if !want[g] {
+			t.Errorf("unexpected event %q", g)
+		}
+	}
+	// An unchanged row keeps its identity: nothing was reported for it.
+	if c.Cache().Row("Switch", res.UUID(keep)) != keepRow {
+		t.Error("unchanged row was replaced on resync")
+	}
+	// The client works on the new session.
+	if _, err := c.Transact(ctx, Operation{Op: "insert", Table: "Switch", Row: map[string]ovsdb.Datum{"name": str("after")}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLocks(t *testing.T) {
+	srv := startOvsdbServer(t, testSchema)
+	ctx := t.Context()
+	events := make(chan string, 10)
+	onLock := func(who string) func(string, bool) {
+		return func(name string, held bool) { events <- fmt.Sprintf("%s %s %v", who, name, held) }
+	}
+	a := connect(t, srv.socket, Options{Tables: map[string][]string{}, OnLock: onLock("a")})
+	b := connect(t, srv.socket, Options{Tables: map[string][]string{}, OnLock: onLock("b")})
+	expect := func(want string) {
+		t.Helper()
+		select {
+		case got := <-events:
+			if got != want {
+				t.Errorf("lock event %q, want %q", got, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no lock event, want %q", want)
+		}
+	}
+	if held, err := a.Lock(ctx, "L"); err != nil || !held {
+		t.Fatalf("a lock: %v %v", held, err)
+	}
+	expect("a L true")
+	if held, err := b.Lock(ctx, "L"); err != nil || held {
+		t.Fatalf("b lock: %v %v", held, err)
+	}
+	// Asserting the lock works only for its holder.
+	if _, err := a.Transact(ctx, Operation{Op: "assert", Lock: "L"}); err != nil {
+		t.Errorf("assert by holder: %v", err)
+	}
+	if _, err := b.Transact(ctx, Operation{Op: "assert", Lock: "L"}); err == nil {
+		t.Error("assert by non-holder succeeded")
+	}
+	if err := a.Unlock(ctx, "L"); err != nil {
+		t.Fatal(err)
+	}
+	expect("a L false")
+	expect("b L true")
+	if !b.HasLock("L") || a.HasLock("L") {
+		t.Error("HasLock disagrees")
+	}
+	if held, err := a.Steal(ctx, "L"); err != nil || !held {
+		t.Fatalf("steal: %v %v", held, err)
+	}
+	got := map[string]bool{}
+	for range 2 {
+		select {
+		case e := <-events:
+			got[e] = true
+		case <-time.After(5 * time.Second):
+			t.Fatal("missing lock events after steal")
+		}
+	}
+	if !got["a L true"] || !got["b L false"] {
+		t.Errorf("events after steal: %v", got)
+	}
+}
+
+// TestEchoAndFallback runs the client against a minimal server that knows
+// only plain "monitor" and probes the client with "echo".
+func TestEchoAndFallback(t *testing.T) {
+	l, err := jsonrpc.Listen(t.Context(), "punix:"+filepath.Join(t.TempDir(), "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	echoed := make(chan string, 1)
+	var methods []string
+	var mu sync.Mutex
+	go func() {
+		nc, err := l.Accept()
+		if err != nil {
+			return
+		}
+		var conn *jsonrpc.Conn
+		conn = jsonrpc.NewConn(t.Context(), nc, jsonrpc.Options{Handler: func(ctx context.Context, c *jsonrpc.Conn, m *jsonrpc.Message) {
+			mu.Lock()
+			methods = append(methods, m.Method)
+			mu.Unlock()
+			switch m.Method {
+			case "get_schema":
+				_ = c.Reply(m.ID, json.RawMessage(testSchema))
+			case "monitor":
+				_ = c.Reply(m.ID, json.RawMessage(`{"Switch":{"6f2b2b1e-0000-4000-8000-000000000001":{"new":{"name":"x","counter":2}}}}`))
+				go func() {
+					var got []string
+					if err := c.Call(context.Background(), "echo", []string{"hi"}, &got); err == nil {
+						echoed <- strings.Join(got, ",")
+					}
+					_ = c.Notify("update", json.RawMessage(`["govn",{"Switch":{"6f2b2b1e-0000-4000-8000-000000000001":{"old":{"counter":2},"new":{"name":"x","counter":3}}}}]`))
+				}()
+			default:
+				_ = c.ReplyError(m.ID, "unknown method")
+			}
+		}})
+		<-conn.Done()
+	}()
+	c := connect(t, l.Addr().String(), Options{})
+	select {
+	case got := <-echoed:
+		if got != "hi" {
+			t.Errorf("echo reply %q", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("client did not answer echo")
+	}
+	id := ovsdb.MustParseUUID("6f2b2b1e-0000-4000-8000-000000000001")
+	waitFor(t, func() bool {
+		v, _ := c.Cache().Get("Switch", id, "counter")
+		return v.Equal(integer(3))
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(methods[:4], ",") != "get_schema,monitor_cond_since,monitor_cond,monitor" {
+		t.Errorf("methods tried: %v", methods)
+	}
+}

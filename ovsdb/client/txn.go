@@ -1,0 +1,446 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/govn/govn/ovsdb"
+)
+
+// Operation is one operation of a "transact" request (RFC 7047 §5.2). Only
+// the members that Op uses are sent.
+type Operation struct {
+	Op        string // insert, select, update, mutate, delete, wait, commit, abort, comment, assert
+	Table     string
+	Row       map[string]ovsdb.Datum   // insert, update
+	Where     []Condition              // select, update, mutate, delete, wait
+	Mutations []Mutation               // mutate
+	Columns   []string                 // select, wait
+	UUIDName  string                   // insert: the name later operations refer to
+	UUID      ovsdb.UUID               // insert: the new row's UUID, when not zero (OVS 2.13+)
+	Until     string                   // wait: "==" or "!="
+	Rows      []map[string]ovsdb.Datum // wait
+	Timeout   *int                     // wait, in milliseconds
+	Durable   bool                     // commit
+	Comment   string                   // comment
+	Lock      string                   // assert
+}
+
+// Mutation is one element of a mutate operation's "mutations". For the
+// "delete" mutator on a map column, a Value without Values is the set of
+// keys to delete.
+type Mutation struct {
+	Column  string
+	Mutator string // +=, -=, *=, /=, %=, insert, delete
+	Value   ovsdb.Datum
+}
+
+// OpResult is the result of one successful operation.
+type OpResult struct {
+	UUID  ovsdb.UUID               // insert
+	Count int                      // update, mutate, delete
+	Rows  []map[string]ovsdb.Datum // select
+}
+
+// ErrConflict is matched (errors.Is) by the error of a transaction whose
+// "wait" found the database other than expected: typically a Verify whose
+// columns another client changed. Retry after the cache has caught up.
+var ErrConflict = errors.New("ovsdb client: transaction conflict")
+
+// OpError is the error of a transaction that the server rejected: the
+// failing operation's index (len(ops) for an error at commit) and the
+// server's error object.
+type OpError struct {
+	Index int
+	Op    string
+	Err   *ovsdb.Error
+}
+
+func (e *OpError) Error() string {
+	if e.Op == "" {
+		return "transaction failed at commit: " + e.Err.Error()
+	}
+	return fmt.Sprintf("transaction operation %d (%s): %v", e.Index, e.Op, e.Err)
+}
+
+func (e *OpError) Unwrap() error { return e.Err }
+
+// Is makes a failed "wait" match ErrConflict.
+func (e *OpError) Is(target error) bool {
+	return target == ErrConflict && e.Op == "wait" && e.Err.Tag == ovsdb.ErrTimedOut
+}
+
+// Transact runs ops as one transaction, waiting for a session if there is
+// none. The error is an *OpError when the server rejected the transaction;
+// if the session fails while waiting for the reply, the transaction may or
+// may not have been committed.
+func (c *Client) Transact(ctx context.Context, ops ...Operation) ([]OpResult, error) {
+	return c.transact(ctx, ops, nil)
+}
+
+func (c *Client) transact(ctx context.Context, ops []Operation, names map[ovsdb.UUID]string) ([]OpResult, error) {
+	s, err := c.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	params, err := encodeTransact(s.schema, c.opts.Database, ops, names)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := s.conn.CallRaw(ctx, "transact", json.RawMessage(params))
+	if err != nil {
+		return nil, fmt.Errorf("transact: %w", err)
+	}
+	return decodeTransactResult(s.schema, ops, raw)
+}
+
+// encodeTransact builds the params of a transact request.
+func encodeTransact(s *ovsdb.Schema, db string, ops []Operation, names map[ovsdb.UUID]string) ([]byte, error) {
+	b := []byte{'['}
+	b = ovsdb.AppendJSONString(b, db)
+	for i, op := range ops {
+		var err error
+		b = append(b, ',')
+		if b, err = appendOp(b, s, op, names); err != nil {
+			return nil, fmt.Errorf("transact: operation %d (%s): %w", i, op.Op, err)
+		}
+	}
+	return append(b, ']'), nil
+}
+
+func appendOp(b []byte, s *ovsdb.Schema, op Operation, names map[ovsdb.UUID]string) ([]byte, error) {
+	b = append(b, `{"op":`...)
+	b = ovsdb.AppendJSONString(b, op.Op)
+	var t *ovsdb.TableSchema
+	switch op.Op {
+	case "insert", "select", "update", "mutate", "delete", "wait":
+		if t = s.Tables[op.Table]; t == nil {
+			return nil, fmt.Errorf("no table %q in schema %s", op.Table, s.Name)
+		}
+		b = append(b, `,"table":`...)
+		b = ovsdb.AppendJSONString(b, op.Table)
+	}
+	var err error
+	switch op.Op {
+	case "insert":
+		if b, err = appendRow(append(b, `,"row":`...), t, op.Row, names); err != nil {
+			return nil, err
+		}
+		if op.UUIDName != "" {
+			b = append(b, `,"uuid-name":`...)
+			b = ovsdb.AppendJSONString(b, op.UUIDName)
+		}
+		if !op.UUID.IsZero() {
+			b = append(b, `,"uuid":`...)
+			b = ovsdb.AppendJSONString(b, op.UUID.String())
+		}
+	case "update":
+		if b, err = appendRow(append(b, `,"row":`...), t, op.Row, names); err != nil {
+			return nil, err
+		}
+	case "mutate":
+		b = append(b, `,"mutations":[`...)
+		for i, m := range op.Mutations {
+			c := t.Column(m.Column)
+			if c == nil {
+				return nil, fmt.Errorf("table %s has no column %q", t.Name, m.Column)
+			}
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '[')
+			b = ovsdb.AppendJSONString(b, m.Column)
+			b = append(b, ',')
+			b = ovsdb.AppendJSONString(b, m.Mutator)
+			b = append(b, ',')
+			ct := c.Type
+			if m.Mutator != "insert" && m.Mutator != "delete" {
+				ct = ovsdb.ColumnType{Key: ct.Key, Min: 1, Max: 1}
+			}
+			b = appendDatum(b, m.Value, &ct, names)
+			b = append(b, ']')
+		}
+		b = append(b, ']')
+	case "wait":
+		if op.Timeout != nil {
+			b = append(b, `,"timeout":`...)
+			b = strconv.AppendInt(b, int64(*op.Timeout), 10)
+		}
+		b = append(b, `,"until":`...)
+		b = ovsdb.AppendJSONString(b, op.Until)
+		b = append(b, `,"rows":[`...)
+		for i, r := range op.Rows {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if b, err = appendRow(b, t, r, names); err != nil {
+				return nil, err
+			}
+		}
+		b = append(b, ']')
+	case "commit":
+		b = append(b, `,"durable":`...)
+		b = strconv.AppendBool(b, op.Durable)
+	case "comment":
+		b = append(b, `,"comment":`...)
+		b = ovsdb.AppendJSONString(b, op.Comment)
+	case "assert":
+		b = append(b, `,"lock":`...)
+		b = ovsdb.AppendJSONString(b, op.Lock)
+	case "select", "delete", "abort":
+	default:
+		return nil, fmt.Errorf("unknown operation %q", op.Op)
+	}
+	switch op.Op {
+	case "select", "update", "mutate", "delete", "wait":
+		if b, err = appendWhere(append(b, `,"where":`...), op.Where, t, names); err != nil {
+			return nil, err
+		}
+	}
+	switch op.Op {
+	case "select", "wait":
+		if op.Columns != nil {
+			b = append(b, `,"columns":[`...)
+			for i, c := range op.Columns {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = ovsdb.AppendJSONString(b, c)
+			}
+			b = append(b, ']')
+		}
+	}
+	return append(b, '}'), nil
+}
+
+// appendRow encodes a <row>, columns in name order.
+func appendRow(b []byte, t *ovsdb.TableSchema, row map[string]ovsdb.Datum, names map[ovsdb.UUID]string) ([]byte, error) {
+	b = append(b, '{')
+	for i, name := range slices.Sorted(mapKeys(row)) {
+		c := t.Column(name)
+		if c == nil {
+			return nil, fmt.Errorf("table %s has no column %q", t.Name, name)
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = ovsdb.AppendJSONString(b, name)
+		b = append(b, ':')
+		b = appendDatum(b, row[name], &c.Type, names)
+	}
+	return append(b, '}'), nil
+}
+
+// decodeTransactResult decodes the reply to a transact request.
+func decodeTransactResult(s *ovsdb.Schema, ops []Operation, raw json.RawMessage) ([]OpResult, error) {
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		return nil, fmt.Errorf("transact reply: want an array: %w", err)
+	}
+	results := make([]OpResult, len(ops))
+	for i, e := range elems {
+		var obj struct {
+			Error   *string           `json:"error"`
+			Details string            `json:"details"`
+			UUID    []json.RawMessage `json:"uuid"`
+			Count   int               `json:"count"`
+			Rows    json.RawMessage   `json:"rows"`
+		}
+		if string(e) == "null" {
+			continue
+		}
+		if err := json.Unmarshal(e, &obj); err != nil {
+			return nil, fmt.Errorf("transact reply element %d: %w", i, err)
+		}
+		if obj.Error != nil {
+			oe := &OpError{Index: i, Err: &ovsdb.Error{Tag: *obj.Error, Details: obj.Details}}
+			if i < len(ops) {
+				oe.Op = ops[i].Op
+			}
+			return results, oe
+		}
+		if i >= len(ops) {
+			continue
+		}
+		r := &results[i]
+		r.Count = obj.Count
+		if len(obj.UUID) == 2 {
+			var text string
+			if err := json.Unmarshal(obj.UUID[1], &text); err == nil {
+				r.UUID, _ = ovsdb.ParseUUID(text)
+			}
+		}
+		if obj.Rows != nil {
+			t := s.Tables[ops[i].Table]
+			if t == nil {
+				continue
+			}
+			v, err := ovsdb.DecodeJSON(obj.Rows)
+			if err != nil {
+				return nil, fmt.Errorf("transact reply rows: %w", err)
+			}
+			rows, _ := v.([]any)
+			for _, rv := range rows {
+				ro, _ := rv.(map[string]any)
+				row := make(map[string]ovsdb.Datum, len(ro))
+				for name, val := range ro {
+					c := t.Column(name)
+					if c == nil {
+						continue
+					}
+					d, err := ovsdb.DecodeDatum(val, relaxed(&c.Type), nil)
+					if err != nil {
+						return nil, fmt.Errorf("transact reply: %s column %s: %w", t.Name, name, err)
+					}
+					row[name] = d
+				}
+				r.Rows = append(r.Rows, row)
+			}
+		}
+	}
+	return results, nil
+}
+
+// Txn builds a transaction in the usual OVSDB client style. The zero Txn is
+// not usable; get one from Client.Txn.
+type Txn struct {
+	c        *Client
+	ops      []Operation
+	names    map[ovsdb.UUID]string // placeholder UUID -> uuid-name
+	inserted []insertedRow
+	err      error
+}
+
+type insertedRow struct {
+	placeholder ovsdb.UUID
+	op          int
+}
+
+// Txn starts building a transaction.
+func (c *Client) Txn() *Txn {
+	return &Txn{c: c, names: map[ovsdb.UUID]string{}}
+}
+
+// Insert adds an insert and returns a placeholder UUID for the new row:
+// use it in references and conditions of this transaction (it travels as a
+// named-uuid) and with TxnResult.UUID to learn the real UUID.
+func (t *Txn) Insert(table string, row map[string]ovsdb.Datum) ovsdb.UUID {
+	id := ovsdb.NewUUID()
+	name := "row" + strconv.Itoa(len(t.names))
+	t.names[id] = name
+	t.inserted = append(t.inserted, insertedRow{placeholder: id, op: len(t.ops)})
+	t.ops = append(t.ops, Operation{Op: "insert", Table: table, Row: row, UUIDName: name})
+	return id
+}
+
+func byUUID(id ovsdb.UUID) []Condition {
+	return []Condition{Equal("_uuid", ovsdb.Scalar(ovsdb.UUIDAtom(id)))}
+}
+
+// Update sets columns of the row with the given UUID.
+func (t *Txn) Update(table string, id ovsdb.UUID, row map[string]ovsdb.Datum) {
+	t.ops = append(t.ops, Operation{Op: "update", Table: table, Row: row, Where: byUUID(id)})
+}
+
+// Mutate applies mutations to the row with the given UUID.
+func (t *Txn) Mutate(table string, id ovsdb.UUID, mutations ...Mutation) {
+	t.ops = append(t.ops, Operation{Op: "mutate", Table: table, Mutations: mutations, Where: byUUID(id)})
+}
+
+// Delete deletes the row with the given UUID.
+func (t *Txn) Delete(table string, id ovsdb.UUID) {
+	t.ops = append(t.ops, Operation{Op: "delete", Table: table, Where: byUUID(id)})
+}
+
+// Verify makes the transaction fail with ErrConflict unless the given
+// columns of the row still hold the values the cache holds now: a "wait"
+// with "until": "==" and a zero timeout. Verify what was read to decide on
+// the changes.
+func (t *Txn) Verify(table string, id ovsdb.UUID, columns ...string) {
+	cache := t.c.cache
+	row := cache.Row(table, id)
+	s := cache.Schema()
+	if row == nil || s == nil || s.Tables[table] == nil {
+		t.err = fmt.Errorf("verify %s row %s: not in the cache: %w", table, id, ErrConflict)
+		return
+	}
+	want := make(map[string]ovsdb.Datum, len(columns))
+	for _, name := range columns {
+		c := s.Tables[table].Column(name)
+		if c == nil {
+			t.err = fmt.Errorf("verify: table %s has no column %q", table, name)
+			return
+		}
+		want[name] = row.Get(c)
+	}
+	zero := 0
+	t.ops = append(t.ops, Operation{Op: "wait", Table: table, Where: byUUID(id), Columns: slices.Clone(columns),
+		Until: "==", Rows: []map[string]ovsdb.Datum{want}, Timeout: &zero})
+}
+
+// Comment adds a comment to the transaction (it shows in the server's log).
+func (t *Txn) Comment(text string) {
+	t.ops = append(t.ops, Operation{Op: "comment", Comment: text})
+}
+
+// Add appends a raw operation.
+func (t *Txn) Add(op Operation) { t.ops = append(t.ops, op) }
+
+// Ops returns the operations built so far.
+func (t *Txn) Ops() []Operation { return t.ops }
+
+// TxnResult is the outcome of a committed Txn.
+type TxnResult struct {
+	Results []OpResult
+	real    map[ovsdb.UUID]ovsdb.UUID
+}
+
+// UUID returns the real UUID of a row inserted under placeholder.
+func (r *TxnResult) UUID(placeholder ovsdb.UUID) ovsdb.UUID { return r.real[placeholder] }
+
+// Commit sends the transaction. An empty transaction is not sent.
+func (t *Txn) Commit(ctx context.Context) (*TxnResult, error) {
+	if t.err != nil {
+		return nil, t.err
+	}
+	res := &TxnResult{real: map[ovsdb.UUID]ovsdb.UUID{}}
+	if len(t.ops) == 0 {
+		return res, nil
+	}
+	results, err := t.c.transact(ctx, t.ops, t.names)
+	if err != nil {
+		return nil, err
+	}
+	res.Results = results
+	for _, ins := range t.inserted {
+		res.real[ins.placeholder] = results[ins.op].UUID
+	}
+	return res, nil
+}
+
+// Do builds a transaction with build and commits it, and on ErrConflict
+// waits for the cache to change and tries again, until ctx ends. build is
+// called afresh for each attempt and should read what it needs from the
+// cache then.
+func (c *Client) Do(ctx context.Context, build func(*Txn) error) (*TxnResult, error) {
+	for {
+		changed := c.cache.Changed()
+		t := c.Txn()
+		if err := build(t); err != nil {
+			return nil, err
+		}
+		res, err := t.Commit(ctx)
+		if !errors.Is(err, ErrConflict) {
+			return res, err
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (gave up: %w)", err, context.Cause(ctx))
+		}
+	}
+}
