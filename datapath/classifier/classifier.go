@@ -1,0 +1,336 @@
+package classifier
+
+import (
+	"slices"
+
+	"github.com/govn/govn/datapath/flow"
+)
+
+// Classifier is a set of rules searchable by tuple-space search with staged
+// lookup and prefix tracking. It is not safe for concurrent use; Tables adds
+// the locking.
+type Classifier struct {
+	subtables []*subtable // by maxPriority, highest first
+	byMask    map[flow.Mask]*subtable
+	tries     [numTries]trie
+	n         int
+}
+
+// subtable holds the rules that share one mask.
+type subtable struct {
+	mask flow.Mask
+	// stageWords lists, per stage, the indexes of the mask's nonzero words.
+	stageWords [flow.NumStages][]uint8
+	// lastStage is the last stage with nonzero words (-1 if the mask is
+	// empty); stages before it are checked against stageHashes.
+	lastStage int
+	// stageHashes[s] counts the rules whose key hashes to h through stage s.
+	stageHashes [flow.NumStages]map[uint64]int
+	buckets     map[uint64][]*bucket
+	// plen is the prefix length of the mask on each trie field: 0 if the
+	// field is not matched, -1 if the mask is not a prefix.
+	plen        [numTries]int
+	maxPriority int
+	n           int
+}
+
+// bucket holds the rules with one masked key, by priority, highest first.
+type bucket struct {
+	key   flow.Key
+	rules []*flow.Rule
+}
+
+// New returns an empty classifier.
+func New() *Classifier {
+	c := &Classifier{byMask: map[flow.Mask]*subtable{}}
+	for i, f := range trieFields {
+		c.tries[i].width = f.Bits()
+	}
+	return c
+}
+
+// Len returns the number of rules.
+func (c *Classifier) Len() int { return c.n }
+
+func newSubtable(m flow.Mask) *subtable {
+	st := &subtable{mask: m, buckets: map[uint64][]*bucket{}, lastStage: -1}
+	for s := 0; s < flow.NumStages; s++ {
+		for w := flow.StageStart(s); w < flow.StageEnd(s); w++ {
+			if m.W[w] != 0 {
+				st.stageWords[s] = append(st.stageWords[s], uint8(w))
+				st.lastStage = s
+			}
+		}
+		st.stageHashes[s] = map[uint64]int{}
+	}
+	for i, f := range trieFields {
+		st.plen[i] = prefixLen(m.Get(f), f.Bits())
+	}
+	return st
+}
+
+// hashes computes the hash of k under st's mask through each stage.
+func (st *subtable) hashes(k *flow.Key) (hs [flow.NumStages]uint64) {
+	h := uint64(0x2545f4914f6cdd1d)
+	for s := 0; s < flow.NumStages; s++ {
+		for _, w := range st.stageWords[s] {
+			h = flow.HashWord(h, k.W[w]&st.mask.W[w])
+		}
+		hs[s] = flow.HashFinish(h)
+	}
+	return hs
+}
+
+// Insert adds r. A rule with the same priority and match is replaced and
+// returned.
+func (c *Classifier) Insert(r *flow.Rule) (replaced *flow.Rule) {
+	m := r.Match
+	m.Normalize()
+	st := c.byMask[m.Mask]
+	if st == nil {
+		st = newSubtable(m.Mask)
+		c.byMask[m.Mask] = st
+		c.subtables = append(c.subtables, st)
+	}
+	hs := st.hashes(&m.Key)
+	h := hs[flow.NumStages-1]
+	var b *bucket
+	for _, x := range st.buckets[h] {
+		if x.key == m.Key {
+			b = x
+			break
+		}
+	}
+	if b == nil {
+		b = &bucket{key: m.Key}
+		st.buckets[h] = append(st.buckets[h], b)
+	}
+	for i, x := range b.rules {
+		if x.Priority == r.Priority {
+			b.rules[i] = r
+			return x
+		}
+	}
+	i, _ := slices.BinarySearchFunc(b.rules, r.Priority, func(x *flow.Rule, p uint16) int { return int(p) - int(x.Priority) })
+	b.rules = slices.Insert(b.rules, i, r)
+	for s := 0; s < flow.NumStages; s++ {
+		st.stageHashes[s][hs[s]]++
+	}
+	for i, f := range trieFields {
+		if st.plen[i] > 0 {
+			c.tries[i].insert(m.Key.GetU128(f), uint(st.plen[i]))
+		}
+	}
+	st.n++
+	c.n++
+	if int(r.Priority) > st.maxPriority || st.n == 1 {
+		st.maxPriority = int(r.Priority)
+		c.sortSubtables()
+	}
+	return nil
+}
+
+// Find returns the rule with exactly this priority and match, or nil.
+func (c *Classifier) Find(priority uint16, match flow.Match) *flow.Rule {
+	match.Normalize()
+	st := c.byMask[match.Mask]
+	if st == nil {
+		return nil
+	}
+	b := st.find(&match.Key)
+	if b == nil {
+		return nil
+	}
+	for _, r := range b.rules {
+		if r.Priority == priority {
+			return r
+		}
+	}
+	return nil
+}
+
+func (st *subtable) find(masked *flow.Key) *bucket {
+	h := st.hashes(masked)[flow.NumStages-1]
+	for _, b := range st.buckets[h] {
+		if b.key == *masked {
+			return b
+		}
+	}
+	return nil
+}
+
+// Remove deletes the rule with r's priority and match and returns it (nil if
+// there was none).
+func (c *Classifier) Remove(priority uint16, match flow.Match) *flow.Rule {
+	match.Normalize()
+	st := c.byMask[match.Mask]
+	if st == nil {
+		return nil
+	}
+	hs := st.hashes(&match.Key)
+	h := hs[flow.NumStages-1]
+	list := st.buckets[h]
+	bi := slices.IndexFunc(list, func(b *bucket) bool { return b.key == match.Key })
+	if bi < 0 {
+		return nil
+	}
+	b := list[bi]
+	ri := slices.IndexFunc(b.rules, func(r *flow.Rule) bool { return r.Priority == priority })
+	if ri < 0 {
+		return nil
+	}
+	old := b.rules[ri]
+	b.rules = slices.Delete(b.rules, ri, ri+1)
+	if len(b.rules) == 0 {
+		list = slices.Delete(list, bi, bi+1)
+		if len(list) == 0 {
+			delete(st.buckets, h)
+		} else {
+			st.buckets[h] = list
+		}
+	}
+	for s := 0; s < flow.NumStages; s++ {
+		if st.stageHashes[s][hs[s]]--; st.stageHashes[s][hs[s]] == 0 {
+			delete(st.stageHashes[s], hs[s])
+		}
+	}
+	for i, f := range trieFields {
+		if st.plen[i] > 0 {
+			c.tries[i].remove(match.Key.GetU128(f), uint(st.plen[i]))
+		}
+	}
+	st.n--
+	c.n--
+	if st.n == 0 {
+		delete(c.byMask, st.mask)
+		c.subtables = slices.DeleteFunc(c.subtables, func(x *subtable) bool { return x == st })
+	} else if int(priority) == st.maxPriority {
+		st.maxPriority = 0
+		for _, l := range st.buckets {
+			for _, b := range l {
+				st.maxPriority = max(st.maxPriority, int(b.rules[0].Priority))
+			}
+		}
+		c.sortSubtables()
+	}
+	return old
+}
+
+func (c *Classifier) sortSubtables() {
+	slices.SortStableFunc(c.subtables, func(a, b *subtable) int { return b.maxPriority - a.maxPriority })
+}
+
+// Rules calls fn for every rule (in no particular order) until fn returns
+// false.
+func (c *Classifier) Rules(fn func(*flow.Rule) bool) {
+	for _, st := range c.subtables {
+		for _, l := range st.buckets {
+			for _, b := range l {
+				for _, r := range b.rules {
+					if !fn(r) {
+						return
+					}
+				}
+			}
+		}
+	}
+}
+
+// lookupState caches per-lookup trie results.
+type lookupState struct {
+	k       *flow.Key
+	wc      *flow.Mask
+	done    [numTries]bool
+	plens   [numTries]plenSet
+	checked [numTries]uint
+}
+
+// skipByTrie reports whether prefix tracking proves that no rule of st can
+// match, un-wildcarding the address bits that proof read.
+func (c *Classifier) skipByTrie(st *subtable, ls *lookupState) bool {
+	for i, f := range trieFields {
+		p := st.plen[i]
+		if p <= 0 {
+			continue
+		}
+		if !ls.done[i] {
+			ls.plens[i], ls.checked[i] = c.tries[i].lookup(ls.k.GetU128(f))
+			ls.done[i] = true
+		}
+		if !ls.plens[i].has(uint(p)) {
+			w := f.Bits()
+			ls.wc.SetBits(f, flow.OnesU128(ls.checked[i]).Shl(w-ls.checked[i]))
+			return true
+		}
+	}
+	return false
+}
+
+// probe looks k up in st with staged lookup, adding the examined bits to wc.
+func (st *subtable) probe(k *flow.Key, wc *flow.Mask) *bucket {
+	h := uint64(0x2545f4914f6cdd1d)
+	for s := 0; s <= st.lastStage; s++ {
+		for _, w := range st.stageWords[s] {
+			h = flow.HashWord(h, k.W[w]&st.mask.W[w])
+			wc.W[w] |= st.mask.W[w]
+		}
+		if s < st.lastStage && len(st.stageWords[s]) > 0 {
+			if st.stageHashes[s][flow.HashFinish(h)] == 0 {
+				return nil
+			}
+		}
+	}
+	for _, b := range st.buckets[flow.HashFinish(h)] {
+		if k.EqualMasked(&b.key, &st.mask) {
+			return b
+		}
+	}
+	return nil
+}
+
+// Lookup returns the highest-priority rule matching k, or nil, and ORs into
+// wc every bit of k the decision depended on.
+func (c *Classifier) Lookup(k *flow.Key, wc *flow.Mask) *flow.Rule {
+	ls := lookupState{k: k, wc: wc}
+	var best *flow.Rule
+	for _, st := range c.subtables {
+		if best != nil && int(best.Priority) >= st.maxPriority {
+			break
+		}
+		if c.skipByTrie(st, &ls) {
+			continue
+		}
+		b := st.probe(k, wc)
+		if b == nil {
+			continue
+		}
+		if r := b.rules[0]; best == nil || r.Priority > best.Priority {
+			best = r
+		}
+	}
+	return best
+}
+
+// LookupAll calls fn for every rule matching k with priority above
+// minPriority (-1 for all), adding the examined bits to wc.
+func (c *Classifier) LookupAll(k *flow.Key, wc *flow.Mask, minPriority int, fn func(*flow.Rule)) {
+	ls := lookupState{k: k, wc: wc}
+	for _, st := range c.subtables {
+		if st.maxPriority <= minPriority {
+			break
+		}
+		if c.skipByTrie(st, &ls) {
+			continue
+		}
+		b := st.probe(k, wc)
+		if b == nil {
+			continue
+		}
+		for _, r := range b.rules {
+			if int(r.Priority) <= minPriority {
+				break
+			}
+			fn(r)
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package classifier
+
+import (
+	"slices"
+
+	"github.com/govn/govn/datapath/flow"
+)
+
+// Table is one flow table: ordinary rules, conjunction clauses, and rules
+// matching conj_id, each in its own Classifier.
+type Table struct {
+	plain   *Classifier
+	clauses *Classifier
+	conj    *Classifier
+}
+
+// NewTable returns an empty table.
+func NewTable() *Table {
+	return &Table{plain: New(), clauses: New(), conj: New()}
+}
+
+// Len returns the number of rules in t.
+func (t *Table) Len() int { return t.plain.Len() + t.clauses.Len() + t.conj.Len() }
+
+func (t *Table) classifierFor(r *flow.Rule) *Classifier {
+	switch {
+	case r.IsConjunctive():
+		return t.clauses
+	case r.Match.Mask.Get(flow.ConjID) != (flow.U128{}):
+		return t.conj
+	}
+	return t.plain
+}
+
+// Insert adds r, replacing and returning a rule with the same priority and
+// match.
+func (t *Table) Insert(r *flow.Rule) *flow.Rule {
+	old := t.Remove(r.Priority, r.Match)
+	t.classifierFor(r).Insert(r)
+	return old
+}
+
+// Find returns the rule with this priority and match, or nil.
+func (t *Table) Find(priority uint16, m flow.Match) *flow.Rule {
+	for _, c := range [...]*Classifier{t.plain, t.clauses, t.conj} {
+		if r := c.Find(priority, m); r != nil {
+			return r
+		}
+	}
+	return nil
+}
+
+// Remove deletes and returns the rule with this priority and match.
+func (t *Table) Remove(priority uint16, m flow.Match) *flow.Rule {
+	for _, c := range [...]*Classifier{t.plain, t.clauses, t.conj} {
+		if r := c.Remove(priority, m); r != nil {
+			return r
+		}
+	}
+	return nil
+}
+
+// Rules calls fn for every rule until it returns false.
+func (t *Table) Rules(fn func(*flow.Rule) bool) {
+	ok := true
+	for _, c := range [...]*Classifier{t.plain, t.clauses, t.conj} {
+		c.Rules(func(r *flow.Rule) bool { ok = fn(r); return ok })
+		if !ok {
+			return
+		}
+	}
+}
+
+// Lookup returns the rule k runs in this table, or nil, adding the bits the
+// decision examined to wc. When a conjunction completes above the best
+// ordinary rule, the result is the conj_id rule for it (looked up with
+// conj_id set in a copy of k); wc then includes conj_id bits, which are
+// pipeline-only.
+func (t *Table) Lookup(k *flow.Key, wc *flow.Mask) *flow.Rule {
+	best := t.plain.Lookup(k, wc)
+	if t.clauses.Len() == 0 {
+		return best
+	}
+	minP := -1
+	if best != nil {
+		minP = int(best.Priority)
+	}
+	var soft []*flow.Rule
+	t.clauses.LookupAll(k, wc, minP, func(r *flow.Rule) { soft = append(soft, r) })
+	if len(soft) == 0 {
+		return best
+	}
+	slices.SortStableFunc(soft, func(a, b *flow.Rule) int { return int(b.Priority) - int(a.Priority) })
+	for i := 0; i < len(soft); {
+		j := i
+		for j < len(soft) && soft[j].Priority == soft[i].Priority {
+			j++
+		}
+		if r := t.completeConjunction(soft[i:j], k, wc); r != nil {
+			return r
+		}
+		i = j
+	}
+	return best
+}
+
+// completeConjunction finds a conjunction all of whose clauses are among
+// level (matching clause rules of one priority), in increasing id order, and
+// returns the conj_id rule it leads to.
+func (t *Table) completeConjunction(level []*flow.Rule, k *flow.Key, wc *flow.Mask) *flow.Rule {
+	type progress struct {
+		seen uint64
+		n    uint8
+	}
+	byID := map[uint32]*progress{}
+	for _, r := range level {
+		for _, a := range r.Actions {
+			c := a.(flow.Conjunction)
+			p := byID[c.ID]
+			if p == nil {
+				p = &progress{n: c.NClauses}
+				byID[c.ID] = p
+			}
+			p.seen |= 1 << (c.Clause - 1)
+		}
+	}
+	ids := make([]uint32, 0, len(byID))
+	for id, p := range byID {
+		if p.seen == 1<<p.n-1 || (p.n == 64 && p.seen == ^uint64(0)) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		kc := *k
+		kc.Set(flow.ConjID, uint64(id))
+		if r := t.conj.Lookup(&kc, wc); r != nil {
+			return r
+		}
+	}
+	return nil
+}

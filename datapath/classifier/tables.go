@@ -1,0 +1,196 @@
+package classifier
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/govn/govn/datapath/flow"
+)
+
+// Tables is a bridge's flow tables 0..254 and its groups. It implements
+// flow.Programmer. The zero value is not usable; call NewTables.
+type Tables struct {
+	mu     sync.RWMutex
+	tables [flow.NumTables]*Table
+	groups map[uint32]*flow.GroupDef
+	gen    atomic.Uint64
+	stats  [flow.NumTables]tableStats
+}
+
+type tableStats struct {
+	lookups, matched atomic.Uint64
+}
+
+// NewTables returns empty tables at generation 0.
+func NewTables() *Tables {
+	ts := &Tables{groups: map[uint32]*flow.GroupDef{}}
+	for i := range ts.tables {
+		ts.tables[i] = NewTable()
+	}
+	return ts
+}
+
+// Generation returns the number of bundles applied so far.
+func (ts *Tables) Generation() uint64 { return ts.gen.Load() }
+
+// BeginRead takes the read lock and returns the generation it sees; Lookup
+// and Group may be called until EndRead. Bundles wait for readers.
+func (ts *Tables) BeginRead() uint64 {
+	ts.mu.RLock()
+	return ts.gen.Load()
+}
+
+// EndRead releases the read lock taken by BeginRead.
+func (ts *Tables) EndRead() { ts.mu.RUnlock() }
+
+// Lookup finds the rule k runs in table, adding examined bits to wc. Call
+// it between BeginRead and EndRead.
+func (ts *Tables) Lookup(table uint8, k *flow.Key, wc *flow.Mask) *flow.Rule {
+	if table >= flow.NumTables {
+		return nil
+	}
+	r := ts.tables[table].Lookup(k, wc)
+	ts.stats[table].lookups.Add(1)
+	if r != nil {
+		ts.stats[table].matched.Add(1)
+	}
+	return r
+}
+
+// Group returns group id, or nil. Call it between BeginRead and EndRead.
+func (ts *Tables) Group(id uint32) *flow.GroupDef { return ts.groups[id] }
+
+// TableStats returns how many lookups table has seen and how many matched.
+func (ts *Tables) TableStats(table uint8) (lookups, matched uint64) {
+	if table >= flow.NumTables {
+		return 0, 0
+	}
+	return ts.stats[table].lookups.Load(), ts.stats[table].matched.Load()
+}
+
+// Dump returns a copy of every rule of table (all tables if table is
+// flow.NumTables), for observability.
+func (ts *Tables) Dump(table int) []flow.Rule {
+	ts.mu.RLock()
+	defer ts.mu.RUnlock()
+	var out []flow.Rule
+	for i, t := range ts.tables {
+		if table != flow.NumTables && i != table {
+			continue
+		}
+		t.Rules(func(r *flow.Rule) bool { out = append(out, *r); return true })
+	}
+	return out
+}
+
+// undo reverses one applied change.
+type undo func()
+
+// Apply applies b atomically and returns the new generation. If any
+// operation fails, the ones before it are undone, the generation is
+// unchanged and the error says which operation failed.
+func (ts *Tables) Apply(b flow.Bundle) (uint64, error) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	var undos []undo
+	for i, op := range b.Ops {
+		u, err := ts.apply(op)
+		if err != nil {
+			for j := len(undos) - 1; j >= 0; j-- {
+				undos[j]()
+			}
+			return ts.gen.Load(), fmt.Errorf("bundle operation %d: %w", i, err)
+		}
+		undos = append(undos, u...)
+	}
+	return ts.gen.Add(1), nil
+}
+
+func (ts *Tables) apply(op flow.Op) ([]undo, error) {
+	switch op.Kind {
+	case flow.OpAdd, flow.OpModify:
+		r := op.Rule
+		if err := r.Validate(); err != nil {
+			return nil, err
+		}
+		r.Match.Normalize()
+		t := ts.tables[r.Table]
+		if op.Kind == flow.OpModify && t.Find(r.Priority, r.Match) == nil {
+			return nil, fmt.Errorf("modify: no rule in table %d with priority %d and match %q", r.Table, r.Priority, r.Match.String())
+		}
+		nr := &r
+		old := t.Insert(nr)
+		return []undo{func() {
+			t.Remove(nr.Priority, nr.Match)
+			if old != nil {
+				t.Insert(old)
+			}
+		}}, nil
+	case flow.OpDelete:
+		r := op.Rule
+		if r.Table >= flow.NumTables {
+			return nil, fmt.Errorf("table %d out of range", r.Table)
+		}
+		t := ts.tables[r.Table]
+		old := t.Remove(r.Priority, r.Match)
+		if old == nil {
+			return nil, nil
+		}
+		return []undo{func() { t.Insert(old) }}, nil
+	case flow.OpDeleteCookie:
+		var us []undo
+		for _, t := range ts.tables {
+			var del []*flow.Rule
+			t.Rules(func(r *flow.Rule) bool {
+				if (r.Cookie^op.Rule.Cookie)&op.CookieMask == 0 {
+					del = append(del, r)
+				}
+				return true
+			})
+			for _, r := range del {
+				t.Remove(r.Priority, r.Match)
+				us = append(us, func() { t.Insert(r) })
+			}
+		}
+		return us, nil
+	case flow.OpAddGroup:
+		g := op.Group
+		for i, b := range g.Buckets {
+			if err := flow.ValidateActions(0, b.Actions); err != nil {
+				return nil, fmt.Errorf("group %d bucket %d: %w", g.ID, i, err)
+			}
+			for _, a := range b.Actions {
+				if _, ok := a.(flow.GotoTable); ok {
+					return nil, fmt.Errorf("group %d bucket %d: goto_table is not allowed in a bucket", g.ID, i)
+				}
+			}
+		}
+		old, had := ts.groups[g.ID]
+		ts.groups[g.ID] = &g
+		return []undo{func() {
+			if had {
+				ts.groups[g.ID] = old
+			} else {
+				delete(ts.groups, g.ID)
+			}
+		}}, nil
+	case flow.OpDeleteGroup:
+		old, had := ts.groups[op.Group.ID]
+		if !had {
+			return nil, nil
+		}
+		delete(ts.groups, op.Group.ID)
+		return []undo{func() { ts.groups[op.Group.ID] = old }}, nil
+	case flow.OpDeleteAll:
+		oldTables, oldGroups := ts.tables, ts.groups
+		for i := range ts.tables {
+			ts.tables[i] = NewTable()
+		}
+		ts.groups = map[uint32]*flow.GroupDef{}
+		return []undo{func() { ts.tables, ts.groups = oldTables, oldGroups }}, nil
+	}
+	return nil, fmt.Errorf("unknown operation kind %d", op.Kind)
+}
+
+var _ flow.Programmer = (*Tables)(nil)
