@@ -77,6 +77,21 @@ const maxConjs = 1 << 16
 
 var errTooComplex = errors.New("expression too complex to normalize (more than 65536 terms)")
 
+// UnresolvedError reports a reference (address set, port group) that the
+// Env does not know.
+type UnresolvedError struct {
+	Kind string // "address set" or "port group"
+	Name string
+}
+
+func (e *UnresolvedError) Error() string {
+	sigil := "$"
+	if e.Kind == "port group" {
+		sigil = "@"
+	}
+	return fmt.Sprintf("unknown %s %s%s", e.Kind, sigil, e.Name)
+}
+
 // Normalize turns a parsed match into normal form, expanding predicates,
 // adding prerequisites, pushing negations down, resolving address sets and
 // port groups through env (which may be nil when the expression uses none).
@@ -110,7 +125,7 @@ func (n *normalizer) norm(e Expr, neg bool) (Normal, error) {
 		return n.norm(e.Sym.expansion, neg)
 	case *FuncExpr:
 		if n.env == nil {
-			return nil, fmt.Errorf("%s(%q) needs an environment", e.Name, e.Arg)
+			return nil, fmt.Errorf("%s(%q): no environment to say where ports reside", e.Name, e.Arg)
 		}
 		if n.env.ChassisResident(e.Arg) != neg {
 			return normTrue(), nil
@@ -500,11 +515,11 @@ func (n *normalizer) consts(e *CmpExpr) ([]Const, error) {
 
 func (n *normalizer) addrSet(name string, w int) ([]Const, error) {
 	if n.env == nil {
-		return nil, fmt.Errorf("address set $%s: no environment to resolve it", name)
+		return nil, &UnresolvedError{"address set", name}
 	}
 	cs, ok := n.env.AddressSet(name)
 	if !ok {
-		return nil, fmt.Errorf("unknown address set $%s", name)
+		return nil, &UnresolvedError{"address set", name}
 	}
 	for i := range cs {
 		if cs[i].IsStr || cs[i].Value.BitLen() > w {
@@ -523,11 +538,11 @@ func (n *normalizer) ports(e *CmpExpr) ([]string, error) {
 			out = appendPorts(out, []string{c.Str})
 		case RefPortGroup:
 			if n.env == nil {
-				return fmt.Errorf("port group @%s: no environment to resolve it", name)
+				return &UnresolvedError{"port group", name}
 			}
 			ps, ok := n.env.PortGroup(name)
 			if !ok {
-				return fmt.Errorf("unknown port group @%s", name)
+				return &UnresolvedError{"port group", name}
 			}
 			out = appendPorts(out, ps)
 		default:

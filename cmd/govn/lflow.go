@@ -2,10 +2,92 @@ package main
 
 import (
 	"context"
-	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/govn/govn/lflow"
 )
 
-// runLflow is not written yet; its owner replaces this file.
+// runLflow implements "govn lflow check [--normalize]": it reads
+// "ovn-sbctl lflow-list" output on stdin and parses every match and action.
 func runLflow(ctx context.Context, args []string) error {
-	return errors.New("not implemented yet")
+	return runLflowIO(ctx, args, os.Stdin, os.Stdout)
 }
+
+func runLflowIO(_ context.Context, args []string, in io.Reader, out io.Writer) error {
+	if len(args) == 0 || args[0] != "check" {
+		return fmt.Errorf("%w: govn lflow check [--normalize] [--address-set NAME=A,B...] [--port-group NAME=P,Q...] [--resident PORT...] < lflow-list", errUsage)
+	}
+	fs := flag.NewFlagSet("lflow check", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	normalize := fs.Bool("normalize", false, "print each match's normalized form")
+	env := &cliEnv{sets: map[string][]string{}, groups: map[string][]string{}, resident: map[string]bool{}}
+	fs.Func("address-set", "NAME=ADDR,ADDR,... (repeatable)", env.addList(env.sets))
+	fs.Func("port-group", "NAME=PORT,PORT,... (repeatable)", env.addList(env.groups))
+	fs.Func("resident", "a port is_chassis_resident() holds for (repeatable)", func(s string) error {
+		env.resident[s] = true
+		return nil
+	})
+	if err := fs.Parse(args[1:]); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	st, err := lflow.NewSymtab()
+	if err != nil {
+		return err
+	}
+	env.symtab = st
+	res, err := st.CheckListing(in, out, lflow.CheckOptions{Normalize: *normalize, Env: env})
+	if err != nil {
+		return err
+	}
+	if res.Failed > 0 {
+		return errFailed
+	}
+	return nil
+}
+
+// cliEnv resolves names from command-line flags.
+type cliEnv struct {
+	symtab   *lflow.Symtab
+	sets     map[string][]string
+	groups   map[string][]string
+	resident map[string]bool
+}
+
+func (e *cliEnv) addList(m map[string][]string) func(string) error {
+	return func(s string) error {
+		name, list, ok := strings.Cut(s, "=")
+		if !ok || name == "" {
+			return fmt.Errorf("want NAME=A,B,..., got %q", s)
+		}
+		m[name] = strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ' ' })
+		return nil
+	}
+}
+
+func (e *cliEnv) AddressSet(name string) ([]lflow.Const, bool) {
+	addrs, ok := e.sets[name]
+	if !ok {
+		return nil, false
+	}
+	cs, err := e.symtab.ParseAddresses(addrs)
+	if err != nil {
+		return nil, false
+	}
+	return cs, true
+}
+
+func (e *cliEnv) PortGroup(name string) ([]string, bool) {
+	g, ok := e.groups[name]
+	return g, ok
+}
+
+func (e *cliEnv) PortKey(string) (uint32, bool) { return 0, false }
+
+func (e *cliEnv) ChassisResident(port string) bool { return e.resident[port] }

@@ -1,0 +1,83 @@
+package lflow
+
+import (
+	"errors"
+	"fmt"
+	"io"
+)
+
+// CheckOptions configures CheckListing.
+type CheckOptions struct {
+	// Normalize prints each match's normal form.
+	Normalize bool
+	// Env resolves address sets, port groups and chassis residency for
+	// normalization; references it does not know are reported but do not
+	// count as failures, since a listing does not carry their contents.
+	Env Env
+}
+
+// CheckResult counts what CheckListing saw.
+type CheckResult struct {
+	Parsed, Failed int
+	Unresolved     int // matches not normalized for want of a set's contents
+}
+
+// CheckListing parses the match and actions of every flow of an
+// "ovn-sbctl lflow-list" listing read from r, writing to w one line per
+// failure (with its line number and what is wrong) and, with
+// opts.Normalize, each match's normal form. It ends with the line
+// "N parsed, M failed".
+func (t *Symtab) CheckListing(r io.Reader, w io.Writer, opts CheckOptions) (CheckResult, error) {
+	var res CheckResult
+	flows, lineErrs, err := ReadListing(r)
+	if err != nil {
+		return res, err
+	}
+	for _, e := range lineErrs {
+		fmt.Fprintf(w, "%v\n", e)
+		res.Failed++
+	}
+	p := &parser{symtab: t}
+	for _, f := range flows {
+		ok := true
+		e, err := p.parseExpr(f.Match)
+		if err != nil {
+			fmt.Fprintf(w, "line %d: match: %v\n    match=(%s)\n", f.Line, err, f.Match)
+			ok = false
+		}
+		if _, aerr := t.ParseActions(f.Actions); aerr != nil {
+			fmt.Fprintf(w, "line %d: actions: %v\n    action=(%s)\n", f.Line, aerr, f.Actions)
+			ok = false
+		}
+		if ok && opts.Normalize {
+			nf, nerr := t.Normalize(e, opts.Env)
+			var unres *UnresolvedError
+			switch {
+			case errors.As(nerr, &unres):
+				fmt.Fprintf(w, "line %d: not normalized: %v\n", f.Line, nerr)
+				res.Unresolved++
+			case nerr != nil:
+				fmt.Fprintf(w, "line %d: normalize: %v\n    match=(%s)\n", f.Line, nerr, f.Match)
+				ok = false
+			default:
+				fmt.Fprintf(w, "line %d: %s table=%d priority=%d match=(%s)\n", f.Line, f.Pipeline, f.Table, f.Priority, f.Match)
+				for _, c := range nf {
+					fmt.Fprintf(w, "    %s\n", c.String())
+				}
+				if len(nf) == 0 {
+					fmt.Fprintf(w, "    0\n")
+				}
+			}
+		}
+		if ok {
+			res.Parsed++
+		} else {
+			res.Failed++
+		}
+	}
+	if res.Unresolved > 0 {
+		fmt.Fprintf(w, "%d matches not normalized (unresolved address sets or port groups)\n", res.Unresolved)
+	}
+	fmt.Fprintf(w, "%d parsed, %d failed\n", res.Parsed, res.Failed)
+	return res, nil
+}
