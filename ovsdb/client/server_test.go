@@ -132,8 +132,13 @@ func (r *recorder) take(s *ovsdb.Schema) []string {
 
 func connect(t *testing.T, socket string, opts Options) *Client {
 	t.Helper()
+	return connectDB(t, socket, "Test", opts)
+}
+
+func connectDB(t *testing.T, socket, db string, opts Options) *Client {
+	t.Helper()
 	opts.Endpoints = []string{"unix:" + socket}
-	opts.Database = "Test"
+	opts.Database = db
 	opts.MinBackoff = 20 * time.Millisecond
 	opts.MaxBackoff = 200 * time.Millisecond
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
