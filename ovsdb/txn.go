@@ -672,8 +672,8 @@ func (t *txn) wait(b []byte, op map[string]any) ([]byte, error) {
 	if err != nil {
 		return b, err
 	}
-	if _, ok := op["columns"]; !ok {
-		return b, Errorf(ErrSyntax, "wait operation is missing required member \"columns\"")
+	if cols == nil {
+		cols = ts.Columns
 	}
 	until, _ := op["until"].(string)
 	if until != "==" && until != "!=" {

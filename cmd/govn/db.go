@@ -3,9 +3,148 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/govn/govn/ovsdb/server"
+	"github.com/govn/govn/schema"
 )
 
-// runDB is not written yet; its owner replaces this file.
+// runDB implements "govn db": serve database files like ovsdb-server, or
+// "govn db create FILE SCHEMA".
 func runDB(ctx context.Context, args []string) error {
-	return errors.New("not implemented yet")
+	if len(args) > 0 && args[0] == "create" {
+		if len(args) != 3 {
+			return fmt.Errorf("%w: govn db create FILE SCHEMA (SCHEMA: nb, sb, vswitch or an .ovsschema file)", errUsage)
+		}
+		return createDB(args[1], args[2])
+	}
+	fs := flag.NewFlagSet("govn db", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var remotes multiFlag
+	fs.Var(&remotes, "remote", "listen on `REMOTE` (punix:PATH or ptcp:PORT[:IP]); repeatable")
+	unixctl := fs.String("unixctl", "", "answer ovs-appctl commands on the unix socket `PATH`")
+	pidfile := fs.String("pidfile", "", "write the process id to `PATH`")
+	create := fs.String("create", "", "create each missing FILE with `SCHEMA` (nb, sb, vswitch or a path)")
+	verbose := fs.Bool("verbose", false, "log debug messages")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() == 0 {
+		return fmt.Errorf("%w: govn db [--remote=punix:PATH|ptcp:PORT[:IP]]... [--unixctl=PATH] [--pidfile=PATH] [--create=SCHEMA] FILE...", errUsage)
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	srv := server.New(server.Options{Logger: logger})
+	for _, path := range fs.Args() {
+		if *create != "" {
+			if _, err := os.Stat(path); server.IsNotExist(err) {
+				if err := createDB(path, *create); err != nil {
+					return err
+				}
+			}
+		}
+		db, log, err := server.OpenFile(path, logger)
+		if err != nil {
+			return err
+		}
+		defer log.Close()
+		if err := srv.AddDatabase(db, log); err != nil {
+			return err
+		}
+		logger.Info("serving database", "name", db.Schema.Name, "file", path)
+	}
+	if *pidfile != "" {
+		if err := os.WriteFile(*pidfile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+			return fmt.Errorf("writing pidfile: %w", err)
+		}
+		defer os.Remove(*pidfile)
+	}
+	var wg sync.WaitGroup
+	errc := make(chan error, len(remotes)+1)
+	for _, r := range remotes {
+		l, err := server.Listen(ctx, r)
+		if err != nil {
+			return err
+		}
+		if path, ok := strings.CutPrefix(r, "punix:"); ok {
+			defer os.Remove(path)
+		}
+		logger.Info("listening", "remote", r)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Serve(ctx, l); err != nil {
+				errc <- err
+			}
+		}()
+	}
+	if *unixctl != "" {
+		l, err := server.Listen(ctx, "punix:"+*unixctl)
+		if err != nil {
+			return err
+		}
+		defer os.Remove(*unixctl)
+		cmds := map[string]server.UnixctlCommand{
+			"exit":        func([]string) (string, error) { cancel(); return "", nil },
+			"memory/show": func([]string) (string, error) { return srv.MemoryShow(), nil },
+			"version":     func([]string) (string, error) { return "govn db\n", nil },
+		}
+		go server.ServeUnixctl(ctx, l, cmds)
+	}
+	go srv.RunCompaction(ctx, 10*time.Second)
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		cancel()
+		wg.Wait()
+		return err
+	}
+	wg.Wait()
+	return nil
+}
+
+// createDB writes an empty database file with a named or file schema.
+func createDB(path, name string) error {
+	var text []byte
+	var err error
+	switch name {
+	case "nb", "sb", "vswitch":
+		text, err = schema.Lookup(name)
+	default:
+		text, err = os.ReadFile(name)
+	}
+	if err != nil {
+		return fmt.Errorf("reading schema %s: %w", name, err)
+	}
+	if err := server.CreateFile(path, text); err != nil {
+		return fmt.Errorf("creating %s: %w", path, err)
+	}
+	return nil
+}
+
+// multiFlag collects a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string { return strings.Join(*m, ",") }
+
+func (m *multiFlag) Set(v string) error {
+	if v == "" {
+		return errors.New("empty value")
+	}
+	*m = append(*m, v)
+	return nil
 }

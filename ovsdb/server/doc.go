@@ -1,0 +1,34 @@
+// Package server serves OVSDB databases over JSON-RPC (RFC 7047 and the
+// extensions of ovsdb-server(7)) to real OVSDB clients: ovsdb-client, the
+// *ctl tools, ovn-northd and anything built on the OVS IDL.
+//
+// # Structure
+//
+// A Server holds databases, each a [dbState]: the committed
+// [ovsdb.Database], its monitors, a bounded history of recent commits for
+// monitor_cond_since, transactions blocked in "wait", and optionally a
+// storage log. One mutex per database orders everything that touches it:
+// executing a transaction, applying it, sending the resulting update
+// notifications, and submitting its record to the log all happen under it,
+// so every client sees commits in one order, and a client's own updates are
+// queued before its transact reply (ovsdb-server(7) §4.1.5). Waiting for
+// the record to reach the disk happens outside the lock, so concurrent
+// commits share fsyncs (group commit); the reply is sent only after.
+//
+// Each connection is a session running on a [jsonrpc.Conn]: requests are
+// handled in arrival order on the connection's reader goroutine and never
+// wait on the network, because sends only queue.
+//
+// # Monitors
+//
+// A monitor keeps, per table, the columns, conditions and select flags the
+// client asked for. On commit the server walks only the rows the
+// transaction changed; monitors whose request is the same and has no
+// conditions share one encoding of the update.
+//
+// # _Server
+//
+// Like ovsdb-server, the server serves a read-only "_Server" database whose
+// Database table describes every database (model "standalone", connected,
+// leader), which the OVS IDL monitors before anything else.
+package server

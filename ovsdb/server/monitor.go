@@ -1,0 +1,704 @@
+package server
+
+import (
+	"encoding/json"
+	"sort"
+	"strings"
+
+	"github.com/govn/govn/ovsdb"
+)
+
+// Monitor protocol versions: "monitor" sends update, "monitor_cond" sends
+// update2, "monitor_cond_since" sends update3.
+const (
+	monitorV1 = 1
+	monitorV2 = 2
+	monitorV3 = 3
+)
+
+// monitor is one monitor of one session on one database.
+type monitor struct {
+	sess    *session
+	d       *dbState
+	id      json.RawMessage
+	version int
+	tables  map[string]*monTable
+	// shape identifies monitors whose updates are byte-for-byte the same
+	// (same version, tables, columns and select flags, no conditions); ""
+	// when the monitor has conditions and must be encoded on its own.
+	shape string
+}
+
+// monTable is what a monitor watches in one table.
+type monTable struct {
+	ts    *ovsdb.TableSchema
+	cols  []*ovsdb.ColumnSchema
+	conds []ovsdb.Condition // empty: every row
+	sel   selectFlags
+}
+
+type selectFlags struct{ initial, insert, delete, modify bool }
+
+func (m *monitor) method() string {
+	switch m.version {
+	case monitorV1:
+		return "update"
+	case monitorV2:
+		return "update2"
+	}
+	return "update3"
+}
+
+// parseMonitorRequests parses <monitor-requests> (or
+// <monitor-cond-requests>): table name -> a request or an array of them.
+func parseMonitorRequests(db *ovsdb.Database, v any, version int) (map[string]*monTable, error) {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, ovsdb.Errorf(ovsdb.ErrSyntax, "monitor requests must be an object mapping table names to requests")
+	}
+	out := map[string]*monTable{}
+	for name, rv := range obj {
+		ts := db.Schema.Table(name)
+		if ts == nil {
+			return nil, ovsdb.Errorf(ovsdb.ErrSyntax, "no table named %q", name)
+		}
+		reqs, ok := rv.([]any)
+		if !ok {
+			reqs = []any{rv}
+		}
+		mt := &monTable{ts: ts}
+		var colSet map[*ovsdb.ColumnSchema]bool
+		allCols := false
+		trueCond := false
+		for _, r := range reqs {
+			req, ok := r.(map[string]any)
+			if !ok {
+				return nil, ovsdb.Errorf(ovsdb.ErrSyntax, "monitor request for table %s must be an object", name)
+			}
+			if cv, ok := req["columns"]; ok {
+				arr, ok := cv.([]any)
+				if !ok {
+					return nil, ovsdb.Errorf(ovsdb.ErrSyntax, "\"columns\" of table %s must be an array", name)
+				}
+				if colSet == nil {
+					colSet = map[*ovsdb.ColumnSchema]bool{}
+				}
+				for _, e := range arr {
+					n, _ := e.(string)
+					c := ts.Column(n)
+					if c == nil {
+						return nil, ovsdb.Errorf(ovsdb.ErrSyntax, "no column %q in table %s", n, name)
+					}
+					if c.Index == ovsdb.ColumnIndexUUID {
+						continue
+					}
+					colSet[c] = true
+				}
+			} else {
+				allCols = true
+			}
+			sel := selectFlags{true, true, true, true}
+			if sv, ok := req["select"]; ok {
+				so, ok := sv.(map[string]any)
+				if !ok {
+					return nil, ovsdb.Errorf(ovsdb.ErrSyntax, "\"select\" must be an object")
+				}
+				for k, p := range map[string]*bool{"initial": &sel.initial, "insert": &sel.insert, "delete": &sel.delete, "modify": &sel.modify} {
+					if bv, ok := so[k]; ok {
+						b, ok := bv.(bool)
+						if !ok {
+							return nil, ovsdb.Errorf(ovsdb.ErrSyntax, "select %q must be a boolean", k)
+						}
+						*p = b
+					}
+				}
+			}
+			mt.sel.initial = mt.sel.initial || sel.initial
+			mt.sel.insert = mt.sel.insert || sel.insert
+			mt.sel.delete = mt.sel.delete || sel.delete
+			mt.sel.modify = mt.sel.modify || sel.modify
+			wv, hasWhere := req["where"]
+			if version == monitorV1 || !hasWhere {
+				trueCond = true
+				continue
+			}
+			conds, err := ovsdb.ParseConditions(wv, ts, nil)
+			if err != nil {
+				return nil, err
+			}
+			if len(conds) == 0 {
+				trueCond = true
+			}
+			mt.conds = append(mt.conds, conds...)
+		}
+		if trueCond {
+			mt.conds = nil
+		} else {
+			mt.conds = simplify(mt.conds)
+		}
+		if allCols || colSet == nil {
+			mt.cols = defaultColumns(ts)
+		} else {
+			for _, c := range append(ts.Columns, ts.Column("_version")) {
+				if colSet[c] {
+					mt.cols = append(mt.cols, c)
+				}
+			}
+		}
+		out[name] = mt
+	}
+	return out, nil
+}
+
+// simplify folds constant conditions: any "true" makes the disjunction
+// match everything (nil); "false" terms drop out.
+func simplify(conds []ovsdb.Condition) []ovsdb.Condition {
+	out := conds[:0:0]
+	for _, c := range conds {
+		switch c.Function {
+		case ovsdb.FuncTrue:
+			return nil
+		case ovsdb.FuncFalse:
+			continue
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		// Only "false": match nothing.
+		return []ovsdb.Condition{{Function: ovsdb.FuncFalse}}
+	}
+	return out
+}
+
+// defaultColumns are the columns monitored when a request names none:
+// every column but _uuid, as ovsdb-server does.
+func defaultColumns(ts *ovsdb.TableSchema) []*ovsdb.ColumnSchema {
+	return append(append([]*ovsdb.ColumnSchema(nil), ts.Columns...), ts.Column("_version"))
+}
+
+func (m *monitor) computeShape() {
+	names := make([]string, 0, len(m.tables))
+	for n, mt := range m.tables {
+		if len(mt.conds) > 0 {
+			m.shape = ""
+			return
+		}
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteByte(byte('0' + m.version))
+	for _, n := range names {
+		mt := m.tables[n]
+		b.WriteString(n)
+		b.WriteByte(':')
+		for _, c := range mt.cols {
+			b.WriteString(c.Name)
+			b.WriteByte(',')
+		}
+		for _, f := range []bool{mt.sel.initial, mt.sel.insert, mt.sel.delete, mt.sel.modify} {
+			if f {
+				b.WriteByte('1')
+			} else {
+				b.WriteByte('0')
+			}
+		}
+		b.WriteByte(';')
+	}
+	m.shape = b.String()
+}
+
+func (mt *monTable) matches(r *ovsdb.Row) bool {
+	return r != nil && ovsdb.MatchAny(mt.conds, r)
+}
+
+// appendRow appends r's monitored columns; for update2 rows, columns at
+// their default value are left out.
+func (mt *monTable) appendRow(b []byte, r *ovsdb.Row, version int) []byte {
+	b = append(b, '{')
+	n := 0
+	for _, c := range mt.cols {
+		d := r.Get(c)
+		if version != monitorV1 && c.Index >= 0 && isDefault(d, &c.Type) {
+			continue
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = ovsdb.AppendJSONString(b, c.Name)
+		b = append(b, ':')
+		b = d.AppendJSON(b, &c.Type)
+	}
+	return append(b, '}')
+}
+
+func isDefault(d ovsdb.Datum, ct *ovsdb.ColumnType) bool {
+	if ct.Min == 0 {
+		return d.Len() == 0
+	}
+	return d.Equal(ct.Default())
+}
+
+// appendChange appends the <row-update> (v1) or <row-update2> for one
+// row's change, with its "uuid": prefix; it returns b unchanged when the
+// monitor has nothing to say about it.
+func (mt *monTable) appendChange(b []byte, uuid ovsdb.UUID, old, new *ovsdb.Row, version int) []byte {
+	oldIn, newIn := mt.matches(old), mt.matches(new)
+	start := len(b)
+	b = append(b, '"')
+	b, _ = uuid.AppendText(b)
+	b = append(b, `":`...)
+	switch {
+	case newIn && !oldIn:
+		if !mt.sel.insert {
+			return b[:start]
+		}
+		if version == monitorV1 {
+			b = append(b, `{"new":`...)
+		} else {
+			b = append(b, `{"insert":`...)
+		}
+		b = mt.appendRow(b, new, version)
+	case oldIn && !newIn:
+		if !mt.sel.delete {
+			return b[:start]
+		}
+		if version == monitorV1 {
+			b = append(b, `{"old":`...)
+			b = mt.appendRow(b, old, version)
+		} else {
+			b = append(b, `{"delete":null`...)
+		}
+	case oldIn && newIn:
+		if !mt.sel.modify {
+			return b[:start]
+		}
+		if version == monitorV1 {
+			b = append(b, `{"old":{`...)
+			n := 0
+			for _, c := range mt.cols {
+				od := old.Get(c)
+				if od.Equal(new.Get(c)) {
+					continue
+				}
+				if n > 0 {
+					b = append(b, ',')
+				}
+				n++
+				b = ovsdb.AppendJSONString(b, c.Name)
+				b = append(b, ':')
+				b = od.AppendJSON(b, &c.Type)
+			}
+			if n == 0 {
+				return b[:start]
+			}
+			b = append(b, `},"new":`...)
+			b = mt.appendRow(b, new, version)
+		} else {
+			b = append(b, `{"modify":{`...)
+			n := 0
+			for _, c := range mt.cols {
+				od, nd := old.Get(c), new.Get(c)
+				if od.Equal(nd) {
+					continue
+				}
+				if n > 0 {
+					b = append(b, ',')
+				}
+				n++
+				b = ovsdb.AppendJSONString(b, c.Name)
+				b = append(b, ':')
+				b = ovsdb.Diff(od, nd, &c.Type).AppendJSON(b, &c.Type)
+			}
+			if n == 0 {
+				return b[:start]
+			}
+			b = append(b, '}')
+		}
+	default:
+		return b[:start]
+	}
+	return append(b, '}')
+}
+
+// appendUpdates appends the <table-updates> (or <table-updates2>) object
+// for changes; ok is false when nothing in it concerns the monitor.
+func (m *monitor) appendUpdates(b []byte, tables map[string]map[ovsdb.UUID]*ovsdb.RowChange) ([]byte, bool) {
+	b = append(b, '{')
+	nt := 0
+	for name, rows := range tables {
+		mt := m.tables[name]
+		if mt == nil || len(rows) == 0 {
+			continue
+		}
+		tstart := len(b)
+		if nt > 0 {
+			b = append(b, ',')
+		}
+		b = ovsdb.AppendJSONString(b, name)
+		b = append(b, `:{`...)
+		nr := 0
+		for u, ch := range rows {
+			rstart := len(b)
+			if nr > 0 {
+				b = append(b, ',')
+			}
+			before := len(b)
+			b = mt.appendChange(b, u, ch.Old, ch.New, m.version)
+			if len(b) == before {
+				b = b[:rstart]
+				continue
+			}
+			nr++
+		}
+		if nr == 0 {
+			b = b[:tstart]
+			continue
+		}
+		b = append(b, '}')
+		nt++
+	}
+	return append(b, '}'), nt > 0
+}
+
+// appendInitial appends the initial contents the monitor selects.
+func (m *monitor) appendInitial(b []byte, db *ovsdb.Database) []byte {
+	b = append(b, '{')
+	nt := 0
+	for name, mt := range m.tables {
+		if !mt.sel.initial {
+			continue
+		}
+		rows := db.Table(name).Rows
+		tstart := len(b)
+		if nt > 0 {
+			b = append(b, ',')
+		}
+		b = ovsdb.AppendJSONString(b, name)
+		b = append(b, `:{`...)
+		nr := 0
+		for u, r := range rows {
+			if !mt.matches(r) {
+				continue
+			}
+			if nr > 0 {
+				b = append(b, ',')
+			}
+			nr++
+			b = append(b, '"')
+			b, _ = u.AppendText(b)
+			if m.version == monitorV1 {
+				b = append(b, `":{"new":`...)
+			} else {
+				b = append(b, `":{"initial":`...)
+			}
+			b = mt.appendRow(b, r, m.version)
+			b = append(b, '}')
+		}
+		if nr == 0 {
+			b = b[:tstart]
+			continue
+		}
+		b = append(b, '}')
+		nt++
+	}
+	return append(b, '}')
+}
+
+// notifyLocked sends one commit's updates to every monitor of d. Monitors
+// of the same shape share one encoding. Callers hold d.mu.
+func (d *dbState) notifyLocked(cs *ovsdb.ChangeSet, txnID ovsdb.UUID) {
+	if len(d.monitors) == 0 {
+		return
+	}
+	type enc struct {
+		b  []byte
+		ok bool
+	}
+	cache := map[string]enc{}
+	var txnText []byte
+	for m := range d.monitors {
+		var e enc
+		if c, hit := cache[m.shape]; hit && m.shape != "" {
+			e = c
+		} else {
+			e.b, e.ok = m.appendUpdates(nil, cs.Tables)
+			if m.shape != "" {
+				cache[m.shape] = e
+			}
+		}
+		if !e.ok {
+			continue
+		}
+		p := make([]byte, 0, len(e.b)+len(m.id)+48)
+		p = append(p, '[')
+		p = append(p, m.id...)
+		p = append(p, ',')
+		if m.version == monitorV3 {
+			if txnText == nil {
+				txnText = []byte(`"` + txnID.String() + `",`)
+			}
+			p = append(p, txnText...)
+		}
+		p = append(p, e.b...)
+		p = append(p, ']')
+		m.sess.conn.Notify(m.method(), json.RawMessage(p))
+	}
+}
+
+// composeSince merges the history after txn id into one change set; ok is
+// false when id is not in the history.
+func (d *dbState) composeSince(id ovsdb.UUID) (map[string]map[ovsdb.UUID]*ovsdb.RowChange, bool) {
+	start := -1
+	for i := len(d.history) - 1; i >= 0; i-- {
+		if d.history[i].id == id {
+			start = i + 1
+			break
+		}
+	}
+	if start < 0 {
+		return nil, false
+	}
+	out := map[string]map[ovsdb.UUID]*ovsdb.RowChange{}
+	for _, e := range d.history[start:] {
+		for name, rows := range e.cs.Tables {
+			t := out[name]
+			if t == nil {
+				t = map[ovsdb.UUID]*ovsdb.RowChange{}
+				out[name] = t
+			}
+			for u, ch := range rows {
+				if prev, ok := t[u]; ok {
+					t[u] = &ovsdb.RowChange{Old: prev.Old, New: ch.New}
+				} else {
+					t[u] = ch
+				}
+			}
+		}
+	}
+	return out, true
+}
+
+func (s *session) monitor(id json.RawMessage, method string, params []any) {
+	version := map[string]int{"monitor": monitorV1, "monitor_cond": monitorV2, "monitor_cond_since": monitorV3}[method]
+	want := 3
+	if version == monitorV3 {
+		want = 4
+	}
+	if len(params) != want && !(version == monitorV1 && len(params) == 2) {
+		s.replyError(id, errorJSON(ovsdb.ErrSyntax, "%s takes %d parameters", method, want))
+		return
+	}
+	d, errv := s.db(params, 0)
+	if errv != nil {
+		s.replyError(id, errv)
+		return
+	}
+	monID, err := json.Marshal(params[1])
+	if err != nil {
+		s.replyError(id, errorJSON(ovsdb.ErrSyntax, "bad monitor id"))
+		return
+	}
+	var reqs any = map[string]any{}
+	if len(params) > 2 {
+		reqs = params[2]
+	}
+	tables, err := parseMonitorRequests(d.db, reqs, version)
+	if err != nil {
+		s.replyError(id, toErrJSON(err))
+		return
+	}
+	var since ovsdb.UUID
+	if version == monitorV3 {
+		str, _ := params[3].(string)
+		if since, err = ovsdb.ParseUUID(str); err != nil {
+			s.replyError(id, errorJSON(ovsdb.ErrSyntax, "last-txn-id: %v", err))
+			return
+		}
+	}
+	m := &monitor{sess: s, d: d, id: monID, version: version, tables: tables}
+	m.computeShape()
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s.mu.Lock()
+	if _, dup := s.monitors[string(monID)]; dup || s.closed {
+		s.mu.Unlock()
+		s.replyError(id, errorJSON(ovsdb.ErrSyntax, "duplicate monitor ID %s", monID))
+		return
+	}
+	s.monitors[string(monID)] = m
+	s.mu.Unlock()
+	d.monitors[m] = struct{}{}
+
+	var result []byte
+	switch version {
+	case monitorV3:
+		changes, found := ovsdb.ChangeSet{}.Tables, false
+		if !since.IsZero() {
+			changes, found = d.composeSince(since)
+		}
+		result = append(result, '[')
+		if found {
+			result = append(result, `true,"`...)
+			result, _ = d.lastTxn.AppendText(result)
+			result = append(result, `",`...)
+			result, _ = m.appendUpdates(result, changes)
+		} else {
+			result = append(result, `false,"`...)
+			result, _ = d.lastTxn.AppendText(result)
+			result = append(result, `",`...)
+			result = m.appendInitial(result, d.db)
+		}
+		result = append(result, ']')
+	default:
+		result = m.appendInitial(nil, d.db)
+	}
+	s.conn.Reply(id, json.RawMessage(result))
+}
+
+func toErrJSON(err error) json.RawMessage {
+	if e, ok := err.(*ovsdb.Error); ok {
+		return e.AppendJSON(nil)
+	}
+	return errorJSON(ovsdb.ErrSyntax, "%v", err)
+}
+
+func (s *session) findMonitor(v any) (*monitor, string) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.monitors[string(raw)], string(raw)
+}
+
+func (s *session) monitorCancel(id json.RawMessage, params []any) {
+	if len(params) != 1 {
+		s.replyError(id, errorJSON(ovsdb.ErrSyntax, "monitor_cancel takes one monitor id"))
+		return
+	}
+	m, key := s.findMonitor(params[0])
+	if m == nil {
+		s.replyError(id, errorJSON("unknown monitor", "no monitor %s", key))
+		return
+	}
+	m.d.mu.Lock()
+	delete(m.d.monitors, m)
+	m.d.mu.Unlock()
+	s.mu.Lock()
+	delete(s.monitors, key)
+	s.mu.Unlock()
+	s.conn.Reply(id, json.RawMessage("{}"))
+}
+
+func (s *session) monitorCondChange(id json.RawMessage, params []any) {
+	if len(params) != 3 {
+		s.replyError(id, errorJSON(ovsdb.ErrSyntax, "monitor_cond_change takes 3 parameters"))
+		return
+	}
+	m, key := s.findMonitor(params[0])
+	if m == nil {
+		s.replyError(id, errorJSON("unknown monitor", "no monitor %s", key))
+		return
+	}
+	if m.version == monitorV1 {
+		s.replyError(id, errorJSON(ovsdb.ErrNotSupported, "monitor_cond_change needs a monitor_cond or monitor_cond_since monitor"))
+		return
+	}
+	newID, err := json.Marshal(params[1])
+	if err != nil {
+		s.replyError(id, errorJSON(ovsdb.ErrSyntax, "bad monitor id"))
+		return
+	}
+	reqs, ok := params[2].(map[string]any)
+	if !ok {
+		s.replyError(id, errorJSON(ovsdb.ErrSyntax, "condition changes must be an object"))
+		return
+	}
+	d := m.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	// Parse all first, so an error changes nothing.
+	newConds := map[string][]ovsdb.Condition{}
+	for name, rv := range reqs {
+		mt := m.tables[name]
+		if mt == nil {
+			s.replyError(id, errorJSON(ovsdb.ErrSyntax, "table %s is not monitored", name))
+			return
+		}
+		list, ok := rv.([]any)
+		if !ok {
+			list = []any{rv}
+		}
+		var conds []ovsdb.Condition
+		trueCond := false
+		for _, r := range list {
+			req, ok := r.(map[string]any)
+			if !ok {
+				s.replyError(id, errorJSON(ovsdb.ErrSyntax, "condition change for %s must be an object", name))
+				return
+			}
+			wv, has := req["where"]
+			if !has {
+				trueCond = true
+				continue
+			}
+			c, err := ovsdb.ParseConditions(wv, mt.ts, nil)
+			if err != nil {
+				s.replyError(id, toErrJSON(err))
+				return
+			}
+			if len(c) == 0 {
+				trueCond = true
+			}
+			conds = append(conds, c...)
+		}
+		if trueCond {
+			conds = nil
+		} else {
+			conds = simplify(conds)
+		}
+		newConds[name] = conds
+	}
+	// Rows that enter or leave the monitor's view.
+	changes := map[string]map[ovsdb.UUID]*ovsdb.RowChange{}
+	for name, conds := range newConds {
+		mt := m.tables[name]
+		old := &monTable{ts: mt.ts, cols: mt.cols, conds: mt.conds, sel: mt.sel}
+		mt.conds = conds
+		rows := map[ovsdb.UUID]*ovsdb.RowChange{}
+		for u, r := range d.db.Table(name).Rows {
+			was, is := old.matches(r), mt.matches(r)
+			switch {
+			case is && !was:
+				rows[u] = &ovsdb.RowChange{New: r}
+			case was && !is:
+				rows[u] = &ovsdb.RowChange{Old: r}
+			}
+		}
+		changes[name] = rows
+	}
+	m.computeShape()
+	s.mu.Lock()
+	delete(s.monitors, key)
+	m.id = newID
+	s.monitors[string(newID)] = m
+	s.mu.Unlock()
+	if b, ok := m.appendUpdates(nil, changes); ok {
+		p := []byte{'['}
+		p = append(p, m.id...)
+		p = append(p, ',')
+		if m.version == monitorV3 {
+			p = append(p, '"')
+			p, _ = d.lastTxn.AppendText(p)
+			p = append(p, `",`...)
+		}
+		p = append(p, b...)
+		p = append(p, ']')
+		s.conn.Notify(m.method(), json.RawMessage(p))
+	}
+	s.conn.Reply(id, json.RawMessage("{}"))
+}

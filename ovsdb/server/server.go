@@ -1,0 +1,304 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/govn/govn/ovsdb"
+	"github.com/govn/govn/ovsdb/jsonrpc"
+	"github.com/govn/govn/ovsdb/storage"
+)
+
+// Log is where a database's commits go for durability; *storage.Log
+// satisfies it. Submit is called in commit order under the database's lock;
+// the returned Commit is waited on outside it.
+type Log interface {
+	Submit(rec storage.Record) (*storage.Commit, error)
+}
+
+// Options configure a Server.
+type Options struct {
+	// Logger receives the server's logs; nil means slog.Default().
+	Logger *slog.Logger
+	// HistoryLength is how many recent commits each database keeps for
+	// monitor_cond_since; 0 means 1000.
+	HistoryLength int
+	// MaxMessageSize caps one incoming JSON-RPC message; 0 means
+	// jsonrpc.DefaultMaxMessageSize (64 MiB).
+	MaxMessageSize int
+	// ProbeInterval is how long a connection may stay silent before the
+	// server sends an "echo" to check that the peer is alive, and how long
+	// the peer then has to answer; 0 means 5 s, negative disables probes.
+	ProbeInterval time.Duration
+}
+
+// Server serves OVSDB databases. Add databases with AddDatabase, then call
+// Serve for each listener.
+type Server struct {
+	opts  Options
+	log   *slog.Logger
+	sid   ovsdb.UUID
+	mu    sync.Mutex
+	dbs   map[string]*dbState
+	names []string
+	// server is the _Server database.
+	server *dbState
+	locks  lockTable
+
+	sessMu   sync.Mutex
+	sessions map[*session]struct{}
+}
+
+// New returns a Server serving only _Server.
+func New(opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.HistoryLength == 0 {
+		opts.HistoryLength = 1000
+	}
+	if opts.ProbeInterval == 0 {
+		opts.ProbeInterval = 5 * time.Second
+	}
+	s := &Server{opts: opts, log: opts.Logger, sid: ovsdb.NewUUID(), dbs: map[string]*dbState{}, sessions: map[*session]struct{}{}}
+	s.locks.waiters = map[string][]*session{}
+	s.locks.owner = map[string]*session{}
+	s.server = s.newDBState(ovsdb.NewDatabase(serverSchema), nil)
+	s.dbs[serverDBName] = s.server
+	s.names = []string{serverDBName}
+	return s
+}
+
+// dbState is one served database and what hangs off it.
+type dbState struct {
+	srv  *Server
+	name string
+	log  Log
+
+	mu       sync.Mutex
+	db       *ovsdb.Database
+	monitors map[*monitor]struct{}
+	// history holds the last commits, oldest first, for monitor_cond_since.
+	history []commitEntry
+	lastTxn ovsdb.UUID
+	blocked []*blockedTxn
+}
+
+type commitEntry struct {
+	id ovsdb.UUID
+	cs *ovsdb.ChangeSet
+}
+
+func (s *Server) newDBState(db *ovsdb.Database, log Log) *dbState {
+	return &dbState{srv: s, name: db.Schema.Name, log: log, db: db, monitors: map[*monitor]struct{}{}}
+}
+
+// AddDatabase starts serving db. When log is not nil, every commit is
+// submitted to it and acknowledged only once durable. db must not be used
+// by the caller afterwards.
+func (s *Server) AddDatabase(db *ovsdb.Database, log Log) error {
+	name := db.Schema.Name
+	s.mu.Lock()
+	if _, ok := s.dbs[name]; ok {
+		s.mu.Unlock()
+		return fmt.Errorf("database %s is already served", name)
+	}
+	st := s.newDBState(db, log)
+	s.dbs[name] = st
+	s.names = append(s.names, name)
+	sort.Strings(s.names)
+	s.mu.Unlock()
+	return s.addServerRow(st)
+}
+
+// Database returns the served database name's state, or nil.
+func (s *Server) database(name string) *dbState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dbs[name]
+}
+
+func (s *Server) databaseNames() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.names...)
+}
+
+// Serve accepts connections on l until ctx ends or l fails. It closes l
+// when it returns.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	stop := context.AfterFunc(ctx, func() { l.Close() })
+	defer stop()
+	defer l.Close()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return fmt.Errorf("accepting OVSDB connections: %w", err)
+		}
+		s.ServeConn(ctx, c)
+	}
+}
+
+// ServeConn starts a session on rwc and returns at once; the session ends
+// when the peer hangs up, misbehaves, or ctx ends.
+func (s *Server) ServeConn(ctx context.Context, rwc io.ReadWriteCloser) {
+	sess := &session{srv: s, monitors: map[string]*monitor{}, locks: map[string]bool{}, pending: map[string]*blockedTxn{}}
+	sess.conn = jsonrpc.NewConn(ctx, rwc, jsonrpc.Options{
+		Handler:        sess.handle,
+		MaxMessageSize: s.opts.MaxMessageSize,
+		Logger:         s.log,
+	})
+	s.sessMu.Lock()
+	s.sessions[sess] = struct{}{}
+	s.sessMu.Unlock()
+	go func() {
+		<-sess.conn.Done()
+		sess.close()
+		s.sessMu.Lock()
+		delete(s.sessions, sess)
+		s.sessMu.Unlock()
+	}()
+	if s.opts.ProbeInterval > 0 {
+		go sess.probe(s.opts.ProbeInterval)
+	}
+}
+
+// Stats describes the server for memory/show.
+type Stats struct {
+	Sessions int
+	Monitors int
+	Rows     map[string]int
+}
+
+// Stats returns counts of sessions, monitors and rows per database.
+func (s *Server) Stats() Stats {
+	st := Stats{Rows: map[string]int{}}
+	s.sessMu.Lock()
+	st.Sessions = len(s.sessions)
+	s.sessMu.Unlock()
+	for _, name := range s.databaseNames() {
+		d := s.database(name)
+		d.mu.Lock()
+		st.Monitors += len(d.monitors)
+		n := 0
+		for _, tn := range d.db.Schema.TableNames {
+			n += len(d.db.Table(tn).Rows)
+		}
+		st.Rows[name] = n
+		d.mu.Unlock()
+	}
+	return st
+}
+
+// commitLocked applies cs (a successful transaction's changes), records it
+// in the history, notifies monitors and submits it to the log. It returns
+// the log's Commit to wait on (nil without a log). Callers hold d.mu.
+func (d *dbState) commitLocked(cs *ovsdb.ChangeSet) (*storage.Commit, error) {
+	d.db.Apply(cs)
+	id := ovsdb.NewUUID()
+	d.lastTxn = id
+	d.history = append(d.history, commitEntry{id: id, cs: cs})
+	if n := d.srv.opts.HistoryLength; len(d.history) > n {
+		copy(d.history, d.history[len(d.history)-n:])
+		clear(d.history[n:])
+		d.history = d.history[:n]
+	}
+	d.notifyLocked(cs, id)
+	var c *storage.Commit
+	var err error
+	if d.log != nil {
+		rec := storage.Record{Date: time.Now(), Comment: cs.Comment, Tables: cs.Record(d.db.Schema)}
+		if len(rec.Tables) > 0 {
+			c, err = d.log.Submit(rec)
+		}
+	}
+	d.retryBlockedLocked()
+	return c, err
+}
+
+// snapshotLocked captures every row, for compaction. Rows are immutable,
+// so the caller may encode the result after releasing d.mu.
+func (d *dbState) snapshotLocked() *ovsdb.ChangeSet {
+	cs := &ovsdb.ChangeSet{Tables: map[string]map[ovsdb.UUID]*ovsdb.RowChange{}}
+	for _, tn := range d.db.Schema.TableNames {
+		rows := map[ovsdb.UUID]*ovsdb.RowChange{}
+		for u, r := range d.db.Table(tn).Rows {
+			rows[u] = &ovsdb.RowChange{New: r}
+		}
+		cs.Tables[tn] = rows
+	}
+	return cs
+}
+
+// Compactor is a Log that can also be compacted; *storage.Log is one.
+type Compactor interface {
+	ShouldCompact() bool
+	StartCompaction() (*storage.Compaction, error)
+}
+
+// maybeCompact compacts the database's log when it has grown enough. The
+// snapshot is taken under the lock; writing it happens outside.
+func (d *dbState) maybeCompact(ctx context.Context) {
+	cp, ok := d.log.(Compactor)
+	if !ok {
+		return
+	}
+	d.mu.Lock()
+	if !cp.ShouldCompact() {
+		d.mu.Unlock()
+		return
+	}
+	c, err := cp.StartCompaction()
+	if err != nil {
+		d.mu.Unlock()
+		return
+	}
+	snap := d.snapshotLocked()
+	d.mu.Unlock()
+	rec := storage.Record{Date: time.Now(), Tables: snap.Record(d.db.Schema)}
+	if err := c.Finish(ctx, rec); err != nil {
+		d.srv.log.Warn("compacting database failed", "db", d.name, "err", err)
+		return
+	}
+	d.srv.log.Info("compacted database", "db", d.name)
+}
+
+// RunCompaction checks every database's log for compaction every interval
+// until ctx ends.
+func (s *Server) RunCompaction(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, name := range s.databaseNames() {
+			if d := s.database(name); d != nil && d.log != nil {
+				d.maybeCompact(ctx)
+			}
+		}
+	}
+}
+
+// errorJSON renders an OVSDB error object.
+func errorJSON(tag, format string, args ...any) json.RawMessage {
+	return ovsdb.Errorf(tag, format, args...).AppendJSON(nil)
+}

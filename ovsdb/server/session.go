@@ -1,0 +1,333 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/govn/govn/ovsdb"
+	"github.com/govn/govn/ovsdb/jsonrpc"
+)
+
+// session is one client connection.
+type session struct {
+	srv  *Server
+	conn *jsonrpc.Conn
+
+	mu       sync.Mutex
+	monitors map[string]*monitor // by the monitor's <json-value>, as raw text
+	locks    map[string]bool     // locks requested (owned or waited for)
+	pending  map[string]*blockedTxn
+	closed   bool
+	// lastRecv is when the peer last sent anything (for probes).
+	lastRecv time.Time
+}
+
+func (s *session) replyError(id json.RawMessage, e json.RawMessage) {
+	if id != nil {
+		s.conn.ReplyError(id, e)
+	}
+}
+
+// handle serves one request or notification; it runs on the connection's
+// reader goroutine.
+func (s *session) handle(ctx context.Context, c *jsonrpc.Conn, m *jsonrpc.Message) {
+	s.mu.Lock()
+	s.lastRecv = time.Now()
+	s.mu.Unlock()
+	var params []any
+	if len(m.Params) > 0 {
+		v, err := ovsdb.DecodeJSON(m.Params)
+		if err != nil {
+			s.replyError(m.ID, errorJSON(ovsdb.ErrSyntax, "params: %v", err))
+			return
+		}
+		arr, ok := v.([]any)
+		if !ok {
+			s.replyError(m.ID, errorJSON(ovsdb.ErrSyntax, "params must be an array"))
+			return
+		}
+		params = arr
+	}
+	if m.ID == nil {
+		// Notifications: only "cancel" (and a stray "echo") mean anything.
+		if m.Method == "cancel" && len(params) == 1 {
+			s.cancel(params[0])
+		}
+		return
+	}
+	switch m.Method {
+	case "echo":
+		c.Reply(m.ID, json.RawMessage(orEmpty(m.Params)))
+	case "list_dbs":
+		c.Reply(m.ID, s.srv.databaseNames())
+	case "get_server_id":
+		c.Reply(m.ID, s.srv.sid.String())
+	case "get_schema":
+		d, err := s.db(params, 0)
+		if err != nil {
+			s.replyError(m.ID, err)
+			return
+		}
+		c.Reply(m.ID, json.RawMessage(d.db.Schema.JSON()))
+	case "transact":
+		s.transact(m.ID, params)
+	case "monitor", "monitor_cond", "monitor_cond_since":
+		s.monitor(m.ID, m.Method, params)
+	case "monitor_cond_change":
+		s.monitorCondChange(m.ID, params)
+	case "monitor_cancel":
+		s.monitorCancel(m.ID, params)
+	case "lock", "steal", "unlock":
+		s.lockMethod(m.ID, m.Method, params)
+	case "set_db_change_aware":
+		c.Reply(m.ID, json.RawMessage("{}"))
+	default:
+		c.ReplyError(m.ID, "unknown method")
+	}
+}
+
+func orEmpty(b json.RawMessage) json.RawMessage {
+	if b == nil {
+		return json.RawMessage("[]")
+	}
+	return b
+}
+
+// db returns the database named by params[i].
+func (s *session) db(params []any, i int) (*dbState, json.RawMessage) {
+	if len(params) <= i {
+		return nil, errorJSON(ovsdb.ErrSyntax, "missing database name")
+	}
+	name, ok := params[i].(string)
+	if !ok {
+		return nil, errorJSON(ovsdb.ErrSyntax, "database name must be a string")
+	}
+	d := s.srv.database(name)
+	if d == nil {
+		return nil, errorJSON(ovsdb.ErrUnknownDatabase, "%s", name)
+	}
+	return d, nil
+}
+
+// blockedTxn is a transaction waiting in a "wait" operation.
+type blockedTxn struct {
+	sess     *session
+	d        *dbState
+	id       json.RawMessage
+	ops      []any
+	deadline time.Time // zero: no limit
+	timer    *time.Timer
+	done     bool
+}
+
+func (s *session) hasLock(name string) bool { return s.srv.locks.owns(s, name) }
+
+func (s *session) transact(id json.RawMessage, params []any) {
+	d, errv := s.db(params, 0)
+	if errv != nil {
+		s.replyError(id, errv)
+		return
+	}
+	if d == s.srv.server {
+		// _Server is read-only: only reads are allowed.
+		for _, op := range params[1:] {
+			if o, ok := op.(map[string]any); ok {
+				switch o["op"] {
+				case "select", "wait", "comment", "assert":
+					continue
+				}
+			}
+			s.replyError(id, errorJSON(ovsdb.ErrNotAllowed, "the _Server database is read-only"))
+			return
+		}
+	}
+	b := &blockedTxn{sess: s, d: d, id: id, ops: params[1:]}
+	d.mu.Lock()
+	b.runLocked(false)
+	d.mu.Unlock()
+}
+
+// runLocked executes the transaction; when it blocks in "wait" it is queued
+// to run again after the next commit. Callers hold b.d.mu.
+func (b *blockedTxn) runLocked(expired bool) (blocked bool) {
+	d := b.d
+	res := d.db.Transact(b.ops, ovsdb.TxnOptions{HasLock: b.sess.hasLock, WaitExpired: expired})
+	if res.Blocked {
+		if b.timer == nil {
+			if res.WaitTimeout >= 0 {
+				b.deadline = time.Now().Add(res.WaitTimeout)
+				b.timer = time.AfterFunc(res.WaitTimeout, b.expire)
+			}
+			d.blocked = append(d.blocked, b)
+			b.sess.mu.Lock()
+			b.sess.pending[string(b.id)] = b
+			b.sess.mu.Unlock()
+		}
+		return true
+	}
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	b.done = true
+	b.sess.mu.Lock()
+	delete(b.sess.pending, string(b.id))
+	b.sess.mu.Unlock()
+	reply := json.RawMessage(res.Reply)
+	if res.Changes == nil {
+		b.sess.conn.Reply(b.id, reply)
+		return false
+	}
+	commit, err := d.commitLocked(res.Changes)
+	switch {
+	case err != nil:
+		d.srv.log.Error("database log refused a commit", "db", d.name, "err", err)
+		b.sess.conn.Reply(b.id, json.RawMessage(ioErrorReply(len(b.ops), err)))
+	case commit == nil:
+		b.sess.conn.Reply(b.id, reply)
+	default:
+		conn, id := b.sess.conn, b.id
+		go func() {
+			if err := commit.Wait(conn.Context()); err != nil {
+				if conn.Context().Err() == nil {
+					d.srv.log.Error("committing to disk failed", "db", d.name, "err", err)
+					conn.Reply(id, json.RawMessage(ioErrorReply(len(b.ops), err)))
+				}
+				return
+			}
+			conn.Reply(id, reply)
+		}()
+	}
+	return false
+}
+
+// ioErrorReply is a transact result saying the commit could not be made
+// durable.
+func ioErrorReply(n int, err error) []byte {
+	b := []byte{'['}
+	for i := 0; i < n; i++ {
+		b = append(b, "{},"...)
+	}
+	b = ovsdb.Errorf(ovsdb.ErrIOError, "%v", err).AppendJSON(b)
+	return append(b, ']')
+}
+
+func (b *blockedTxn) expire() {
+	d := b.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if b.done {
+		return
+	}
+	d.removeBlockedLocked(b)
+	b.runLocked(true)
+}
+
+func (d *dbState) removeBlockedLocked(b *blockedTxn) {
+	for i, x := range d.blocked {
+		if x == b {
+			d.blocked = append(d.blocked[:i], d.blocked[i+1:]...)
+			return
+		}
+	}
+}
+
+// retryBlockedLocked re-runs transactions blocked in "wait" after a commit.
+func (d *dbState) retryBlockedLocked() {
+	if len(d.blocked) == 0 {
+		return
+	}
+	list := d.blocked
+	d.blocked = nil
+	for _, b := range list {
+		if b.done {
+			continue
+		}
+		if b.runLocked(false) {
+			d.blocked = append(d.blocked, b)
+		}
+	}
+}
+
+// cancel answers a blocked transact with "canceled".
+func (s *session) cancel(idv any) {
+	raw, err := json.Marshal(idv)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	b := s.pending[string(raw)]
+	delete(s.pending, string(raw))
+	s.mu.Unlock()
+	if b == nil {
+		return
+	}
+	b.d.mu.Lock()
+	defer b.d.mu.Unlock()
+	if b.done {
+		return
+	}
+	b.done = true
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	b.d.removeBlockedLocked(b)
+	s.conn.ReplyError(b.id, errorJSON(ovsdb.ErrCanceled, "transaction canceled by request"))
+}
+
+// close releases what the session held: monitors, locks, blocked
+// transactions.
+func (s *session) close() {
+	s.mu.Lock()
+	s.closed = true
+	mons := s.monitors
+	s.monitors = map[string]*monitor{}
+	pend := s.pending
+	s.pending = map[string]*blockedTxn{}
+	s.mu.Unlock()
+	for _, m := range mons {
+		m.d.mu.Lock()
+		delete(m.d.monitors, m)
+		m.d.mu.Unlock()
+	}
+	for _, b := range pend {
+		b.d.mu.Lock()
+		b.done = true
+		if b.timer != nil {
+			b.timer.Stop()
+		}
+		b.d.removeBlockedLocked(b)
+		b.d.mu.Unlock()
+	}
+	s.srv.locks.releaseAll(s)
+}
+
+// probe sends "echo" when the peer has been silent for interval and closes
+// the connection when no answer comes within another interval, as
+// ovsdb-server's inactivity probe does.
+func (s *session) probe(interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.conn.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		idle := time.Since(s.lastRecv)
+		s.mu.Unlock()
+		if idle < interval {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(s.conn.Context(), interval)
+		_, err := s.conn.CallRaw(ctx, "echo", []any{})
+		cancel()
+		if err != nil && s.conn.Context().Err() == nil {
+			s.srv.log.Info("closing OVSDB session: no answer to inactivity probe", "peer", s.conn.RemoteAddr(), "idle", idle)
+			s.conn.Close()
+			return
+		}
+	}
+}
