@@ -1,0 +1,34 @@
+// Package xlate translates a packet through the flow tables: starting at
+// table 0 (or where a recirculation resumes), it follows resubmits, gotos,
+// groups and conjunctions, applies loads and moves to a working copy of the
+// key, and produces a megaflow: the original key masked by every bit the
+// pipeline examined, and the datapath actions to run for every packet that
+// matches it.
+//
+// # Wildcards
+//
+// Every table lookup ORs the bits it examined into the megaflow mask (see
+// package classifier). Actions that read packet fields un-wildcard them too:
+// a move from tcp_dst into a register makes the megaflow match tcp_dst
+// exactly, a 5-tuple select group the 5-tuple, dec_ttl the TTL. Registers,
+// metadata and conj_id are pipeline-only: they are never in a datapath key,
+// since their values follow from the examined packet bits; their mask bits
+// are dropped. in_port and recirc_id are always matched exactly.
+//
+// For observability each newly examined field is recorded with its cause
+// (the table and rule of the lookup, or the action that read it), so a
+// megaflow dump can answer "why does this megaflow match tcp_src?".
+//
+// # Recirculation
+//
+// ct(table=N) cannot be translated ahead of time: what table N sees depends
+// on conntrack. The translator emits ct(...) and recirc(id), where id names
+// a frozen state (table N and the pipeline-only words: metadata and
+// registers). Translation then continues with the actions after ct on the
+// original packet, as OVS does ("recirculate and fork"). When the datapath
+// re-injects the packet with recirc_id=id and its conntrack fields filled,
+// a megaflow miss translates it from the frozen state. A select group with
+// the SelectHash method works the same way: hash(l4) and recirc, then the
+// bucket is chosen from dp_hash's low bits after recirculation. Frozen
+// states are deduplicated, so equal states share an id.
+package xlate

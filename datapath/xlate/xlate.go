@@ -1,0 +1,546 @@
+package xlate
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/govn/govn/datapath/classifier"
+	"github.com/govn/govn/datapath/flow"
+)
+
+// Limits on a translation; a packet exceeding them is dropped.
+const (
+	MaxDepth     = 64   // nested resubmits
+	MaxResubmits = 4096 // table lookups per translation
+)
+
+// hashSlotBits is log2 of the number of dp_hash slots a SelectHash group
+// distributes over its buckets: the megaflow matches this many low bits of
+// dp_hash.
+const hashSlotBits = 6
+
+// Translator translates packets through a set of flow tables. It is safe for
+// concurrent use.
+type Translator struct {
+	tables *classifier.Tables
+
+	mu      sync.Mutex
+	frozen  map[frozenState]uint32
+	byID    []frozenState // byID[id-1]
+	lastErr error
+}
+
+// frozenState is what a recirculation resumes from.
+type frozenState struct {
+	Table    uint8
+	HasGroup bool // resume by choosing a bucket of Group from dp_hash
+	Group    uint32
+	Words    [pipelineWords]uint64
+}
+
+// The pipeline-only words saved across recirculation: metadata and
+// registers (flow layout words 2..10).
+const (
+	firstPipelineWord = 2
+	pipelineWords     = 9
+)
+
+// New returns a translator over tables.
+func New(tables *classifier.Tables) *Translator {
+	return &Translator{tables: tables, frozen: map[frozenState]uint32{}}
+}
+
+// Options tune one translation.
+type Options struct {
+	// Trace records the packet's path through the tables in Result.Trace.
+	Trace bool
+}
+
+// Reason says why a field is matched by a megaflow.
+type Reason struct {
+	Field flow.Field
+	Bits  flow.U128 // the bits this cause un-wildcarded, in field space
+	Table uint8
+	Rule  string // the rule whose lookup or action examined the field
+	Cause string // "match", "move", "select group 3", ...
+}
+
+func (r Reason) String() string {
+	return fmt.Sprintf("%s/%s: %s in table %d by %s", r.Field, flow.FormatValue(r.Field, r.Bits, flow.OnesU128(r.Field.Bits())), r.Cause, r.Table, r.Rule)
+}
+
+// Step is one line of a trace.
+type Step struct {
+	Depth int
+	Table uint8
+	Rule  string // the matched rule, or "" for a miss
+	Note  string
+}
+
+// Result is a translation's outcome.
+type Result struct {
+	Key        flow.Key  // the megaflow key: the packet's key masked by Mask
+	Mask       flow.Mask // every bit the translation examined
+	Actions    []flow.DPAction
+	Generation uint64 // the tables' generation the translation saw
+	Reasons    []Reason
+	Trace      []Step
+	Err        error // set if the packet was dropped for exceeding a limit or a missing recirculation
+}
+
+// String formats the megaflow like ovs-appctl dpctl/dump-flows.
+func (r *Result) String() string {
+	m := flow.Match{Key: r.Key, Mask: r.Mask}
+	return m.String() + " actions:" + flow.DPActionsString(r.Actions)
+}
+
+// FormatTrace returns the trace, one step per line, then the megaflow and
+// its reasons.
+func (r *Result) FormatTrace() string {
+	var b strings.Builder
+	for _, s := range r.Trace {
+		ind := strings.Repeat("    ", s.Depth)
+		switch {
+		case s.Note != "":
+			fmt.Fprintf(&b, "%s%d. %s\n", ind, s.Table, s.Note)
+		case s.Rule == "":
+			fmt.Fprintf(&b, "%s%d. no match\n", ind, s.Table)
+		default:
+			fmt.Fprintf(&b, "%s%d. %s\n", ind, s.Table, s.Rule)
+		}
+	}
+	fmt.Fprintf(&b, "Megaflow: %s\n", r.String())
+	for _, re := range r.Reasons {
+		fmt.Fprintf(&b, "  %s\n", re)
+	}
+	if r.Err != nil {
+		fmt.Fprintf(&b, "Error: %v\n", r.Err)
+	}
+	return b.String()
+}
+
+// ctx is the state of one translation.
+type ctx struct {
+	t       *Translator
+	opts    Options
+	k       flow.Key // working key
+	wc      flow.Mask
+	acts    []flow.DPAction
+	depth   int
+	lookups int
+	exit    bool
+	err     error
+	res     *Result
+	table   uint8  // current table, for reasons
+	rule    string // current rule, for reasons
+}
+
+// Translate translates the packet whose datapath key is k. k's
+// pipeline-only fields are ignored. For recirc_id != 0 the frozen state is
+// restored; an unknown recirc_id yields a drop megaflow with Err set.
+func (t *Translator) Translate(k *flow.Key, opts Options) Result {
+	var res Result
+	c := &ctx{t: t, opts: opts, k: *k, res: &res}
+	po := flow.PipelineOnlyMask()
+	c.k = c.k.And(invert(&po))
+	c.wc.SetField(flow.InPort)
+	c.wc.SetField(flow.RecircID)
+
+	res.Generation = t.tables.BeginRead()
+	func() {
+		defer t.tables.EndRead()
+		rid := uint32(k.Get(flow.RecircID))
+		if rid == 0 {
+			c.runTable(0)
+			return
+		}
+		fs, ok := t.state(rid)
+		if !ok {
+			c.err = fmt.Errorf("unknown recirc_id 0x%x", rid)
+			return
+		}
+		copy(c.k.W[firstPipelineWord:firstPipelineWord+pipelineWords], fs.Words[:])
+		if fs.HasGroup {
+			c.selectByHash(fs.Group)
+			return
+		}
+		c.runTable(fs.Table)
+	}()
+	if c.err != nil {
+		res.Err = c.err
+		res.Actions = nil
+	} else {
+		res.Actions = c.acts
+	}
+	c.wc.ClearMask(&po)
+	res.Mask = c.wc
+	res.Key = k.And(&c.wc)
+	return res
+}
+
+func invert(m *flow.Mask) *flow.Mask {
+	var r flow.Mask
+	for i, w := range m.W {
+		r.W[i] = ^w
+	}
+	return &r
+}
+
+func (t *Translator) state(id uint32) (frozenState, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id == 0 || int(id) > len(t.byID) {
+		return frozenState{}, false
+	}
+	return t.byID[id-1], true
+}
+
+// freeze returns the recirc_id of a state, allocating one if it is new.
+func (t *Translator) freeze(fs frozenState) uint32 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id, ok := t.frozen[fs]; ok {
+		return id
+	}
+	t.byID = append(t.byID, fs)
+	id := uint32(len(t.byID))
+	t.frozen[fs] = id
+	return id
+}
+
+// RecircStates returns how many frozen states have been allocated.
+func (t *Translator) RecircStates() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.byID)
+}
+
+func (c *ctx) step(s Step) {
+	if c.opts.Trace {
+		s.Depth = c.depth
+		c.res.Trace = append(c.res.Trace, s)
+	}
+}
+
+// noteExamined records a Reason for every packet field whose bits are in
+// after but not before.
+func (c *ctx) noteExamined(before *flow.Mask, cause string) {
+	var diff flow.Mask
+	changed := false
+	for i := range diff.W {
+		diff.W[i] = c.wc.W[i] &^ before.W[i]
+		changed = changed || diff.W[i] != 0
+	}
+	if !changed {
+		return
+	}
+	for _, f := range flow.Fields() {
+		if f.PipelineOnly() || isView(f) {
+			continue
+		}
+		if b := diff.Get(f); !b.IsZero() {
+			c.res.Reasons = append(c.res.Reasons, Reason{Field: f, Bits: b, Table: c.table, Rule: c.rule, Cause: cause})
+		}
+	}
+}
+
+// isView reports whether f is an alias of storage another field names.
+func isView(f flow.Field) bool {
+	switch f {
+	case flow.ARPSPA, flow.ARPTPA, flow.ICMPType, flow.ICMPCode:
+		return true
+	}
+	return false
+}
+
+// runTable looks the working key up in table and runs the matched rule.
+func (c *ctx) runTable(table uint8) {
+	if c.exit || c.err != nil {
+		return
+	}
+	if c.depth >= MaxDepth {
+		c.err = fmt.Errorf("resubmit depth exceeds %d at table %d", MaxDepth, table)
+		return
+	}
+	if c.lookups++; c.lookups > MaxResubmits {
+		c.err = fmt.Errorf("more than %d table lookups", MaxResubmits)
+		return
+	}
+	before := c.wc
+	r := c.t.tables.Lookup(table, &c.k, &c.wc)
+	saveT, saveR := c.table, c.rule
+	c.table = table
+	if r == nil {
+		c.rule = "table miss"
+		c.noteExamined(&before, "match")
+		c.step(Step{Table: table})
+		c.table, c.rule = saveT, saveR
+		return
+	}
+	c.rule = r.String()
+	c.noteExamined(&before, "match")
+	c.step(Step{Table: table, Rule: c.rule})
+	c.depth++
+	c.runActions(r.Actions)
+	c.depth--
+	c.table, c.rule = saveT, saveR
+}
+
+// readField returns the bits of r in the working key, un-wildcarding them
+// if r is a packet field.
+func (c *ctx) readField(r flow.FieldRange, cause string) flow.U128 {
+	if !r.Field.PipelineOnly() {
+		before := c.wc
+		c.wc.SetRange(r)
+		c.noteExamined(&before, cause)
+	}
+	return c.k.GetRange(r)
+}
+
+// writeField stores v into r of the working key and, for packet fields,
+// emits the datapath set action.
+func (c *ctx) writeField(r flow.FieldRange, v flow.U128) {
+	c.k.SetRange(r, v)
+	if r.Field.PipelineOnly() {
+		return
+	}
+	c.acts = append(c.acts, flow.DPSetField{Field: r.Field, Value: v.Shl(r.Ofs), Mask: r.FieldMask()})
+}
+
+func (c *ctx) runActions(as []flow.Action) {
+	for _, a := range as {
+		if c.exit || c.err != nil {
+			return
+		}
+		switch a := a.(type) {
+		case flow.Output:
+			c.output(a)
+		case flow.Load:
+			c.writeField(a.Dst, a.Value)
+		case flow.Move:
+			c.writeField(a.Dst, c.readField(a.Src, "move to "+a.Dst.String()))
+		case flow.Resubmit:
+			c.runTable(a.Table)
+		case flow.GotoTable:
+			c.runTable(a.Table)
+		case flow.CT:
+			c.ct(a)
+		case flow.CTClear:
+			for _, f := range []flow.Field{flow.CTState, flow.CTZone, flow.CTMark, flow.CTLabel, flow.CTNWProto,
+				flow.CTNWSrc, flow.CTNWDst, flow.CTTPSrc, flow.CTTPDst, flow.CTIPv6Src, flow.CTIPv6Dst} {
+				c.k.SetU128(f, flow.U128{})
+			}
+			c.acts = append(c.acts, flow.DPCTClear{})
+		case flow.Clone:
+			c.clone(a.Actions)
+		case flow.Drop:
+			return
+		case flow.Controller:
+			c.acts = append(c.acts, flow.DPUserspace{UserData: a.UserData})
+			if a.Pause {
+				c.exit = true
+			}
+		case flow.PushVLAN:
+			c.k.Set(flow.VLANTCIInner, c.k.Get(flow.VLANTCI))
+			c.k.Set(flow.VLANTCI, 0x1000)
+			c.acts = append(c.acts, flow.DPPushVLAN{TPID: a.TPID, TCI: 0x1000})
+		case flow.PopVLAN:
+			c.readField(flow.Whole(flow.VLANTCI), "pop_vlan")
+			if c.k.Get(flow.VLANTCI)&0x1000 != 0 {
+				c.k.Set(flow.VLANTCI, c.k.Get(flow.VLANTCIInner))
+				c.k.Set(flow.VLANTCIInner, 0)
+				c.acts = append(c.acts, flow.DPPopVLAN{})
+			}
+		case flow.DecTTL:
+			c.decTTL(a)
+		case flow.Group:
+			c.group(a.ID)
+		case flow.Conjunction:
+			// Clauses are resolved by the classifier; as an action it does
+			// nothing.
+		case flow.Exit:
+			c.exit = true
+		}
+	}
+}
+
+func (c *ctx) output(a flow.Output) {
+	port := a.Port
+	if a.PortField.Field.Valid() {
+		port = uint32(c.readField(a.PortField, "output").Lo)
+	}
+	inPort := uint32(c.k.Get(flow.InPort))
+	switch {
+	case port == flow.PortInPort:
+		port = inPort
+	case port == inPort || port == flow.PortNone:
+		// OpenFlow drops output to the input port unless it says in_port.
+		c.step(Step{Table: c.table, Note: fmt.Sprintf("output:%d is the input port: skipped", port)})
+		return
+	}
+	c.acts = append(c.acts, flow.DPOutput{Port: port})
+	c.step(Step{Table: c.table, Note: fmt.Sprintf("output:%d", port)})
+}
+
+func (c *ctx) ct(a flow.CT) {
+	zone := a.Zone
+	if a.ZoneField.Field.Valid() {
+		zone = uint16(c.readField(a.ZoneField, "ct zone").Lo)
+	}
+	dp := flow.DPCT{Zone: zone, Commit: a.Commit, Force: a.Force, NAT: a.NAT}
+	for _, e := range a.Exec {
+		var dst flow.FieldRange
+		var v flow.U128
+		switch e := e.(type) {
+		case flow.Load:
+			dst, v = e.Dst, e.Value
+		case flow.Move:
+			dst, v = e.Dst, c.readField(e.Src, "ct exec")
+		default:
+			continue
+		}
+		m := dst.FieldMask()
+		v = v.Shl(dst.Ofs).And(m)
+		switch dst.Field {
+		case flow.CTMark:
+			dp.Mark = dp.Mark&^uint32(m.Lo) | uint32(v.Lo)
+			dp.MarkMask |= uint32(m.Lo)
+		case flow.CTLabel:
+			dp.Label = dp.Label.AndNot(m).Or(v)
+			dp.LabelMask = dp.LabelMask.Or(m)
+		}
+	}
+	c.acts = append(c.acts, dp)
+	if a.Table == flow.CTNoTable {
+		c.step(Step{Table: c.table, Note: dp.String()})
+		return
+	}
+	fs := frozenState{Table: a.Table}
+	copy(fs.Words[:], c.k.W[firstPipelineWord:firstPipelineWord+pipelineWords])
+	id := c.t.freeze(fs)
+	c.acts = append(c.acts, flow.DPRecirc{ID: id})
+	c.step(Step{Table: c.table, Note: fmt.Sprintf("%s; recirc(0x%x) resumes in table %d", dp, id, a.Table)})
+}
+
+// clone runs as on a copy of the working key; datapath actions go into a
+// clone() unless they do not change the packet.
+func (c *ctx) clone(as []flow.Action) {
+	saveK, saveActs, saveExit := c.k, c.acts, c.exit
+	c.acts = nil
+	c.runActions(as)
+	inner := c.acts
+	c.k, c.acts, c.exit = saveK, saveActs, saveExit
+	if len(inner) == 0 {
+		return
+	}
+	if onlyOutputs(inner) {
+		c.acts = append(c.acts, inner...)
+		return
+	}
+	c.acts = append(c.acts, flow.DPClone{Actions: inner})
+}
+
+func onlyOutputs(as []flow.DPAction) bool {
+	for _, a := range as {
+		switch a.(type) {
+		case flow.DPOutput, flow.DPUserspace:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func (c *ctx) decTTL(a flow.DecTTL) {
+	et := c.readField(flow.Whole(flow.EthType), "dec_ttl").Lo
+	if et != 0x0800 && et != 0x86dd {
+		return
+	}
+	ttl := c.readField(flow.Whole(flow.NWTTL), "dec_ttl").Lo
+	if ttl <= 1 {
+		if a.ToController {
+			c.acts = append(c.acts, flow.DPUserspace{UserData: []byte("dec_ttl")})
+		}
+		c.step(Step{Table: c.table, Note: "dec_ttl: TTL expired"})
+		c.exit = true
+		return
+	}
+	c.writeField(flow.Whole(flow.NWTTL), flow.U128{Lo: ttl - 1})
+}
+
+func (c *ctx) group(id uint32) {
+	g := c.t.tables.Group(id)
+	if g == nil {
+		c.step(Step{Table: c.table, Note: fmt.Sprintf("group:%d does not exist: drop", id)})
+		return
+	}
+	if g.Type == flow.GroupAll {
+		for _, b := range g.Buckets {
+			c.clone(b.Actions)
+		}
+		return
+	}
+	switch g.Method {
+	case flow.Select5Tuple:
+		cause := fmt.Sprintf("select group %d", id)
+		h := uint64(0)
+		for _, f := range []flow.Field{flow.EthType, flow.NWProto} {
+			h = flow.HashWord(h, c.readField(flow.Whole(f), cause).Lo)
+		}
+		addr := []flow.Field{flow.NWSrc, flow.NWDst}
+		if c.k.Get(flow.EthType) == 0x86dd {
+			addr = []flow.Field{flow.IPv6Src, flow.IPv6Dst}
+		}
+		if p := c.k.Get(flow.NWProto); p == 6 || p == 17 || p == 132 {
+			addr = append(addr, flow.TPSrc, flow.TPDst)
+		}
+		for _, f := range addr {
+			v := c.readField(flow.Whole(f), cause)
+			h = flow.HashWord(flow.HashWord(h, v.Hi), v.Lo)
+		}
+		c.runBucket(g, flow.HashFinish(h))
+	default:
+		// Hash in the datapath, then choose after recirculation.
+		fs := frozenState{HasGroup: true, Group: id}
+		copy(fs.Words[:], c.k.W[firstPipelineWord:firstPipelineWord+pipelineWords])
+		rid := c.t.freeze(fs)
+		c.acts = append(c.acts, flow.DPHashL4{Basis: id}, flow.DPRecirc{ID: rid})
+		c.step(Step{Table: c.table, Note: fmt.Sprintf("group:%d: hash(l4), recirc(0x%x)", id, rid)})
+		c.exit = true
+	}
+}
+
+// selectByHash resumes a SelectHash group after recirculation.
+func (c *ctx) selectByHash(id uint32) {
+	g := c.t.tables.Group(id)
+	if g == nil {
+		c.step(Step{Note: fmt.Sprintf("group:%d does not exist: drop", id)})
+		return
+	}
+	r := flow.FieldRange{Field: flow.DPHash, Bits: hashSlotBits}
+	slot := c.readField(r, fmt.Sprintf("select group %d", id)).Lo
+	c.runBucket(g, slot*0x9e3779b97f4a7c15)
+}
+
+// runBucket runs the bucket that h selects by weight.
+func (c *ctx) runBucket(g *flow.GroupDef, h uint64) {
+	total := uint64(0)
+	for _, b := range g.Buckets {
+		total += uint64(b.Weight)
+	}
+	if total == 0 {
+		return
+	}
+	pick := (h >> 16) % total
+	for i, b := range g.Buckets {
+		if pick < uint64(b.Weight) {
+			c.step(Step{Table: c.table, Note: fmt.Sprintf("group:%d bucket %d", g.ID, i)})
+			c.depth++
+			c.runActions(b.Actions)
+			c.depth--
+			return
+		}
+		pick -= uint64(b.Weight)
+	}
+}
