@@ -687,7 +687,13 @@ func (s *session) monitorCondChange(id json.RawMessage, params []any) {
 	m.id = newID
 	s.monitors[string(newID)] = m
 	s.mu.Unlock()
-	if b, ok := m.appendUpdates(nil, changes); ok {
+	// The entering and leaving rows are already chosen: encode them with a
+	// view of the monitor that matches every row.
+	all := &monitor{version: m.version, tables: map[string]*monTable{}}
+	for name, mt := range m.tables {
+		all.tables[name] = &monTable{ts: mt.ts, cols: mt.cols, sel: mt.sel}
+	}
+	if b, ok := all.appendUpdates(nil, changes); ok {
 		p := []byte{'['}
 		p = append(p, m.id...)
 		p = append(p, ',')

@@ -1,0 +1,296 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/govn/govn/ovsdb"
+	"github.com/govn/govn/ovsdb/jsonrpc"
+)
+
+const testSchema = `{
+  "name": "Test",
+  "version": "1.0.0",
+  "tables": {
+    "Box": {
+      "isRoot": true,
+      "columns": {
+        "name": {"type": "string"},
+        "n": {"type": {"key": "integer", "min": 0, "max": 1}},
+        "tags": {"type": {"key": "string", "min": 0, "max": "unlimited"}},
+        "opts": {"type": {"key": "string", "value": "string", "min": 0, "max": "unlimited"}}
+      },
+      "indexes": [["name"]]
+    }
+  }
+}`
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// startServer serves a fresh Test database on a unix socket in a temporary
+// directory and returns the socket path.
+func startServer(t *testing.T, log Log) (*Server, string) {
+	t.Helper()
+	srv := New(Options{Logger: quietLogger(), ProbeInterval: -1})
+	if err := srv.AddDatabase(ovsdb.NewDatabase(ovsdb.MustParseSchema([]byte(testSchema))), log); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "db.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	l, err := Listen(ctx, "punix:"+sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { srv.Serve(ctx, l); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return srv, sock
+}
+
+// client is a test client that records notifications.
+type client struct {
+	t     *testing.T
+	conn  *jsonrpc.Conn
+	notes chan *jsonrpc.Message
+}
+
+func dial(t *testing.T, sock string) *client {
+	t.Helper()
+	nc, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &client{t: t, notes: make(chan *jsonrpc.Message, 100)}
+	c.conn = jsonrpc.NewConn(context.Background(), nc, jsonrpc.Options{Logger: quietLogger(), Handler: func(ctx context.Context, conn *jsonrpc.Conn, m *jsonrpc.Message) {
+		if m.ID != nil && m.Method == "echo" {
+			conn.Reply(m.ID, m.Params)
+			return
+		}
+		c.notes <- m
+	}})
+	t.Cleanup(func() { c.conn.Close() })
+	return c
+}
+
+func (c *client) call(method string, params string) string {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	raw, err := c.conn.CallRaw(ctx, method, json.RawMessage(params))
+	if err != nil {
+		return "ERROR " + err.Error()
+	}
+	return string(raw)
+}
+
+func (c *client) note() *jsonrpc.Message {
+	c.t.Helper()
+	select {
+	case m := <-c.notes:
+		return m
+	case <-time.After(5 * time.Second):
+		c.t.Fatal("no notification")
+		return nil
+	}
+}
+
+func (c *client) noNote() {
+	c.t.Helper()
+	select {
+	case m := <-c.notes:
+		c.t.Fatalf("unexpected notification %s %s", m.Method, m.Params)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+func mustContain(t *testing.T, got string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(got, w) {
+			t.Fatalf("%s\ndoes not contain %s", got, w)
+		}
+	}
+}
+
+func TestBasicMethods(t *testing.T) {
+	_, sock := startServer(t, nil)
+	c := dial(t, sock)
+	if got := c.call("list_dbs", `[]`); got != `["Test","_Server"]` {
+		t.Fatalf("list_dbs: %s", got)
+	}
+	mustContain(t, c.call("get_schema", `["Test"]`), `"name":"Test"`)
+	mustContain(t, c.call("get_schema", `["Nope"]`), "unknown database")
+	if got := c.call("echo", `["x",1]`); got != `["x",1]` {
+		t.Fatalf("echo: %s", got)
+	}
+	mustContain(t, c.call("frob", `[]`), "unknown method")
+	mustContain(t, c.call("transact", `["Test",{"op":"insert","table":"Box","row":{"name":"a","n":1}}]`), `"uuid":["uuid"`)
+	mustContain(t, c.call("transact", `["Test",{"op":"insert","table":"Box","row":{"name":"a"}}]`), "constraint violation")
+	mustContain(t, c.call("transact", `["Test",{"op":"select","table":"Box","where":[["n","==",1]],"columns":["name"]}]`), `[{"rows":[{"name":"a"}]}]`)
+	mustContain(t, c.call("transact", `["_Server",{"op":"delete","table":"Database","where":[]}]`), "read-only")
+	// _Server describes the database as a standalone, connected leader.
+	mustContain(t, c.call("transact", `["_Server",{"op":"select","table":"Database","where":[["name","==","Test"]],"columns":["model","connected","leader"]}]`),
+		`"model":"standalone"`, `"connected":true`, `"leader":true`)
+}
+
+func TestMonitorCond(t *testing.T) {
+	_, sock := startServer(t, nil)
+	w := dial(t, sock)
+	c := dial(t, sock)
+	c.call("transact", `["Test",{"op":"insert","table":"Box","row":{"name":"a","n":1}},{"op":"insert","table":"Box","row":{"name":"b","n":2}}]`)
+	init := w.call("monitor_cond", `["Test","m1",{"Box":[{"columns":["name","n","tags"],"where":[["n","<=",1]]}]}]`)
+	mustContain(t, init, `"initial":{"n":1,"name":"a"}`)
+	if strings.Contains(init, `"b"`) {
+		t.Fatalf("initial has a row outside the condition: %s", init)
+	}
+	// A change the monitor sees arrives as update2 with a diff.
+	c.call("transact", `["Test",{"op":"mutate","table":"Box","where":[["name","==","a"]],"mutations":[["tags","insert",["set",["x","y"]]]]}]`)
+	m := w.note()
+	if m.Method != "update2" {
+		t.Fatalf("got %s", m.Method)
+	}
+	mustContain(t, string(m.Params), `"m1"`, `"modify":{"tags":["set",["x","y"]]}`)
+	// Changes to rows outside the condition are not sent.
+	c.call("transact", `["Test",{"op":"update","table":"Box","where":[["name","==","b"]],"row":{"n":3}}]`)
+	w.noNote()
+	// A row moving into the condition is an insert.
+	c.call("transact", `["Test",{"op":"update","table":"Box","where":[["name","==","b"]],"row":{"n":0}}]`)
+	mustContain(t, string(w.note().Params), `"insert":{"n":0,"name":"b"}`)
+	// Changing the condition sends the rows that enter and leave, before the reply.
+	if got := w.call("monitor_cond_change", `["m1","m2",{"Box":[{"where":[["name","==","a"]]}]}]`); got != "{}" {
+		t.Fatalf("monitor_cond_change: %s", got)
+	}
+	p := string(w.note().Params)
+	mustContain(t, p, `"m2"`, `"delete":null`)
+	// The session's own transaction: update before reply.
+	reply := w.call("transact", `["Test",{"op":"delete","table":"Box","where":[["name","==","a"]]}]`)
+	mustContain(t, reply, `{"count":1}`)
+	select {
+	case m := <-w.notes:
+		mustContain(t, string(m.Params), `"delete":null`)
+	default:
+		t.Fatal("the update for the client's own transaction must arrive before the reply")
+	}
+	mustContain(t, w.call("monitor_cancel", `["m2"]`), "{}")
+	mustContain(t, w.call("monitor_cancel", `["m2"]`), "unknown monitor")
+}
+
+func TestMonitorV1(t *testing.T) {
+	_, sock := startServer(t, nil)
+	w := dial(t, sock)
+	w.call("transact", `["Test",{"op":"insert","table":"Box","row":{"name":"a"}}]`)
+	mustContain(t, w.call("monitor", `["Test",null,{"Box":{"columns":["name","n"]}}]`), `"new":{"n":["set",[]],"name":"a"}`)
+	w.call("transact", `["Test",{"op":"update","table":"Box","where":[],"row":{"n":5}}]`)
+	mustContain(t, string(w.note().Params), `"old":{"n":["set",[]]}`, `"new":{"n":5,"name":"a"}`)
+}
+
+func TestMonitorCondSince(t *testing.T) {
+	_, sock := startServer(t, nil)
+	c := dial(t, sock)
+	got := c.call("monitor_cond_since", `["Test","s",{"Box":[{"columns":["name"]}]},"00000000-0000-0000-0000-000000000000"]`)
+	if !strings.HasPrefix(got, `[false,"`) {
+		t.Fatalf("fresh monitor_cond_since: %s", got)
+	}
+	c.call("transact", `["Test",{"op":"insert","table":"Box","row":{"name":"a"}}]`)
+	m := c.note()
+	if m.Method != "update3" {
+		t.Fatalf("got %s", m.Method)
+	}
+	var params []any
+	json.Unmarshal(m.Params, &params)
+	last := params[1].(string)
+	c.call("transact", `["Test",{"op":"insert","table":"Box","row":{"name":"b"}}]`)
+	c.note()
+	// Resume from "last": only what came after it, with found=true.
+	d := dial(t, sock)
+	got = d.call("monitor_cond_since", `["Test","s",{"Box":[{"columns":["name"]}]},"`+last+`"]`)
+	if !strings.HasPrefix(got, `[true,"`) || !strings.Contains(got, `"insert":{"name":"b"}`) || strings.Contains(got, `"a"`) {
+		t.Fatalf("resume: %s", got)
+	}
+	// An unknown id gives the whole table.
+	e := dial(t, sock)
+	got = e.call("monitor_cond_since", `["Test","s",{"Box":[{"columns":["name"]}]},"`+ovsdb.NewUUID().String()+`"]`)
+	mustContain(t, got, `[false,"`, `"initial":{"name":"a"}`, `"initial":{"name":"b"}`)
+}
+
+func TestLocks(t *testing.T) {
+	_, sock := startServer(t, nil)
+	a, b := dial(t, sock), dial(t, sock)
+	if got := a.call("lock", `["L"]`); got != `{"locked":true}` {
+		t.Fatalf("lock: %s", got)
+	}
+	if got := b.call("lock", `["L"]`); got != `{"locked":false}` {
+		t.Fatalf("second lock: %s", got)
+	}
+	mustContain(t, a.call("transact", `["Test",{"op":"assert","lock":"L"}]`), `[{}]`)
+	mustContain(t, b.call("transact", `["Test",{"op":"assert","lock":"L"}]`), "not owner")
+	a.call("unlock", `["L"]`)
+	if m := b.note(); m.Method != "locked" {
+		t.Fatalf("b got %s", m.Method)
+	}
+	if got := a.call("steal", `["L"]`); got != `{"locked":true}` {
+		t.Fatalf("steal: %s", got)
+	}
+	if m := b.note(); m.Method != "stolen" {
+		t.Fatalf("b got %s", m.Method)
+	}
+	// A session that goes away releases its locks.
+	b.call("lock", `["L"]`)
+	a.conn.Close()
+	if m := b.note(); m.Method != "locked" {
+		t.Fatalf("b got %s after a closed", m.Method)
+	}
+}
+
+func TestWaitBlocksUntilCommit(t *testing.T) {
+	_, sock := startServer(t, nil)
+	a, b := dial(t, sock), dial(t, sock)
+	res := make(chan string, 1)
+	go func() {
+		res <- a.call("transact", `["Test",{"op":"wait","table":"Box","where":[],"columns":["name"],"until":"==","rows":[{"name":"x"}],"timeout":5000},{"op":"insert","table":"Box","row":{"name":"y"}}]`)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case r := <-res:
+		t.Fatalf("wait returned early: %s", r)
+	default:
+	}
+	b.call("transact", `["Test",{"op":"insert","table":"Box","row":{"name":"x"}}]`)
+	select {
+	case r := <-res:
+		mustContain(t, r, `[{},{"uuid"`)
+	case <-time.After(3 * time.Second):
+		t.Fatal("wait did not finish after the commit that satisfied it")
+	}
+	// A short timeout expires with "timed out".
+	mustContain(t, a.call("transact", `["Test",{"op":"wait","table":"Box","where":[],"columns":["name"],"until":"==","rows":[],"timeout":20}]`), "timed out")
+}
+
+func TestBadInputKeepsServing(t *testing.T) {
+	_, sock := startServer(t, nil)
+	good := dial(t, sock)
+	for _, junk := range []string{"}{not json", `{"method":"transact","params":"x","id":1}`, `[1,2,3]`} {
+		nc, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.Write([]byte(junk))
+		nc.SetReadDeadline(time.Now().Add(2 * time.Second))
+		io.ReadAll(nc)
+		nc.Close()
+	}
+	bad := dial(t, sock)
+	mustContain(t, bad.call("transact", `["Test",{"op":"insert","table":"Box","row":{"name":5}}]`), "syntax error")
+	mustContain(t, bad.call("transact", `[]`), "syntax error")
+	mustContain(t, bad.call("monitor_cond", `["Test",1,{"Nope":{}}]`), "syntax error")
+	if got := good.call("list_dbs", `[]`); got != `["Test","_Server"]` {
+		t.Fatalf("server stopped serving others: %s", got)
+	}
+}
