@@ -89,7 +89,10 @@ type Arg struct {
 
 // ArgToken is one token of an argument's value.
 type ArgToken struct {
-	Kind   TokenKind
+	Kind TokenKind
+	// Spaced says white space separated the token from the one before:
+	// printing keeps it, because "1 :0" and "1:0" lex differently.
+	Spaced bool
 	Text   string // identifiers and punctuation
 	Str    string // strings
 	Value  U128   // numbers
@@ -474,6 +477,7 @@ func (p *parser) args() []Arg {
 				p.tok, p.lex = save, saveLex
 			}
 		}
+		prevEnd := p.tok.Pos
 		for p.err == nil {
 			switch p.tok.Kind {
 			case TokComma, TokSemicolon, TokRParen:
@@ -481,7 +485,8 @@ func (p *parser) args() []Arg {
 				p.errorf("expected ')' to close arguments, found end of input")
 			case TokIdent, TokInt, TokString, TokColon, TokMinus, TokSlash,
 				TokLSquare, TokRSquare, TokEllipsis, TokAddrSet, TokPortGroup:
-				a.Value = append(a.Value, ArgToken{Kind: p.tok.Kind, Text: p.tok.Text, Str: p.tok.Str, Value: p.tok.Value, Format: p.tok.Format})
+				a.Value = append(a.Value, ArgToken{Kind: p.tok.Kind, Spaced: p.tok.Pos > prevEnd, Text: p.tok.Text, Str: p.tok.Str, Value: p.tok.Value, Format: p.tok.Format})
+				prevEnd = p.tok.Pos + len(p.tok.Text)
 				p.advance()
 				continue
 			default:
@@ -587,7 +592,7 @@ func (a *CallAction) write(sb *strings.Builder) {
 // between two words (which the lexer would otherwise glue together).
 func writeArgValue(sb *strings.Builder, toks []ArgToken) {
 	for i, t := range toks {
-		if i > 0 && isWordish(toks[i-1].Kind) && isWordish(t.Kind) {
+		if i > 0 && (t.Spaced || isWordish(toks[i-1].Kind) && isWordish(t.Kind)) {
 			sb.WriteByte(' ')
 		}
 		switch t.Kind {

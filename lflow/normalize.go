@@ -229,7 +229,11 @@ func andNormal(a, b Normal) (Normal, error) {
 	out := make(Normal, 0, len(a)*len(b))
 	for _, x := range a {
 		for _, y := range b {
-			if c, ok := andConj(x, y); ok {
+			c, ok, err := andConj(x, y)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
 				out = append(out, c)
 			}
 		}
@@ -239,12 +243,12 @@ func andNormal(a, b Normal) (Normal, error) {
 
 // andConj merges two conjunctions; ok is false when they contradict.
 // Neither input is modified.
-func andConj(a, b Conj) (Conj, bool) {
+func andConj(a, b Conj) (Conj, bool, error) {
 	if len(b) == 0 {
-		return a, true
+		return a, true, nil
 	}
 	if len(a) == 0 {
-		return b, true
+		return b, true, nil
 	}
 	out := make(Conj, 0, len(a)+len(b))
 	i, j := 0, 0
@@ -257,28 +261,31 @@ func andConj(a, b Conj) (Conj, bool) {
 			out = append(out, b[j])
 			j++
 		default:
-			c, ok := andClause(&a[i], &b[j])
-			if !ok {
-				return nil, false
+			c, ok, err := andClause(&a[i], &b[j])
+			if !ok || err != nil {
+				return nil, false, err
 			}
 			out = append(out, c)
 			i++
 			j++
 		}
 	}
-	return out, true
+	return out, true, nil
 }
 
 // andClause intersects two clauses on the same field.
-func andClause(a, b *Clause) (Clause, bool) {
+func andClause(a, b *Clause) (Clause, bool, error) {
 	c := Clause{Field: a.Field}
+	if a.Len()*b.Len() > maxConjs {
+		return c, false, errTooComplex
+	}
 	if a.Field.Kind == KindString {
 		for _, p := range a.Ports {
 			if slices.Contains(b.Ports, p) {
 				c.Ports = append(c.Ports, p)
 			}
 		}
-		return c, len(c.Ports) > 0
+		return c, len(c.Ports) > 0, nil
 	}
 	for _, x := range a.Alts {
 		for _, y := range b.Alts {
@@ -289,7 +296,7 @@ func andClause(a, b *Clause) (Clause, bool) {
 			c.Alts = appendAlts(c.Alts, []Masked{{x.Value.Or(y.Value), x.Mask.Or(y.Mask)}})
 		}
 	}
-	return c, len(c.Alts) > 0
+	return c, len(c.Alts) > 0, nil
 }
 
 // appendAlts appends the alternatives of add that dst does not have yet.
@@ -403,7 +410,10 @@ func (n *normalizer) leaf(e *CmpExpr, neg bool) (Normal, error) {
 				c.Alts = append(c.Alts, Masked{v, Bit1(bit + ofs)})
 			}
 			var ok bool
-			conj, ok = andConj(conj, Conj{c})
+			conj, ok, err = andConj(conj, Conj{c})
+			if err != nil {
+				return nil, err
+			}
 			if !ok {
 				return normFalse(), nil
 			}
