@@ -27,6 +27,9 @@ import (
 //	tcp-sink ADDR                accept connections; reply with length and SHA-256
 //	tcp-send ADDR BYTES          send BYTES random bytes; check the sink's reply;
 //	                             print {"bytes":N,"seconds":S} on stdout
+//	tcp-count-sink ADDR          accept connections; reply with the byte count only
+//	tcp-stream ADDR SECONDS      send zeros to a tcp-count-sink for SECONDS; check
+//	                             the count; print {"bytes":N,"seconds":S}
 //	http-server ADDR             answer every request with a short body
 //	udp-sink ADDR SECONDS        count datagrams for SECONDS after the first;
 //	                             print {"packets":N,"seconds":S}
@@ -67,6 +70,24 @@ func Main(ctx context.Context, args []string) error {
 			return fmt.Errorf("traffic tcp-send: bytes: %w", err)
 		}
 		r, err := TCPSend(a[0], n)
+		if err != nil {
+			return err
+		}
+		return json.NewEncoder(os.Stdout).Encode(r)
+	case "tcp-count-sink":
+		if err := need(1); err != nil {
+			return err
+		}
+		return TCPCountSink(ctx, a[0])
+	case "tcp-stream":
+		if err := need(2); err != nil {
+			return err
+		}
+		secs, err := strconv.ParseFloat(a[1], 64)
+		if err != nil {
+			return fmt.Errorf("traffic tcp-stream: seconds: %w", err)
+		}
+		r, err := TCPStream(a[0], time.Duration(secs*float64(time.Second)))
 		if err != nil {
 			return err
 		}
@@ -235,6 +256,71 @@ func TCPSend(addr string, n int64) (Result, error) {
 	}
 	if string(reply[8:]) != string(h.Sum(nil)) {
 		return Result{}, errors.New("tcp-send: sink's SHA-256 differs from what was sent")
+	}
+	return Result{Bytes: n, Seconds: secs}, nil
+}
+
+// TCPCountSink accepts connections on addr until ctx ends; for each it
+// reads to EOF and answers with the byte count (8 bytes). It does no more
+// work per byte than a copy, for throughput measurements.
+func TCPCountSink(ctx context.Context, addr string) error {
+	l, err := net.Listen("tcp4", addr)
+	if err != nil {
+		return fmt.Errorf("tcp-count-sink: %w", err)
+	}
+	go func() { <-ctx.Done(); l.Close() }()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("tcp-count-sink: %w", err)
+		}
+		go func() {
+			defer c.Close()
+			n, err := io.CopyBuffer(io.Discard, c, make([]byte, 256<<10))
+			if err != nil {
+				return
+			}
+			var reply [8]byte
+			binary.BigEndian.PutUint64(reply[:], uint64(n))
+			_, _ = c.Write(reply[:])
+		}()
+	}
+}
+
+// TCPStream sends zeros to a TCPCountSink at addr for d and checks that
+// the sink counted every byte. Seconds runs until the sink's answer, so
+// bytes still in flight at the deadline are counted in the time.
+func TCPStream(addr string, d time.Duration) (Result, error) {
+	c, err := net.DialTimeout("tcp4", addr, 5*time.Second)
+	if err != nil {
+		return Result{}, fmt.Errorf("tcp-stream: %w", err)
+	}
+	defer c.Close()
+	buf := make([]byte, 256<<10)
+	start := time.Now()
+	end := start.Add(d)
+	var n int64
+	for time.Now().Before(end) {
+		m, err := c.Write(buf)
+		n += int64(m)
+		if err != nil {
+			return Result{}, fmt.Errorf("tcp-stream: after %d bytes: %w", n, err)
+		}
+	}
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		return Result{}, fmt.Errorf("tcp-stream: %w", err)
+	}
+	var reply [8]byte
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.ReadFull(c, reply[:]); err != nil {
+		return Result{}, fmt.Errorf("tcp-stream: reading the sink's count: %w", err)
+	}
+	secs := time.Since(start).Seconds()
+	if got := int64(binary.BigEndian.Uint64(reply[:])); got != n {
+		return Result{}, fmt.Errorf("tcp-stream: sink counted %d bytes, sent %d", got, n)
 	}
 	return Result{Bytes: n, Seconds: secs}, nil
 }

@@ -1,0 +1,380 @@
+package dp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/govn/govn/datapath/conntrack"
+	"github.com/govn/govn/datapath/flow"
+	"github.com/govn/govn/datapath/port"
+	"github.com/govn/govn/datapath/xlate"
+)
+
+// SlowPath translates a packet's key through the flow tables: the upcall.
+// Pipeline (flow tables plus package xlate) implements it.
+type SlowPath interface {
+	// Translate returns the datapath actions for the packet with key k,
+	// the mask of the key bits the translation examined (every packet that
+	// agrees with k on the mask gets the same actions) and the generation
+	// of the tables it saw.
+	Translate(k *flow.Key, opts xlate.Options) xlate.Result
+	// Generation is the version of the flow tables; every change bumps it.
+	Generation() uint64
+}
+
+// Conntrack is the connection tracker behind the ct() action; package
+// conntrack's Tracker implements it. The datapath passes its own clock
+// (time since New) as now, and calls Expire a few times a second while it
+// runs.
+type Conntrack interface {
+	Process(pkt []byte, l3off int, p conntrack.Params, now time.Duration) conntrack.Result
+	Expire(now time.Duration) int
+}
+
+// Config configures a Datapath.
+type Config struct {
+	// Flows is the slow path; required.
+	Flows SlowPath
+	// Conntrack serves ct() actions. Without it, packets reaching a ct()
+	// action are dropped and counted.
+	Conntrack Conntrack
+	// IdleTimeout removes megaflows unused for this long (default 10 s).
+	IdleTimeout time.Duration
+	// PacketInQueue is the depth of the packet-in channel (default 1024);
+	// packet-ins that find it full are dropped and counted.
+	PacketInQueue int
+	// Logger receives errors of ports; default slog.Default().
+	Logger *slog.Logger
+}
+
+// PacketIn is a packet sent to the controller by a controller() action.
+type PacketIn struct {
+	InPort   uint32
+	Key      flow.Key // the key when the action ran (registers excluded)
+	UserData []byte
+	Frame    []byte // a copy of the frame
+}
+
+// Datapath is a userspace switch: ports, a per-receive-queue exact-match
+// and megaflow cache, the slow path on a miss, and the action executor.
+type Datapath struct {
+	cfg      Config
+	start    time.Time
+	packetIn chan PacketIn
+
+	mu      sync.Mutex
+	ports   atomic.Pointer[map[uint32]*portEntry] // copy on write, under mu
+	runCtx  context.Context                       // set while Run runs
+	workers sync.WaitGroup
+
+	removed counters // counters of workers whose ports were removed
+}
+
+// portEntry is an attached port and the goroutine receiving from it.
+type portEntry struct {
+	no     uint32
+	port   port.Port
+	geneve bool // output sets the Geneve header from the tunnel fields
+	w      *worker
+	done   chan struct{}
+}
+
+// New returns a datapath with no ports. Add ports with AddPort and start it
+// with Run.
+func New(cfg Config) (*Datapath, error) {
+	if cfg.Flows == nil {
+		return nil, errors.New("datapath: Config.Flows is required")
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 10 * time.Second
+	}
+	if cfg.PacketInQueue <= 0 {
+		cfg.PacketInQueue = 1024
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	d := &Datapath{cfg: cfg, start: time.Now(), packetIn: make(chan PacketIn, cfg.PacketInQueue)}
+	d.ports.Store(&map[uint32]*portEntry{})
+	return d, nil
+}
+
+// now is the datapath's monotonic clock.
+func (d *Datapath) now() time.Duration { return time.Since(d.start) }
+
+// PacketIns delivers the packets controller() actions send.
+func (d *Datapath) PacketIns() <-chan PacketIn { return d.packetIn }
+
+// AddPort attaches p as port number no (the in_port of its packets and the
+// target of output:no). If the datapath is running, p starts receiving at
+// once. The datapath closes p when it is removed or Run ends.
+func (d *Datapath) AddPort(no uint32, p port.Port) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	old := *d.ports.Load()
+	if _, ok := old[no]; ok {
+		return fmt.Errorf("datapath: add port %d (%s): number in use", no, p.Name())
+	}
+	_, isGeneve := p.(*port.Geneve)
+	pe := &portEntry{no: no, port: p, geneve: isGeneve, done: make(chan struct{})}
+	pe.w = newWorker(d, pe)
+	m := make(map[uint32]*portEntry, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[no] = pe
+	d.ports.Store(&m)
+	if d.runCtx != nil {
+		d.startWorker(pe)
+	}
+	return nil
+}
+
+// RemovePort detaches and closes port no.
+func (d *Datapath) RemovePort(no uint32) error {
+	d.mu.Lock()
+	old := *d.ports.Load()
+	pe, ok := old[no]
+	if !ok {
+		d.mu.Unlock()
+		return fmt.Errorf("datapath: remove port %d: no such port", no)
+	}
+	m := make(map[uint32]*portEntry, len(old))
+	for k, v := range old {
+		if k != no {
+			m[k] = v
+		}
+	}
+	d.ports.Store(&m)
+	running := d.runCtx != nil
+	d.mu.Unlock()
+	err := pe.port.Close()
+	if running {
+		<-pe.done
+	}
+	pe.w.st.addTo(&d.removed)
+	return err
+}
+
+// Run receives and forwards packets until ctx ends, then closes every port.
+func (d *Datapath) Run(ctx context.Context) error {
+	d.mu.Lock()
+	if d.runCtx != nil {
+		d.mu.Unlock()
+		return errors.New("datapath: already running")
+	}
+	d.runCtx = ctx
+	for _, pe := range *d.ports.Load() {
+		d.startWorker(pe)
+	}
+	d.mu.Unlock()
+
+	// Workers expire their own megaflows when packets arrive; this catches
+	// the megaflows of quiet ports, and ages conntrack entries.
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for n := 0; ctx.Err() == nil; n++ {
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+			if d.cfg.Conntrack != nil {
+				d.cfg.Conntrack.Expire(d.now())
+			}
+			if n%5 == 0 {
+				d.ExpireIdle()
+			}
+		}
+	}
+	d.mu.Lock()
+	for _, pe := range *d.ports.Load() {
+		pe.port.Close()
+	}
+	d.mu.Unlock()
+	d.workers.Wait()
+	d.mu.Lock()
+	d.runCtx = nil
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *Datapath) startWorker(pe *portEntry) {
+	d.workers.Add(1)
+	go func() {
+		defer d.workers.Done()
+		defer close(pe.done)
+		if err := pe.w.run(); err != nil {
+			d.cfg.Logger.Error("datapath port stopped", "port", pe.port.Name(), "err", err)
+		}
+	}()
+}
+
+// Stats are the datapath's counters.
+type Stats struct {
+	Packets       uint64 // received from ports, before recirculation
+	EMCHits       uint64 // found in the exact-match cache
+	MegaflowHits  uint64 // found in the megaflow cache
+	Upcalls       uint64 // misses sent to the slow path
+	UpcallErrors  uint64 // translations that failed (packet dropped)
+	Installed     uint64 // megaflows installed
+	Expired       uint64 // megaflows removed for idleness
+	Revalidated   uint64 // megaflows checked after a flow-table change
+	Invalidated   uint64 // megaflows removed or changed by revalidation
+	Recirculated  uint64 // recirculations
+	LoopDrops     uint64 // packets dropped for recirculating too often
+	NoPortDrops   uint64 // outputs to a port number with no port
+	TxErrors      uint64 // frames a port could not take (bad offload)
+	CTDrops       uint64 // ct() without a tracker, or on a non-IP packet
+	PacketIns     uint64 // sent to the controller
+	PacketInDrops uint64 // dropped: packet-in channel full
+	Megaflows     int    // megaflows installed now, over all workers
+}
+
+type counters struct {
+	packets, emcHits, megaflowHits, upcalls, upcallErrors atomic.Uint64
+	installed, expired, revalidated, invalidated          atomic.Uint64
+	recirculated, loopDrops, noPortDrops, txErrors        atomic.Uint64
+	ctDrops, packetIns, packetInDrops                     atomic.Uint64
+}
+
+// Stats returns the datapath's counters.
+func (d *Datapath) Stats() Stats {
+	s := d.removed.stats()
+	for _, pe := range *d.ports.Load() {
+		s.add(pe.w.st.stats())
+		pe.w.mu.Lock()
+		s.Megaflows += pe.w.cache.n
+		pe.w.mu.Unlock()
+	}
+	return s
+}
+
+func (c *counters) stats() Stats {
+	return Stats{
+		Packets: c.packets.Load(), EMCHits: c.emcHits.Load(), MegaflowHits: c.megaflowHits.Load(),
+		Upcalls: c.upcalls.Load(), UpcallErrors: c.upcallErrors.Load(), Installed: c.installed.Load(),
+		Expired: c.expired.Load(), Revalidated: c.revalidated.Load(), Invalidated: c.invalidated.Load(),
+		Recirculated: c.recirculated.Load(), LoopDrops: c.loopDrops.Load(), NoPortDrops: c.noPortDrops.Load(),
+		TxErrors: c.txErrors.Load(), CTDrops: c.ctDrops.Load(), PacketIns: c.packetIns.Load(),
+		PacketInDrops: c.packetInDrops.Load(),
+	}
+}
+
+// add adds o's counts to s.
+func (s *Stats) add(o Stats) {
+	s.Packets += o.Packets
+	s.EMCHits += o.EMCHits
+	s.MegaflowHits += o.MegaflowHits
+	s.Upcalls += o.Upcalls
+	s.UpcallErrors += o.UpcallErrors
+	s.Installed += o.Installed
+	s.Expired += o.Expired
+	s.Revalidated += o.Revalidated
+	s.Invalidated += o.Invalidated
+	s.Recirculated += o.Recirculated
+	s.LoopDrops += o.LoopDrops
+	s.NoPortDrops += o.NoPortDrops
+	s.TxErrors += o.TxErrors
+	s.CTDrops += o.CTDrops
+	s.PacketIns += o.PacketIns
+	s.PacketInDrops += o.PacketInDrops
+}
+
+// addTo adds c's counts to the atomic counters of t.
+func (c *counters) addTo(t *counters) {
+	s := c.stats()
+	t.packets.Add(s.Packets)
+	t.emcHits.Add(s.EMCHits)
+	t.megaflowHits.Add(s.MegaflowHits)
+	t.upcalls.Add(s.Upcalls)
+	t.upcallErrors.Add(s.UpcallErrors)
+	t.installed.Add(s.Installed)
+	t.expired.Add(s.Expired)
+	t.revalidated.Add(s.Revalidated)
+	t.invalidated.Add(s.Invalidated)
+	t.recirculated.Add(s.Recirculated)
+	t.loopDrops.Add(s.LoopDrops)
+	t.noPortDrops.Add(s.NoPortDrops)
+	t.txErrors.Add(s.TxErrors)
+	t.ctDrops.Add(s.CTDrops)
+	t.packetIns.Add(s.PacketIns)
+	t.packetInDrops.Add(s.PacketInDrops)
+}
+
+// PortStats returns the counters of every port by number.
+func (d *Datapath) PortStats() map[uint32]port.Stats {
+	m := map[uint32]port.Stats{}
+	for no, pe := range *d.ports.Load() {
+		m[no] = pe.port.Stats()
+	}
+	return m
+}
+
+// Megaflow describes an installed megaflow for dumps.
+type Megaflow struct {
+	Match   flow.Match // key and mask
+	Actions []flow.DPAction
+	Hits    uint64
+	Idle    time.Duration
+	InPort  uint32         // the receive queue (port) whose cache holds it
+	Reasons []xlate.Reason // for each matched field, the rule or action that examined it
+}
+
+// String formats m like ovs-appctl dpctl/dump-flows, with its reasons on
+// the following lines.
+func (m Megaflow) String() string {
+	s := fmt.Sprintf("%s, packets:%d, used:%.3fs, actions:%s", m.Match.String(), m.Hits, m.Idle.Seconds(), flow.DPActionsString(m.Actions))
+	for _, r := range m.Reasons {
+		s += "\n    " + r.String()
+	}
+	return s
+}
+
+// Megaflows returns every installed megaflow.
+func (d *Datapath) Megaflows() []Megaflow {
+	now := d.now()
+	var out []Megaflow
+	for no, pe := range *d.ports.Load() {
+		pe.w.mu.Lock()
+		pe.w.cache.each(func(mf *megaflow) {
+			out = append(out, Megaflow{
+				Match:   flow.Match{Key: mf.key, Mask: mf.mask.mask},
+				Actions: mf.actions, Hits: mf.hits, Idle: now - mf.used, InPort: no,
+				Reasons: mf.reasons,
+			})
+		})
+		pe.w.mu.Unlock()
+	}
+	return out
+}
+
+// Revalidate brings every worker's megaflows up to date with the flow
+// tables now, without waiting for each worker's next packet. Workers also
+// revalidate by themselves before using their cache after a change.
+func (d *Datapath) Revalidate() {
+	for _, pe := range *d.ports.Load() {
+		pe.w.mu.Lock()
+		pe.w.revalidate()
+		pe.w.mu.Unlock()
+	}
+}
+
+// Trace translates a packet with key k through the flow tables and returns
+// its path and the megaflow it would get (like ofproto/trace).
+func (d *Datapath) Trace(k flow.Key) xlate.Result {
+	return d.cfg.Flows.Translate(&k, xlate.Options{Trace: true})
+}
+
+// ExpireIdle removes megaflows idle for longer than the idle timeout. Run
+// calls it periodically.
+func (d *Datapath) ExpireIdle() {
+	for _, pe := range *d.ports.Load() {
+		pe.w.mu.Lock()
+		pe.w.expire()
+		pe.w.mu.Unlock()
+	}
+}

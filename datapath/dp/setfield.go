@@ -1,0 +1,206 @@
+package dp
+
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/govn/govn/datapath/flow"
+	"github.com/govn/govn/datapath/port"
+)
+
+// setField runs a set-field datapath action: it changes the field in the
+// key and, for header fields, in the frame, fixing every checksum that
+// covers it. Writes to a header the frame does not have change only the
+// key, as a set on an absent header does nothing in OVS.
+func setField(p *port.Packet, k *flow.Key, a flow.DPSetField) {
+	old := k.GetU128(a.Field)
+	k.SetMasked(a.Field, a.Value, a.Mask)
+	v := k.GetU128(a.Field)
+	if v == old {
+		return
+	}
+	d := p.Data
+	if len(d) < 14 {
+		return
+	}
+	h := findHeaders(d)
+	partial := p.Offload.NeedsCsum
+	switch a.Field {
+	case flow.EthDst:
+		putMAC(d[0:], v.Lo)
+	case flow.EthSrc:
+		putMAC(d[6:], v.Lo)
+	case flow.VLANTCI:
+		// OVS's vlan_tci has the CFI bit set for "a tag is present".
+		if h.vlan >= 0 {
+			binary.BigEndian.PutUint16(d[h.vlan+2:], uint16(v.Lo)&^0x1000)
+		}
+	case flow.NWSrc, flow.NWDst: // also arp_spa, arp_tpa: same storage
+		isSrc := a.Field == flow.NWSrc
+		switch {
+		case h.ethType == etherTypeARP && h.l3 >= 0:
+			off := h.l3 + 24
+			if isSrc {
+				off = h.l3 + 14
+			}
+			binary.BigEndian.PutUint32(d[off:], uint32(v.Lo))
+		case h.ipv4:
+			off := h.l3 + 16
+			if isSrc {
+				off = h.l3 + 12
+			}
+			set32(d, off, uint32(v.Lo), func(o, n uint16) {
+				fixIPv4Header(d, h.l3, o, n)
+				fixL4(d, h, partial, o, n)
+			})
+		}
+	case flow.IPv6Src, flow.IPv6Dst:
+		if h.l3 >= 0 && h.ethType == etherTypeIPv6 {
+			off := h.l3 + 24
+			if a.Field == flow.IPv6Src {
+				off = h.l3 + 8
+			}
+			var b [16]byte
+			binary.BigEndian.PutUint64(b[:], v.Hi)
+			binary.BigEndian.PutUint64(b[8:], v.Lo)
+			for i := 0; i < 16; i += 2 {
+				o, n := binary.BigEndian.Uint16(d[off+i:]), binary.BigEndian.Uint16(b[i:])
+				binary.BigEndian.PutUint16(d[off+i:], n)
+				fixL4(d, h, partial, o, n)
+			}
+		}
+	case flow.NWTOS, flow.NWECN:
+		// nw_tos is the DSCP bits of the TOS / traffic class byte, nw_ecn
+		// its low two bits.
+		tos := uint8(k.Get(flow.NWTOS))&0xfc | uint8(k.Get(flow.NWECN))&0x03
+		switch {
+		case h.ipv4:
+			o := binary.BigEndian.Uint16(d[h.l3:])
+			d[h.l3+1] = tos
+			fixIPv4Header(d, h.l3, o, binary.BigEndian.Uint16(d[h.l3:]))
+		case h.l3 >= 0 && h.ethType == etherTypeIPv6:
+			w := binary.BigEndian.Uint32(d[h.l3:])
+			w = w&^0x0ff00000 | uint32(tos)<<20
+			binary.BigEndian.PutUint32(d[h.l3:], w)
+		}
+	case flow.NWTTL:
+		switch {
+		case h.ipv4:
+			o := binary.BigEndian.Uint16(d[h.l3+8:])
+			d[h.l3+8] = uint8(v.Lo)
+			fixIPv4Header(d, h.l3, o, binary.BigEndian.Uint16(d[h.l3+8:]))
+		case h.l3 >= 0 && h.ethType == etherTypeIPv6:
+			d[h.l3+7] = uint8(v.Lo)
+		}
+	case flow.TPSrc, flow.TPDst: // also icmp_type, icmp_code
+		if h.l4 < 0 || h.l4+l4Len(h.proto) > len(d) {
+			return
+		}
+		switch h.proto {
+		case protoTCP, protoUDP, protoSCTP:
+			off := h.l4 + 2
+			if a.Field == flow.TPSrc {
+				off = h.l4
+			}
+			o := binary.BigEndian.Uint16(d[off:])
+			binary.BigEndian.PutUint16(d[off:], uint16(v.Lo))
+			if h.proto != protoSCTP { // SCTP's CRC32c is left to the receiver
+				fixL4(d, h, partial, o, uint16(v.Lo))
+			}
+		case protoICMP, protoICMPv6:
+			o := binary.BigEndian.Uint16(d[h.l4:])
+			if a.Field == flow.TPSrc {
+				d[h.l4] = uint8(v.Lo)
+			} else {
+				d[h.l4+1] = uint8(v.Lo)
+			}
+			n := binary.BigEndian.Uint16(d[h.l4:])
+			c := binary.BigEndian.Uint16(d[h.l4+2:])
+			binary.BigEndian.PutUint16(d[h.l4+2:], csumUpdate16(c, o, n))
+		}
+	case flow.ARPSHA, flow.ARPTHA:
+		if h.ethType == etherTypeARP && h.l3 >= 0 {
+			off := h.l3 + 18
+			if a.Field == flow.ARPSHA {
+				off = h.l3 + 8
+			}
+			putMAC(d[off:], v.Lo)
+		}
+	case flow.ARPOp:
+		if h.ethType == etherTypeARP && h.l3 >= 0 {
+			binary.BigEndian.PutUint16(d[h.l3+6:], uint16(v.Lo))
+		}
+	case flow.TunID:
+		p.Tunnel.ID = v.Lo
+	case flow.TunSrc:
+		p.Tunnel.Src = ipv4Addr(v.Lo)
+	case flow.TunDst:
+		p.Tunnel.Dst = ipv4Addr(v.Lo)
+	case flow.TunTOS:
+		p.Tunnel.TOS = uint8(v.Lo)
+	case flow.TunTTL:
+		p.Tunnel.TTL = uint8(v.Lo)
+	case flow.TunMetadata0:
+		p.Tunnel.Options = ovnGeneveOption(p.Tunnel.Options[:0], uint32(v.Lo))
+	}
+}
+
+// OVN carries its logical ports in one Geneve option, which OVN maps to
+// tun_metadata0 (class 0x0102, type 0x80, 4 bytes of value).
+const (
+	ovnGeneveClass = 0x0102
+	ovnGeneveType  = 0x80
+)
+
+// ovnGeneveOption appends OVN's Geneve option holding v to b.
+func ovnGeneveOption(b []byte, v uint32) []byte {
+	var o [8]byte
+	binary.BigEndian.PutUint16(o[0:], ovnGeneveClass)
+	o[2], o[3] = ovnGeneveType, 1 // length in 4-byte words
+	binary.BigEndian.PutUint32(o[4:], v)
+	return append(b, o[:]...)
+}
+
+// tunMetadata0 finds OVN's option in Geneve options and returns its value.
+func tunMetadata0(opts []byte) (uint32, bool) {
+	for len(opts) >= 4 {
+		n := 4 + int(opts[3]&0x1f)*4
+		if n > len(opts) {
+			return 0, false
+		}
+		if binary.BigEndian.Uint16(opts) == ovnGeneveClass && opts[2] == ovnGeneveType && n == 8 {
+			return binary.BigEndian.Uint32(opts[4:]), true
+		}
+		opts = opts[n:]
+	}
+	return 0, false
+}
+
+func ipv4Addr(v uint64) netip.Addr {
+	if v == 0 {
+		return netip.Addr{}
+	}
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+func putMAC(b []byte, v uint64) {
+	b[0], b[1], b[2], b[3], b[4], b[5] = byte(v>>40), byte(v>>32), byte(v>>24), byte(v>>16), byte(v>>8), byte(v)
+}
+
+// set32 writes a 32-bit value at off and reports each changed 16-bit half
+// to fix, for checksum updates.
+func set32(d []byte, off int, v uint32, fix func(old, new uint16)) {
+	for i, n := range [2]uint16{uint16(v >> 16), uint16(v)} {
+		o := binary.BigEndian.Uint16(d[off+2*i:])
+		binary.BigEndian.PutUint16(d[off+2*i:], n)
+		if o != n {
+			fix(o, n)
+		}
+	}
+}
+
+// fixIPv4Header updates the IPv4 header checksum for one changed word.
+func fixIPv4Header(d []byte, l3 int, old, new uint16) {
+	c := binary.BigEndian.Uint16(d[l3+10:])
+	binary.BigEndian.PutUint16(d[l3+10:], csumUpdate16(c, old, new))
+}

@@ -1,0 +1,447 @@
+package dp
+
+import (
+	"errors"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/govn/govn/datapath/conntrack"
+	"github.com/govn/govn/datapath/flow"
+	"github.com/govn/govn/datapath/packet"
+	"github.com/govn/govn/datapath/port"
+	"github.com/govn/govn/datapath/xlate"
+)
+
+// maxRecirculations bounds how often one packet may re-enter the caches; a
+// pipeline that loops is a programming error and must not hang the switch.
+const maxRecirculations = 8
+
+// worker receives from one port (receive queue) and runs each batch through
+// its own caches and the action executor.
+type worker struct {
+	d    *Datapath
+	pe   *portEntry
+	pkts []*port.Packet
+
+	// mu is held while a batch is processed; dumps, Revalidate and
+	// ExpireIdle take it to reach the cache from other goroutines.
+	mu         sync.Mutex
+	cache      cache
+	gen        uint64 // flow-table generation the cache was revalidated at
+	lastExpire time.Duration
+	out        []outQueue // outputs pending until the end of the batch
+	scratch    []byte     // software segmentation
+	st         counters   // this worker's share of the datapath's counters
+}
+
+// outQueue collects the batch's packets for one output port.
+type outQueue struct {
+	pe   *portEntry
+	pkts []*port.Packet
+}
+
+func newWorker(d *Datapath, pe *portEntry) *worker {
+	w := &worker{d: d, pe: pe, pkts: make([]*port.Packet, port.BatchSize)}
+	for i := range w.pkts {
+		w.pkts[i] = port.NewPacket(port.MaxFrame)
+	}
+	w.gen = d.cfg.Flows.Generation()
+	return w
+}
+
+// run is the receive loop.
+func (w *worker) run() error {
+	for {
+		n, err := w.pe.port.Recv(w.pkts)
+		if errors.Is(err, port.ErrClosed) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		w.mu.Lock()
+		now := w.d.now()
+		if w.d.cfg.Flows.Generation() != w.gen {
+			w.revalidate()
+		}
+		if now-w.lastExpire > time.Second {
+			w.expire()
+		}
+		for _, p := range w.pkts[:n] {
+			w.receive(p, now)
+		}
+		w.flush()
+		w.mu.Unlock()
+	}
+}
+
+// receive runs one packet from the wire through the datapath.
+func (w *worker) receive(p *port.Packet, now time.Duration) {
+	w.st.packets.Add(1)
+	// A partial checksum is finished here, once, so that conntrack, header
+	// rewrites and every output port see a valid packet. A GSO frame keeps
+	// its partial checksum: the kernel needs it to split the frame.
+	if p.Offload.NeedsCsum && !p.Offload.IsGSO() {
+		if err := p.FinishChecksum(); err != nil {
+			w.st.txErrors.Add(1)
+			return
+		}
+	}
+	var k flow.Key
+	k.Set(flow.InPort, uint64(w.pe.no))
+	if t := &p.Tunnel; t.Valid() {
+		setTunnelKey(&k, t)
+	}
+	packet.Extract(p.Data, &k)
+	w.process(p, &k, now, 0)
+}
+
+// process looks a packet up and executes its megaflow's actions, calling
+// the slow path on a miss.
+func (w *worker) process(p *port.Packet, k *flow.Key, now time.Duration, depth int) {
+	mf, emcHit := w.cache.lookup(k, now)
+	if mf != nil {
+		if emcHit {
+			w.st.emcHits.Add(1)
+		} else {
+			w.st.megaflowHits.Add(1)
+		}
+		w.execute(p, k, mf.actions, now, depth)
+		return
+	}
+	actions, ok := w.upcall(k, now)
+	if ok {
+		w.execute(p, k, actions, now, depth)
+	}
+}
+
+// upcall translates k in the slow path and installs the megaflow, unless
+// the tables changed during the translation (then the actions are used
+// for this packet only).
+func (w *worker) upcall(k *flow.Key, now time.Duration) ([]flow.DPAction, bool) {
+	w.st.upcalls.Add(1)
+	sp := w.d.cfg.Flows
+	sample := *k // only this copy escapes into the slow path
+	r := sp.Translate(&sample, xlate.Options{})
+	if r.Err != nil {
+		w.st.upcallErrors.Add(1)
+		return nil, false
+	}
+	mask := datapathMask(r.Mask)
+	if sp.Generation() == r.Generation {
+		w.cache.insert(k, &mask, r.Actions, r.Reasons, r.Generation, now)
+		w.st.installed.Add(1)
+	}
+	return r.Actions, true
+}
+
+// pipelineOnly are key bits no packet carries; a megaflow never matches on
+// them.
+var pipelineOnly = flow.PipelineOnlyMask()
+
+// datapathMask is the slow path's mask made fit for a megaflow: without
+// pipeline-only fields, and always exact on in_port and recirc_id, which
+// select the pipeline a packet runs.
+func datapathMask(m flow.Mask) flow.Mask {
+	m.ClearMask(&pipelineOnly)
+	m.SetField(flow.InPort)
+	m.SetField(flow.RecircID)
+	return m
+}
+
+// revalidate re-translates every megaflow computed at an older generation
+// of the flow tables and removes those whose mask or actions changed, so no
+// stale megaflow survives a change.
+func (w *worker) revalidate() {
+	sp := w.d.cfg.Flows
+	cur := sp.Generation()
+	w.cache.each(func(mf *megaflow) {
+		if mf.gen == cur {
+			return
+		}
+		w.st.revalidated.Add(1)
+		r := sp.Translate(&mf.sample, xlate.Options{})
+		mask := datapathMask(r.Mask)
+		if r.Err != nil || mask != mf.mask.mask || !reflect.DeepEqual(r.Actions, mf.actions) {
+			w.cache.remove(mf)
+			w.st.invalidated.Add(1)
+			return
+		}
+		mf.gen = cur
+		mf.reasons = r.Reasons
+	})
+	w.gen = cur
+}
+
+// expire removes megaflows idle for longer than the idle timeout.
+func (w *worker) expire() {
+	now := w.d.now()
+	w.lastExpire = now
+	w.cache.each(func(mf *megaflow) {
+		if now-mf.used > w.d.cfg.IdleTimeout {
+			w.cache.remove(mf)
+			w.st.expired.Add(1)
+		}
+	})
+}
+
+// execute runs datapath actions on a packet. The packet is consumed: an
+// output that is the last action queues p itself, any other output queues a
+// copy.
+func (w *worker) execute(p *port.Packet, k *flow.Key, actions []flow.DPAction, now time.Duration, depth int) {
+	for i, a := range actions {
+		last := i == len(actions)-1
+		switch a := a.(type) {
+		case flow.DPOutput:
+			q := p
+			if !last {
+				q = p.Clone()
+			}
+			w.output(a.Port, q, k)
+		case flow.DPSetField:
+			setField(p, k, a)
+		case flow.DPPushVLAN:
+			pushVLAN(p, a.TPID, a.TCI)
+			packet.Extract(p.Data, k)
+		case flow.DPPopVLAN:
+			popVLAN(p)
+			packet.Extract(p.Data, k)
+		case flow.DPCT:
+			if !w.conntrack(p, k, a, now) {
+				return
+			}
+		case flow.DPCTClear:
+			clearCT(k)
+		case flow.DPRecirc:
+			if depth >= maxRecirculations {
+				w.st.loopDrops.Add(1)
+				return
+			}
+			w.st.recirculated.Add(1)
+			k.Set(flow.RecircID, uint64(a.ID))
+			if !last {
+				q, kk := p.Clone(), *k
+				w.process(q, &kk, now, depth+1)
+				continue
+			}
+			w.process(p, k, now, depth+1)
+		case flow.DPHashL4:
+			k.Set(flow.DPHash, hashL4(k, a.Basis))
+		case flow.DPUserspace:
+			w.packetIn(p, k, a.UserData)
+		case flow.DPClone:
+			q, kk := p.Clone(), *k
+			w.execute(q, &kk, a.Actions, now, depth)
+		}
+	}
+}
+
+// output queues p for port no.
+func (w *worker) output(no uint32, p *port.Packet, k *flow.Key) {
+	pe := (*w.d.ports.Load())[no]
+	if pe == nil {
+		w.st.noPortDrops.Add(1)
+		return
+	}
+	if pe.geneve {
+		setPacketTunnel(p, k)
+	}
+	for i := range w.out {
+		if w.out[i].pe == pe {
+			w.out[i].pkts = append(w.out[i].pkts, p)
+			return
+		}
+	}
+	w.out = append(w.out, outQueue{pe: pe, pkts: append(make([]*port.Packet, 0, port.BatchSize), p)})
+}
+
+// flush sends the batch's queued packets, one Send per port.
+func (w *worker) flush() {
+	for i := range w.out {
+		q := &w.out[i]
+		if len(q.pkts) == 0 {
+			continue
+		}
+		pkts := q.pkts
+		if !q.pe.port.Offloads() {
+			pkts = w.resolveOffloads(pkts)
+		}
+		if err := q.pe.port.Send(pkts); err != nil && !errors.Is(err, port.ErrClosed) {
+			w.d.cfg.Logger.Warn("datapath output failed", "port", q.pe.port.Name(), "err", err)
+		}
+		clear(q.pkts)
+		q.pkts = q.pkts[:0]
+	}
+}
+
+// resolveOffloads makes packets fit for a port without offloads: partial
+// checksums are finished and GSO frames split in software.
+func (w *worker) resolveOffloads(pkts []*port.Packet) []*port.Packet {
+	var out []*port.Packet
+	for i, p := range pkts {
+		if !p.Offload.IsGSO() {
+			if p.Offload.NeedsCsum {
+				_ = p.FinishChecksum()
+			}
+			if out != nil {
+				out = append(out, p)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([]*port.Packet, 0, len(pkts)+8), pkts[:i]...)
+		}
+		err := p.SegmentTCP(w.scratch, func(seg []byte) error {
+			q := port.NewPacket(len(seg))
+			q.SetFrame(seg)
+			q.Tunnel = p.Tunnel
+			out = append(out, q)
+			return nil
+		})
+		if err != nil {
+			w.st.txErrors.Add(1)
+		}
+	}
+	if out == nil {
+		return pkts
+	}
+	return out
+}
+
+// conntrack runs a ct() action and fills the key's conntrack fields. It
+// returns false if the packet must be dropped.
+func (w *worker) conntrack(p *port.Packet, k *flow.Key, a flow.DPCT, now time.Duration) bool {
+	ct := w.d.cfg.Conntrack
+	h := findHeaders(p.Data)
+	if h.l3 < 0 || (h.ethType != etherTypeIPv4 && h.ethType != etherTypeIPv6) {
+		// Not IP: conntrack has nothing to track. Like OVS, go on with the
+		// packet untracked.
+		return true
+	}
+	if ct == nil {
+		w.st.ctDrops.Add(1)
+		return false
+	}
+	params := conntrack.Params{
+		Zone: a.Zone, Commit: a.Commit, Force: a.Force,
+		Mark: a.Mark, MarkMask: a.MarkMask,
+		Label:           conntrack.Label{Hi: a.Label.Hi, Lo: a.Label.Lo},
+		LabelMask:       conntrack.Label{Hi: a.LabelMask.Hi, Lo: a.LabelMask.Lo},
+		NAT:             convertNAT(a.NAT),
+		PartialChecksum: p.Offload.NeedsCsum,
+	}
+	r := ct.Process(p.Data, h.l3, params, now)
+	k.Set(flow.CTState, uint64(r.State))
+	k.Set(flow.CTZone, uint64(r.Zone))
+	k.Set(flow.CTMark, uint64(r.Mark))
+	k.SetU128(flow.CTLabel, flow.U128{Hi: r.Label.Hi, Lo: r.Label.Lo})
+	o := r.Orig
+	k.Set(flow.CTNWProto, uint64(o.Proto))
+	k.Set(flow.CTTPSrc, uint64(o.SrcPort))
+	k.Set(flow.CTTPDst, uint64(o.DstPort))
+	switch {
+	case o.Src.Is4():
+		k.Set(flow.CTNWSrc, flow.IPv4(o.Src))
+		k.Set(flow.CTNWDst, flow.IPv4(o.Dst))
+		k.SetU128(flow.CTIPv6Src, flow.U128{})
+		k.SetU128(flow.CTIPv6Dst, flow.U128{})
+	case o.Src.Is6():
+		k.Set(flow.CTNWSrc, 0)
+		k.Set(flow.CTNWDst, 0)
+		k.SetU128(flow.CTIPv6Src, flow.IPv6(o.Src))
+		k.SetU128(flow.CTIPv6Dst, flow.IPv6(o.Dst))
+	}
+	if r.State&(conntrack.StateSNAT|conntrack.StateDNAT) != 0 {
+		packet.Extract(p.Data, k) // NAT rewrote the headers
+	}
+	return true
+}
+
+// convertNAT maps the flow action's NAT onto the tracker's.
+func convertNAT(n *flow.NAT) *conntrack.NAT {
+	if n == nil {
+		return nil
+	}
+	r := &conntrack.NATRange{MinAddr: n.AddrMin, MaxAddr: n.AddrMax, MinPort: n.PortMin, MaxPort: n.PortMax}
+	switch {
+	case n.Src:
+		return &conntrack.NAT{Src: r}
+	case n.Dst:
+		return &conntrack.NAT{Dst: r}
+	}
+	return &conntrack.NAT{}
+}
+
+// clearCT zeroes the key's conntrack fields (ct_clear).
+func clearCT(k *flow.Key) {
+	for _, f := range []flow.Field{flow.CTState, flow.CTZone, flow.CTMark, flow.CTNWProto,
+		flow.CTNWSrc, flow.CTNWDst, flow.CTTPSrc, flow.CTTPDst} {
+		k.Set(f, 0)
+	}
+	for _, f := range []flow.Field{flow.CTLabel, flow.CTIPv6Src, flow.CTIPv6Dst} {
+		k.SetU128(f, flow.U128{})
+	}
+}
+
+// hashL4 is dp_hash over the packet's 5-tuple: symmetric in neither
+// direction (as OVS's), stable for a connection.
+func hashL4(k *flow.Key, basis uint32) uint64 {
+	h := flow.HashWord(uint64(basis), k.Get(flow.NWProto))
+	for _, f := range []flow.Field{flow.NWSrc, flow.NWDst, flow.TPSrc, flow.TPDst} {
+		h = flow.HashWord(h, k.Get(f))
+	}
+	for _, f := range []flow.Field{flow.IPv6Src, flow.IPv6Dst} {
+		v := k.GetU128(f)
+		h = flow.HashWord(flow.HashWord(h, v.Hi), v.Lo)
+	}
+	return flow.HashFinish(h) & 0xffffffff
+}
+
+// packetIn hands a copy of p to the controller channel, dropping it if the
+// channel is full: the fast path never waits for the controller.
+func (w *worker) packetIn(p *port.Packet, k *flow.Key, userdata []byte) {
+	pi := PacketIn{
+		InPort:   uint32(k.Get(flow.InPort)),
+		Key:      *k,
+		UserData: userdata,
+		Frame:    append([]byte(nil), p.Data...),
+	}
+	select {
+	case w.d.packetIn <- pi:
+		w.st.packetIns.Add(1)
+	default:
+		w.st.packetInDrops.Add(1)
+	}
+}
+
+// setTunnelKey fills the key's tunnel fields from a received tunnel frame's
+// outer header.
+func setTunnelKey(k *flow.Key, t *port.Tunnel) {
+	k.Set(flow.TunID, t.ID)
+	if t.Src.Is4() {
+		k.Set(flow.TunSrc, flow.IPv4(t.Src))
+	}
+	if t.Dst.Is4() {
+		k.Set(flow.TunDst, flow.IPv4(t.Dst))
+	}
+	k.Set(flow.TunTOS, uint64(t.TOS))
+	k.Set(flow.TunTTL, uint64(t.TTL))
+	if md, ok := tunMetadata0(t.Options); ok {
+		k.Set(flow.TunMetadata0, uint64(md))
+	}
+}
+
+// setPacketTunnel sets the outer header a tunnel port will add from the
+// key's tunnel fields.
+func setPacketTunnel(p *port.Packet, k *flow.Key) {
+	p.Tunnel.ID = k.Get(flow.TunID)
+	p.Tunnel.Src = ipv4Addr(k.Get(flow.TunSrc))
+	p.Tunnel.Dst = ipv4Addr(k.Get(flow.TunDst))
+	p.Tunnel.TOS = uint8(k.Get(flow.TunTOS))
+	p.Tunnel.TTL = uint8(k.Get(flow.TunTTL))
+	p.Tunnel.Options = p.Tunnel.Options[:0]
+	if md := k.Get(flow.TunMetadata0); md != 0 {
+		p.Tunnel.Options = ovnGeneveOption(p.Tunnel.Options, uint32(md))
+	}
+}
