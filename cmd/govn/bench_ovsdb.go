@@ -2,10 +2,63 @@ package main
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/govn/govn/bench/ovsdbbench"
 )
 
-// runBenchOVSDB is not written yet; its owner replaces this file.
+// runBenchOVSDB implements "govn bench ovsdb [--json]": govn db and the
+// real ovsdb-server side by side (see package ovsdbbench).
 func runBenchOVSDB(ctx context.Context, args []string) error {
-	return errors.New("not implemented yet")
+	fs := flag.NewFlagSet("govn bench ovsdb", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
+	subject := fs.String("subject", "govn", "server to measure against ovsdb-server: `govn` or ovsdb-server (to check the bench itself)")
+	quick := fs.Bool("quick", false, "smaller sizes and shorter runs, for a smoke test")
+	verbose := fs.Bool("v", false, "log progress to stderr")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+		return fmt.Errorf("%w: govn bench ovsdb [--json] [--quick] [--subject=govn|ovsdb-server] [-v]", errUsage)
+	}
+	baseline, err := ovsdbbench.OvsdbServer()
+	if err != nil {
+		return err
+	}
+	var target ovsdbbench.Target
+	switch *subject {
+	case "govn":
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("finding the govn binary: %w", err)
+		}
+		target = ovsdbbench.Govn(self)
+	case "ovsdb-server":
+		target = baseline
+	default:
+		return fmt.Errorf("%w: --subject must be govn or ovsdb-server", errUsage)
+	}
+	cfg := ovsdbbench.Config{}
+	if *quick {
+		cfg = ovsdbbench.Config{Duration: 500 * time.Millisecond, Clients: 4, Monitors: 20, Commits: 10, BigRows: 5000, MonitorRuns: 1}
+	}
+	if *verbose {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	report, err := ovsdbbench.Run(ctx, target, baseline, cfg)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(report)
+	}
+	return report.WriteTable(os.Stdout)
 }

@@ -1,0 +1,25 @@
+// Package ovsdbbench measures OVSDB servers side by side on this machine:
+// govn db against the real ovsdb-server, or any two servers given as
+// [Target]s. It backs "govn bench ovsdb".
+//
+// Both servers run at once, each on its own temporary database with a small
+// test schema, and every measurement is taken on one and then on the other,
+// so that slow drifts of a shared machine hit both alike. The figures are:
+//
+//   - single-row insert transactions per second, from 1 client and from 16
+//     clients each sending its next transaction when the previous is
+//     answered;
+//   - fan-out latency: the time from sending a commit until all of 200
+//     monitoring clients have received its update, p50 and p99 over 50
+//     commits made one after another;
+//   - the time to serve an initial monitor (monitor_cond) of a 100k-row
+//     table, until the whole reply has been received (median of 3);
+//   - the server's memory: peak and final resident set size (VmHWM and
+//     VmRSS from /proc/PID/status) at the end.
+//
+// The clients speak JSON-RPC directly (package ovsdb/jsonrpc) and do the
+// same work against either server, so the differences are the servers'.
+// Note that the two servers need not promise the same durability: govn db
+// replies after its log is fsynced, ovsdb-server (standalone) after it has
+// written the log without fsync unless a transaction asks for "durable".
+package ovsdbbench

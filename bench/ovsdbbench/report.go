@@ -1,0 +1,83 @@
+package ovsdbbench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// metric is one line of the report.
+type metric struct {
+	label  string
+	key    string // JSON name
+	higher bool   // higher is better
+	value  func(*Result) float64
+}
+
+func (r *Report) metrics() []metric {
+	return []metric{
+		{"insert txn/s, 1 client", "insert_txn_per_s_1_client", true, func(x *Result) float64 { return x.InsertTPS1 }},
+		{fmt.Sprintf("insert txn/s, %d clients", r.Clients), "insert_txn_per_s_n_clients", true, func(x *Result) float64 { return x.InsertTPSN }},
+		{fmt.Sprintf("fan-out to %d monitors, p50 ms", r.Monitors), "fanout_p50_ms", false, func(x *Result) float64 { return x.FanoutP50Ms }},
+		{fmt.Sprintf("fan-out to %d monitors, p99 ms", r.Monitors), "fanout_p99_ms", false, func(x *Result) float64 { return x.FanoutP99Ms }},
+		{fmt.Sprintf("initial monitor of %d rows, ms", r.BigRows), "initial_monitor_ms", false, func(x *Result) float64 { return x.InitialMonitorMs }},
+		{"peak RSS, MiB", "peak_rss_mib", false, func(x *Result) float64 { return x.PeakRSSMiB }},
+		{"RSS at end, MiB", "rss_mib", false, func(x *Result) float64 { return x.RSSMiB }},
+	}
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// WriteTable prints the report as an aligned table with a ratio column
+// (subject / baseline).
+func (r *Report) WriteTable(w io.Writer) error {
+	s, b := &r.Results[0], &r.Results[1]
+	ms := r.metrics()
+	width := len("metric")
+	for _, m := range ms {
+		width = max(width, len(m.label))
+	}
+	col := max(12, len(s.Server)+2, len(b.Server)+2)
+	out := fmt.Sprintf("%-*s%*s%*s%9s  %s\n", width, "metric", col, s.Server, col, b.Server, "ratio", "better")
+	for _, m := range ms {
+		better := "lower"
+		if m.higher {
+			better = "higher"
+		}
+		out += fmt.Sprintf("%-*s%*s%*s%8.2fx  %s\n", width, m.label, col, format(m.value(s)), col, format(m.value(b)), ratio(m.value(s), m.value(b)), better)
+	}
+	_, err := io.WriteString(w, out)
+	return err
+}
+
+func format(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// MarshalJSON writes the report as one object: the sizes, "subject" and
+// "baseline" with their figures, and "ratio" (subject / baseline) per
+// figure.
+func (r *Report) MarshalJSON() ([]byte, error) {
+	ratios := map[string]float64{}
+	for _, m := range r.metrics() {
+		ratios[m.key] = ratio(m.value(&r.Results[0]), m.value(&r.Results[1]))
+	}
+	type plain Report
+	return json.Marshal(struct {
+		*plain
+		Subject  Result             `json:"subject"`
+		Baseline Result             `json:"baseline"`
+		Ratio    map[string]float64 `json:"ratio"`
+	}{(*plain)(r), r.Results[0], r.Results[1], ratios})
+}
