@@ -121,21 +121,24 @@ func (k *Key) EqualMasked(o *Key, m *Mask) bool {
 	return true
 }
 
-// Hash returns a hash of the whole key, for exact-match caches.
+// Hash returns a hash of the whole key, for exact-match caches. It mixes
+// four independent lanes so the multiplies overlap.
 func (k *Key) Hash() uint64 {
-	h := uint64(0x9e3779b97f4a7c15)
-	for _, w := range k.W {
-		h = HashWord(h, w)
+	const m = 0x9e3779b97f4a7c15
+	a, b, c, d := uint64(1), uint64(2), uint64(3), uint64(4)
+	for i := 0; i < NumWords; i += 4 {
+		a = bits.RotateLeft64((a^k.W[i])*m, 29)
+		b = bits.RotateLeft64((b^k.W[i+1])*m, 29)
+		c = bits.RotateLeft64((c^k.W[i+2])*m, 29)
+		d = bits.RotateLeft64((d^k.W[i+3])*m, 29)
 	}
-	return HashFinish(h)
+	return HashFinish(a ^ bits.RotateLeft64(b, 16) ^ bits.RotateLeft64(c, 32) ^ bits.RotateLeft64(d, 48))
 }
 
 // HashWord mixes one 64-bit word into a running hash. It is the building
 // block of masked and staged hashing; callers finish with HashFinish.
 func HashWord(h, w uint64) uint64 {
-	h ^= w * 0xff51afd7ed558ccd
-	h = bits.RotateLeft64(h, 31)
-	return h*0xc4ceb9fe1a85ec53 + 0x52dce729
+	return bits.RotateLeft64((h^w)*0x9e3779b97f4a7c15, 29)
 }
 
 // HashFinish finalizes a running hash (murmur3's fmix64).

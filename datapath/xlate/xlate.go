@@ -67,7 +67,11 @@ type Reason struct {
 }
 
 func (r Reason) String() string {
-	return fmt.Sprintf("%s/%s: %s in table %d by %s", r.Field, flow.FormatValue(r.Field, r.Bits, flow.OnesU128(r.Field.Bits())), r.Cause, r.Table, r.Rule)
+	bits := flow.FormatValue(r.Field, r.Bits, flow.OnesU128(r.Field.Bits()))
+	if r.Cause == "match" {
+		return fmt.Sprintf("%s/%s: examined by the lookup in table %d, which found: %s", r.Field, bits, r.Table, r.Rule)
+	}
+	return fmt.Sprintf("%s/%s: read by %s in table %d, rule: %s", r.Field, bits, r.Cause, r.Table, r.Rule)
 }
 
 // Step is one line of a trace.

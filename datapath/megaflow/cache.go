@@ -1,0 +1,399 @@
+package megaflow
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/govn/govn/datapath/flow"
+	"github.com/govn/govn/datapath/xlate"
+)
+
+// Flow is one megaflow.
+type Flow struct {
+	Key        flow.Key // masked
+	Actions    []flow.DPAction
+	Reasons    []xlate.Reason
+	Generation uint64 // the flow-table generation Actions were computed at
+	Hits       uint64
+	Used       int64 // time of the last hit, in the caller's clock (ns)
+	Created    int64
+
+	st   *subtable
+	hash uint64
+	dead bool
+}
+
+// Mask returns the megaflow's mask.
+func (f *Flow) Mask() *flow.Mask { return &f.st.mask }
+
+// String formats f like ovs-appctl dpctl/dump-flows.
+func (f *Flow) String() string {
+	m := flow.Match{Key: f.Key, Mask: f.st.mask}
+	return fmt.Sprintf("%s, packets:%d, actions:%s", m.String(), f.Hits, flow.DPActionsString(f.Actions))
+}
+
+// subtable holds the megaflows of one mask in an open-addressing hash
+// table keyed by the hash of the masked words.
+type subtable struct {
+	mask  flow.Mask
+	words []uint8 // indexes of the mask's nonzero words
+	slots []slot  // power-of-two sized, linear probing
+	n     int
+	hits  uint64
+}
+
+type slot struct {
+	hash uint64
+	f    *Flow
+}
+
+func newSubtable(m *flow.Mask) *subtable {
+	st := &subtable{mask: *m, slots: make([]slot, 8)}
+	for i, w := range m.W {
+		if w != 0 {
+			st.words = append(st.words, uint8(i))
+		}
+	}
+	return st
+}
+
+// hash hashes k's words under the mask.
+func (st *subtable) hash(k *flow.Key) uint64 {
+	h := uint64(0x9ae16a3b2f90404f)
+	for _, w := range st.words {
+		h = flow.HashWord(h, k.W[w]&st.mask.W[w])
+	}
+	h = flow.HashFinish(h)
+	if h == 0 {
+		h = 1 // 0 marks an empty slot
+	}
+	return h
+}
+
+// equal reports whether k under the mask equals the masked key mk.
+func (st *subtable) equal(k, mk *flow.Key) bool {
+	for _, w := range st.words {
+		if k.W[w]&st.mask.W[w] != mk.W[w] {
+			return false
+		}
+	}
+	return true
+}
+
+func (st *subtable) find(k *flow.Key) *Flow {
+	h := st.hash(k)
+	m := uint64(len(st.slots) - 1)
+	for i := h & m; ; i = (i + 1) & m {
+		s := &st.slots[i]
+		if s.hash == 0 {
+			return nil
+		}
+		if s.hash == h && st.equal(k, &s.f.Key) {
+			return s.f
+		}
+	}
+}
+
+func (st *subtable) insert(f *Flow) {
+	if (st.n+1)*2 > len(st.slots) {
+		old := st.slots
+		st.slots = make([]slot, len(old)*2)
+		for _, s := range old {
+			if s.hash != 0 {
+				st.place(s)
+			}
+		}
+	}
+	st.place(slot{f.hash, f})
+	st.n++
+}
+
+func (st *subtable) place(s slot) {
+	m := uint64(len(st.slots) - 1)
+	i := s.hash & m
+	for st.slots[i].hash != 0 {
+		i = (i + 1) & m
+	}
+	st.slots[i] = s
+}
+
+// remove deletes f with backward-shift deletion, which keeps linear probing
+// free of tombstones.
+func (st *subtable) remove(f *Flow) {
+	m := uint64(len(st.slots) - 1)
+	i := f.hash & m
+	for st.slots[i].f != f {
+		if st.slots[i].hash == 0 {
+			return
+		}
+		i = (i + 1) & m
+	}
+	for {
+		st.slots[i] = slot{}
+		j := i
+		for {
+			j = (j + 1) & m
+			if st.slots[j].hash == 0 {
+				st.n--
+				return
+			}
+			home := st.slots[j].hash & m
+			// Move slot j back to i unless its home lies cyclically in (i, j].
+			if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
+				st.slots[i] = st.slots[j]
+				i = j
+				break
+			}
+		}
+	}
+}
+
+// EMCSize is the number of exact-match cache entries (a power of two).
+const EMCSize = 1 << 12
+
+type emcEntry struct {
+	hash uint64
+	f    *Flow
+	key  flow.Key
+}
+
+// Cache is a megaflow cache with an exact-match cache in front. The zero
+// value is not usable; call New.
+type Cache struct {
+	emc       []emcEntry // nil when disabled
+	subtables []*subtable
+	byMask    map[flow.Mask]*subtable
+	n         int
+	gen       uint64 // lookups treat older megaflows as misses
+	revalGen  uint64 // every megaflow has been revalidated to this
+	lookups   uint64
+	stats     Stats
+}
+
+// Stats counts cache activity.
+type Stats struct {
+	EMCHits, MegaflowHits, Misses           uint64
+	Inserted, Revalidated, Deleted, Expired uint64
+}
+
+// New returns an empty cache; emc enables the exact-match cache.
+func New(emc bool) *Cache {
+	c := &Cache{byMask: map[flow.Mask]*subtable{}}
+	if emc {
+		c.emc = make([]emcEntry, EMCSize)
+	}
+	return c
+}
+
+// Len returns the number of megaflows.
+func (c *Cache) Len() int { return c.n }
+
+// Subtables returns the number of distinct masks.
+func (c *Cache) Subtables() int { return len(c.subtables) }
+
+// Stats returns the cache's counters.
+func (c *Cache) Stats() Stats { return c.stats }
+
+// Generation returns the flow-table generation the cache is valid for.
+func (c *Cache) Generation() uint64 { return c.gen }
+
+// SetGeneration tells the cache the tables reached gen: megaflows of older
+// generations become misses at once, before Revalidate gets to them.
+func (c *Cache) SetGeneration(gen uint64) { c.gen = gen }
+
+// Lookup returns the megaflow matching k, or nil, and counts the hit at
+// time now. A megaflow translated at an older generation than the cache's
+// is a miss.
+func (c *Cache) Lookup(k *flow.Key, now int64) *Flow {
+	var e *emcEntry
+	var h uint64
+	if c.emc != nil {
+		h = k.Hash()
+		e = &c.emc[h&(EMCSize-1)]
+		if f := e.f; f != nil && e.hash == h && !f.dead && f.Generation == c.gen && e.key == *k {
+			f.Hits++
+			f.Used = now
+			c.stats.EMCHits++
+			return f
+		}
+	}
+	for _, st := range c.subtables {
+		if f := st.find(k); f != nil {
+			if f.Generation != c.gen {
+				continue // stale: awaiting revalidation
+			}
+			f.Hits++
+			f.Used = now
+			st.hits++
+			c.stats.MegaflowHits++
+			if c.lookups++; c.lookups&1023 == 0 {
+				c.rank()
+			}
+			if e != nil {
+				e.hash, e.f, e.key = h, f, *k
+			}
+			return f
+		}
+	}
+	c.stats.Misses++
+	return nil
+}
+
+// rank sorts subtables by hits, busiest first, and decays the counts so
+// the order follows recent traffic.
+func (c *Cache) rank() {
+	slices.SortStableFunc(c.subtables, func(a, b *subtable) int {
+		switch {
+		case a.hits > b.hits:
+			return -1
+		case a.hits < b.hits:
+			return 1
+		}
+		return 0
+	})
+	for _, st := range c.subtables {
+		st.hits /= 2
+	}
+}
+
+// Insert installs the translation of key k, replacing a megaflow with the
+// same mask and masked key. It returns the megaflow.
+func (c *Cache) Insert(res *xlate.Result, now int64) *Flow {
+	st := c.byMask[res.Mask]
+	if st == nil {
+		st = newSubtable(&res.Mask)
+		c.byMask[res.Mask] = st
+		c.subtables = append(c.subtables, st)
+	}
+	mk := res.Key.And(&st.mask)
+	if old := st.find(&mk); old != nil {
+		c.remove(old)
+		st = c.byMask[res.Mask]
+		if st == nil {
+			st = newSubtable(&res.Mask)
+			c.byMask[res.Mask] = st
+			c.subtables = append(c.subtables, st)
+		}
+	}
+	f := &Flow{Key: mk, Actions: res.Actions, Reasons: res.Reasons, Generation: res.Generation,
+		Used: now, Created: now, st: st, hash: st.hash(&mk)}
+	st.insert(f)
+	c.n++
+	c.stats.Inserted++
+	return f
+}
+
+// Remove deletes f from the cache.
+func (c *Cache) Remove(f *Flow) {
+	if !f.dead {
+		c.remove(f)
+		c.stats.Deleted++
+	}
+}
+
+func (c *Cache) remove(f *Flow) {
+	f.dead = true
+	st := f.st
+	st.remove(f)
+	c.n--
+	if st.n == 0 {
+		delete(c.byMask, st.mask)
+		c.subtables = slices.DeleteFunc(c.subtables, func(x *subtable) bool { return x == st })
+	}
+}
+
+// Flows calls fn for every megaflow; fn may Remove the flow it is given.
+func (c *Cache) Flows(fn func(*Flow)) {
+	var all []*Flow
+	for _, st := range c.subtables {
+		for _, s := range st.slots {
+			if s.f != nil {
+				all = append(all, s.f)
+			}
+		}
+	}
+	for _, f := range all {
+		if !f.dead {
+			fn(f)
+		}
+	}
+}
+
+// Translate is the slow path Revalidate uses.
+type Translate func(k *flow.Key) xlate.Result
+
+// NeedsRevalidation reports whether megaflows may be older than gen.
+func (c *Cache) NeedsRevalidation(gen uint64) bool { return c.revalGen != gen }
+
+// Revalidate brings every megaflow to generation gen: each one older is
+// re-translated from its masked key and kept (updated to gen) only if the
+// translation has the same actions and its mask lies within the
+// megaflow's; otherwise it is deleted. It returns how many were kept and
+// deleted.
+func (c *Cache) Revalidate(gen uint64, translate Translate) (kept, deleted int) {
+	c.gen, c.revalGen = gen, gen
+	c.Flows(func(f *Flow) {
+		if f.Generation == gen {
+			return
+		}
+		res := translate(&f.Key)
+		if res.Err == nil && res.Generation == gen && f.st.mask.Covers(&res.Mask) && sameActions(res.Actions, f.Actions) {
+			f.Generation = gen
+			f.Reasons = res.Reasons
+			kept++
+			return
+		}
+		c.remove(f)
+		deleted++
+	})
+	c.stats.Revalidated += uint64(kept)
+	c.stats.Deleted += uint64(deleted)
+	return kept, deleted
+}
+
+func sameActions(a, b []flow.DPAction) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	return flow.DPActionsString(a) == flow.DPActionsString(b)
+}
+
+// Flush deletes every megaflow.
+func (c *Cache) Flush() {
+	c.Flows(c.Remove)
+}
+
+// Expire deletes megaflows not hit since now-idle and returns how many.
+func (c *Cache) Expire(now int64, idle time.Duration) int {
+	n := 0
+	c.Flows(func(f *Flow) {
+		if now-f.Used > int64(idle) {
+			c.remove(f)
+			n++
+		}
+	})
+	c.stats.Expired += uint64(n)
+	return n
+}
+
+// Dump formats every megaflow with its hit count, busiest first, and with
+// reasons the rules that made each field be matched.
+func (c *Cache) Dump(reasons bool) string {
+	var fs []*Flow
+	c.Flows(func(f *Flow) { fs = append(fs, f) })
+	sort.SliceStable(fs, func(i, j int) bool { return fs[i].Hits > fs[j].Hits })
+	var b strings.Builder
+	for _, f := range fs {
+		b.WriteString(f.String())
+		b.WriteByte('\n')
+		if reasons {
+			for _, r := range f.Reasons {
+				fmt.Fprintf(&b, "    %s\n", r)
+			}
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,20 @@
+// Package megaflow is the datapath's flow cache: megaflows (a masked key and
+// the datapath actions for every packet matching it), found by tuple-space
+// search over subtables of equal mask, ranked by hits so the busiest
+// subtable is probed first, with an exact-match cache (EMC) in front.
+//
+// A Cache belongs to one receive goroutine and is not safe for concurrent
+// use, so the fast path takes no locks. Misses go to the slow path
+// (xlate.Translator) and the result is installed with Insert.
+//
+// # Staleness
+//
+// Every megaflow remembers the flow-table generation it was translated at.
+// When the tables change (the caller sees a new generation), Revalidate
+// re-translates each megaflow's masked key: a megaflow survives only if the
+// new translation gives the same actions and examines no bit outside the
+// megaflow's mask (then every packet it matches would translate the same
+// way); otherwise it is deleted. Until Revalidate has run for a generation,
+// Lookup reports megaflows of older generations as misses, so no stale
+// megaflow is ever used. Idle megaflows are removed by Expire.
+package megaflow
