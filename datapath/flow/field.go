@@ -1,6 +1,10 @@
 package flow
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // Field names one field of a Key. The zero Field is invalid.
 type Field uint16
@@ -394,3 +398,39 @@ func (k *Key) SetRange(r FieldRange, v U128) {
 
 // SetRange sets in m the bits of r.
 func (m *Mask) SetRange(r FieldRange) { m.SetBits(r.Field, r.FieldMask()) }
+
+// ParseFieldRange parses "reg0", "reg0[5]" or "reg0[8..15]" (field names
+// or aliases, as FieldByName takes them).
+func ParseFieldRange(s string) (FieldRange, error) {
+	name, sub, hasSub := strings.Cut(s, "[")
+	f, ok := FieldByName(name)
+	if !ok {
+		return FieldRange{}, fmt.Errorf("unknown field %q", name)
+	}
+	r := Whole(f)
+	if hasSub {
+		body, ok := strings.CutSuffix(sub, "]")
+		if !ok {
+			return FieldRange{}, fmt.Errorf("%q: missing ]", s)
+		}
+		lo, hi, isRange := strings.Cut(body, "..")
+		a, err := strconv.ParseUint(lo, 10, 8)
+		if err != nil {
+			return FieldRange{}, fmt.Errorf("%q: bad bit index: %w", s, err)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.ParseUint(hi, 10, 8); err != nil {
+				return FieldRange{}, fmt.Errorf("%q: bad bit index: %w", s, err)
+			}
+		}
+		if b < a {
+			return FieldRange{}, fmt.Errorf("%q: empty bit range", s)
+		}
+		r = FieldRange{Field: f, Ofs: uint(a), Bits: uint(b - a + 1)}
+	}
+	if err := r.Validate(); err != nil {
+		return FieldRange{}, err
+	}
+	return r, nil
+}

@@ -2,6 +2,8 @@ package flow
 
 import (
 	"net/netip"
+	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -171,6 +173,63 @@ func TestPipelineOnly(t *testing.T) {
 		in := po.Covers(&m)
 		if in != f.PipelineOnly() {
 			t.Errorf("%s: PipelineOnly=%v but in mask=%v", f, f.PipelineOnly(), in)
+		}
+	}
+}
+
+func TestParseFieldRange(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want FieldRange
+		err  bool
+	}{
+		{"reg0", FieldRange{Field: Reg0, Bits: 32}, false},
+		{"reg0[5]", FieldRange{Field: Reg0, Ofs: 5, Bits: 1}, false},
+		{"xxreg1[64..127]", FieldRange{Field: XXReg1, Ofs: 64, Bits: 64}, false},
+		{"tcp_dst", FieldRange{Field: TPDst, Bits: 16}, false},
+		{"reg0[40]", FieldRange{}, true},
+		{"reg0[5..2]", FieldRange{}, true},
+		{"reg0[1", FieldRange{}, true},
+		{"nosuch", FieldRange{}, true},
+		{"reg0[x]", FieldRange{}, true},
+	} {
+		got, err := ParseFieldRange(tt.in)
+		if (err != nil) != tt.err || got != tt.want {
+			t.Errorf("ParseFieldRange(%q) = %v, %v", tt.in, got, err)
+		}
+		if err == nil && got.String() != tt.in && tt.in != "tcp_dst" {
+			t.Errorf("String() = %q, want %q", got.String(), tt.in)
+		}
+	}
+}
+
+func FuzzParseFieldRange(f *testing.F) {
+	f.Add("reg0[8..15]")
+	f.Add("xxreg0[127]")
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := ParseFieldRange(s)
+		if err == nil {
+			if r2, err := ParseFieldRange(r.String()); err != nil || r2 != r {
+				t.Fatalf("%q → %v → %q → %v, %v", s, r, r.String(), r2, err)
+			}
+		}
+	})
+}
+
+// TestHotInlinable keeps the per-word hashing helpers inlinable: a call per
+// key word would double the cost of megaflow lookups.
+func TestHotInlinable(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil || testing.Short() {
+		t.Skip("go tool not available")
+	}
+	out, err := exec.Command(goBin, "build", "-gcflags=-m", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, fn := range []string{"HashWord", "HashFinish", "(*Key).EqualMasked"} {
+		if !strings.Contains(string(out), "can inline "+fn) {
+			t.Errorf("%s is not inlinable", fn)
 		}
 	}
 }
