@@ -18,7 +18,8 @@ const (
 	ErrNotOwner             = "not owner"
 	ErrSyntax               = "syntax error"
 	ErrUnknownDatabase      = "unknown database"
-	ErrNotAllowed           = "permission error"
+	ErrNotAllowed           = "not allowed"
+	ErrPermission           = "permission error"
 	ErrCanceled             = "canceled"
 )
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +35,7 @@ func runDB(ctx context.Context, args []string) error {
 	pidfile := fs.String("pidfile", "", "write the process id to `PATH`")
 	create := fs.String("create", "", "create each missing FILE with `SCHEMA` (nb, sb, vswitch or a path)")
 	verbose := fs.Bool("verbose", false, "log debug messages")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to `FILE` until exit")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -46,6 +48,16 @@ func runDB(ctx context.Context, args []string) error {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	srv := server.New(server.Options{Logger: logger})

@@ -71,9 +71,12 @@ func New(opts Options) *Server {
 	s := &Server{opts: opts, log: opts.Logger, sid: ovsdb.NewUUID(), dbs: map[string]*dbState{}, sessions: map[*session]struct{}{}}
 	s.locks.waiters = map[string][]*session{}
 	s.locks.owner = map[string]*session{}
-	s.server = s.newDBState(ovsdb.NewDatabase(serverSchema), nil)
+	s.server = s.newDBState(ovsdb.NewDatabase(ovsdb.MustParseSchema([]byte(serverSchemaJSON))), nil)
 	s.dbs[serverDBName] = s.server
 	s.names = []string{serverDBName}
+	if err := s.addServerRow(s.server); err != nil {
+		panic(err) // the built-in schema and row are always valid
+	}
 	return s
 }
 
@@ -158,12 +161,13 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 // ServeConn starts a session on rwc and returns at once; the session ends
 // when the peer hangs up, misbehaves, or ctx ends.
 func (s *Server) ServeConn(ctx context.Context, rwc io.ReadWriteCloser) {
-	sess := &session{srv: s, monitors: map[string]*monitor{}, locks: map[string]bool{}, pending: map[string]*blockedTxn{}}
+	sess := &session{srv: s, ready: make(chan struct{}), lastRecv: time.Now(), monitors: map[string]*monitor{}, locks: map[string]bool{}, pending: map[string]*blockedTxn{}}
 	sess.conn = jsonrpc.NewConn(ctx, rwc, jsonrpc.Options{
 		Handler:        sess.handle,
 		MaxMessageSize: s.opts.MaxMessageSize,
 		Logger:         s.log,
 	})
+	close(sess.ready)
 	s.sessMu.Lock()
 	s.sessions[sess] = struct{}{}
 	s.sessMu.Unlock()

@@ -134,7 +134,7 @@ func TestBasicMethods(t *testing.T) {
 	mustContain(t, c.call("transact", `["Test",{"op":"insert","table":"Box","row":{"name":"a","n":1}}]`), `"uuid":["uuid"`)
 	mustContain(t, c.call("transact", `["Test",{"op":"insert","table":"Box","row":{"name":"a"}}]`), "constraint violation")
 	mustContain(t, c.call("transact", `["Test",{"op":"select","table":"Box","where":[["n","==",1]],"columns":["name"]}]`), `[{"rows":[{"name":"a"}]}]`)
-	mustContain(t, c.call("transact", `["_Server",{"op":"delete","table":"Database","where":[]}]`), "read-only")
+	mustContain(t, c.call("transact", `["_Server",{"op":"delete","table":"Database","where":[]}]`), "not allowed")
 	// _Server describes the database as a standalone, connected leader.
 	mustContain(t, c.call("transact", `["_Server",{"op":"select","table":"Database","where":[["name","==","Test"]],"columns":["model","connected","leader"]}]`),
 		`"model":"standalone"`, `"connected":true`, `"leader":true`)

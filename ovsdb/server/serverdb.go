@@ -32,12 +32,10 @@ const serverSchemaJSON = `{
   }
 }`
 
-var serverSchema = ovsdb.MustParseSchema([]byte(serverSchemaJSON))
-
 // addServerRow describes d in _Server.Database. Every database served here
 // is standalone, connected and its own leader.
 func (s *Server) addServerRow(d *dbState) error {
-	ts := serverSchema.Table("Database")
+	ts := s.server.db.Schema.Table("Database")
 	row := ovsdb.NewRow(ts, ovsdb.NewUUID())
 	set := func(col string, v ovsdb.Datum) { row.Data[ts.Column(col).Index] = v }
 	set("name", ovsdb.Scalar(ovsdb.String(d.name)))

@@ -14,6 +14,9 @@ import (
 type session struct {
 	srv  *Server
 	conn *jsonrpc.Conn
+	// ready is closed once conn is set; the reader goroutine may deliver
+	// a request before NewConn has returned.
+	ready chan struct{}
 
 	mu       sync.Mutex
 	monitors map[string]*monitor // by the monitor's <json-value>, as raw text
@@ -33,6 +36,7 @@ func (s *session) replyError(id json.RawMessage, e json.RawMessage) {
 // handle serves one request or notification; it runs on the connection's
 // reader goroutine.
 func (s *session) handle(ctx context.Context, c *jsonrpc.Conn, m *jsonrpc.Message) {
+	<-s.ready
 	s.mu.Lock()
 	s.lastRecv = time.Now()
 	s.mu.Unlock()
@@ -131,15 +135,29 @@ func (s *session) transact(id json.RawMessage, params []any) {
 		return
 	}
 	if d == s.srv.server {
-		// _Server is read-only: only reads are allowed.
-		for _, op := range params[1:] {
-			if o, ok := op.(map[string]any); ok {
-				switch o["op"] {
-				case "select", "wait", "comment", "assert":
-					continue
+		// _Server is read-only, as in ovsdb-server.
+		ops := params[1:]
+		for i, op := range ops {
+			o, _ := op.(map[string]any)
+			switch o["op"] {
+			case "select", "wait", "comment", "assert", "commit", "abort":
+				continue
+			}
+			reply := []byte{'['}
+			for j := range ops {
+				if j > 0 {
+					reply = append(reply, ',')
+				}
+				switch {
+				case j < i:
+					reply = append(reply, "{}"...)
+				case j == i:
+					reply = ovsdb.Errorf(ovsdb.ErrNotAllowed, "%v operation not allowed on table in reserved database _Server", o["op"]).AppendJSON(reply)
+				default:
+					reply = append(reply, "null"...)
 				}
 			}
-			s.replyError(id, errorJSON(ovsdb.ErrNotAllowed, "the _Server database is read-only"))
+			s.conn.Reply(id, json.RawMessage(append(reply, ']')))
 			return
 		}
 	}

