@@ -57,14 +57,26 @@ type Conn struct {
 	nextID uint64
 	calls  map[string]chan *Message
 
+	startOnce sync.Once
 	closeOnce sync.Once
 	done      chan struct{}
 }
 
-// NewConn starts running a connection over rwc. The Conn owns rwc and
-// closes it when it ends, which happens on Close, on ctx's cancellation, on
-// a transport error or on a malformed incoming message.
+// NewConn starts running a connection over rwc: it is New followed by
+// Start. The handler may be called before NewConn returns, so a handler
+// must use its Conn argument rather than a variable that NewConn's result
+// is stored in; code that needs the *Conn stored first uses New and Start.
 func NewConn(ctx context.Context, rwc io.ReadWriteCloser, opts Options) *Conn {
+	c := New(ctx, rwc, opts)
+	c.Start()
+	return c
+}
+
+// New returns a connection over rwc that does not read, write or call its
+// handler until Start. Messages sent before Start are queued. The Conn owns
+// rwc and closes it when it ends, which happens on Close, on ctx's
+// cancellation, on a transport error or on a malformed incoming message.
+func New(ctx context.Context, rwc io.ReadWriteCloser, opts Options) *Conn {
 	if opts.MaxBacklog <= 0 {
 		opts.MaxBacklog = DefaultMaxBacklog
 	}
@@ -85,13 +97,20 @@ func NewConn(ctx context.Context, rwc io.ReadWriteCloser, opts Options) *Conn {
 		done:    make(chan struct{}),
 	}
 	c.ctx, c.cancel = context.WithCancelCause(ctx)
-	go c.readLoop()
-	go c.writeLoop()
-	go func() {
-		<-c.ctx.Done()
-		c.shutdown(context.Cause(c.ctx))
-	}()
 	return c
+}
+
+// Start starts the reader and writer goroutines. Calling it again does
+// nothing.
+func (c *Conn) Start() {
+	c.startOnce.Do(func() {
+		go c.readLoop()
+		go c.writeLoop()
+		go func() {
+			<-c.ctx.Done()
+			c.shutdown(context.Cause(c.ctx))
+		}()
+	})
 }
 
 // Done is closed when the connection has ended.
@@ -113,6 +132,7 @@ func (c *Conn) Context() context.Context { return c.ctx }
 
 // Close ends the connection after trying briefly to write what is queued.
 func (c *Conn) Close() error {
+	c.Start() // the goroutines do the closing
 	c.cancel(ErrClosed)
 	<-c.done
 	return nil

@@ -323,3 +323,40 @@ func TestAgainstOvsdbServer(t *testing.T) {
 		t.Errorf("unknown method: %v", err)
 	}
 }
+
+// TestNewThenStart checks that New neither reads nor calls the handler
+// before Start, and that messages queued before Start are sent.
+func TestNewThenStart(t *testing.T) {
+	a, b := socketPair(t)
+	var stored *Conn
+	got := make(chan bool, 1)
+	c := New(t.Context(), a, Options{Handler: func(_ context.Context, conn *Conn, m *Message) {
+		got <- stored == conn
+	}})
+	if _, err := b.Write([]byte(`{"method":"ping","params":[],"id":null}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Notify("queued", nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-got:
+		t.Fatal("handler called before Start")
+	case <-time.After(50 * time.Millisecond):
+	}
+	stored = c
+	c.Start()
+	c.Start()
+	if ok := <-got; !ok {
+		t.Error("handler saw a different Conn")
+	}
+	m, err := NewReader(b, 0).ReadMessage()
+	if err != nil || m.Method != "queued" {
+		t.Errorf("queued message: %v %v", m, err)
+	}
+	c.Close()
+
+	// Close without Start does not hang.
+	x, _ := socketPair(t)
+	New(t.Context(), x, Options{}).Close()
+}

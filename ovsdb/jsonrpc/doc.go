@@ -27,7 +27,9 @@
 //   - NewConn starts a reader goroutine and a writer goroutine; the Conn is
 //     usable at once and lives until Close, until its context is cancelled,
 //     or until the peer or the transport fails. Done is closed then, and Err
-//     says why.
+//     says why. The handler can run before NewConn returns: it must use the
+//     Conn it is given. To store the *Conn somewhere before any message is
+//     handled, use New, store it, then Start.
 //   - Sending (Call, Notify, Reply, ReplyError, Send) is safe from any number
 //     of goroutines and never blocks on the peer: each message is encoded in
 //     the caller's goroutine and queued, and the writer goroutine sends the
