@@ -11,6 +11,9 @@ type mapEnv struct {
 	groups   map[string][]string
 	keys     map[string]uint32
 	resident map[string]bool
+	// autoKeys gives every unknown port a new key, as if the datapath
+	// had it (the corpus names more ports than the tests list).
+	autoKeys bool
 }
 
 func (e *mapEnv) AddressSet(name string) ([]Const, bool) { c, ok := e.sets[name]; return c, ok }
@@ -18,6 +21,11 @@ func (e *mapEnv) PortGroup(name string) ([]string, bool) { g, ok := e.groups[nam
 func (e *mapEnv) ChassisResident(port string) bool       { return e.resident[port] }
 func (e *mapEnv) PortKey(name string) (uint32, bool) {
 	if k, ok := e.keys[name]; ok {
+		return k, true
+	}
+	if e.autoKeys {
+		k := uint32(1000 + len(e.keys))
+		e.keys[name] = k
 		return k, true
 	}
 	return 0, false

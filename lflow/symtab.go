@@ -70,6 +70,7 @@ type Symbol struct {
 	DP    string
 	DPOfs int
 
+	id        int  // index in the table, for per-symbol arrays
 	prereq    Expr // parsed Prereq, nil when none
 	expansion Expr // parsed Expansion
 }
@@ -117,6 +118,7 @@ func (b *symbolBuilder) add(s *Symbol) *Symbol {
 	if _, dup := b.t.byName[s.Name]; dup && b.err == nil {
 		b.err = fmt.Errorf("symbol %s defined twice", s.Name)
 	}
+	s.id = len(b.t.byName)
 	b.t.byName[s.Name] = s
 	return s
 }
@@ -243,7 +245,7 @@ func NewSymtab() (*Symtab, error) {
 	b.predicate("ip6", "eth.type == 0x86dd")
 	b.predicate("ip", "ip4 || ip6")
 	b.nominal("ip.proto", 8, "nw_proto", "ip", FmtDecimal).ReadOnly = true
-	b.field("ip.dscp", 6, "ip_dscp", "ip", FmtDecimal)
+	b.field("ip.dscp", 6, "nw_tos", "ip", FmtDecimal).DPOfs = 2
 	b.field("ip.ecn", 2, "nw_ecn", "ip", FmtDecimal)
 	b.field("ip.ttl", 8, "nw_ttl", "ip", FmtDecimal)
 	frag := b.field("ip.frag", 2, "nw_frag", "ip", FmtDecimal)

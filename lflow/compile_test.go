@@ -1,0 +1,127 @@
+package lflow
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/govn/govn/datapath/flow"
+)
+
+func testCompiler(t testing.TB) (*Symtab, *Compiler) {
+	t.Helper()
+	st := testSymtab(t)
+	c, err := NewCompiler(st, DefaultLayout())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, c
+}
+
+func parseCompileCase(t *testing.T, text string) Lflow {
+	t.Helper()
+	parts := strings.SplitN(text, "|", 3)
+	if len(parts) != 3 {
+		t.Fatalf("bad case %q", text)
+	}
+	head := strings.Fields(parts[0])
+	if len(head) != 3 {
+		t.Fatalf("bad case head %q", parts[0])
+	}
+	table, err1 := strconv.Atoi(head[1])
+	prio, err2 := strconv.Atoi(head[2])
+	if err1 != nil || err2 != nil {
+		t.Fatalf("bad case head %q", parts[0])
+	}
+	return Lflow{Pipeline: head[0], Table: table, Priority: prio,
+		Match: strings.TrimSpace(parts[1]), Actions: strings.TrimSpace(parts[2])}
+}
+
+func TestCompileGolden(t *testing.T) {
+	st, c := testCompiler(t)
+	env := newTestEnv(t, st)
+	var sb strings.Builder
+	for _, tc := range readCases(t, "testdata/compile.txt") {
+		lf := parseCompileCase(t, tc[1])
+		ctx := &Context{Env: env, Datapath: 5, NextConjID: 1, NextGroupID: 1}
+		var res Result
+		if err := c.Compile(&lf, ctx, &res); err != nil {
+			t.Fatalf("%s: %v", tc[0], err)
+		}
+		fmt.Fprintf(&sb, "## %s: %s\n%d rules, %d groups\n", tc[0], tc[1], len(res.Rules), len(res.Groups))
+		for i := range res.Rules {
+			r := &res.Rules[i]
+			if err := r.Validate(); err != nil {
+				t.Errorf("%s: rule %d invalid: %v", tc[0], i, err)
+			}
+			if i == 8 && len(res.Rules) > 12 {
+				fmt.Fprintf(&sb, "... %d more ...\n", len(res.Rules)-10)
+				continue
+			}
+			if i > 8 && i < len(res.Rules)-2 {
+				continue
+			}
+			sb.WriteString(r.String())
+			sb.WriteByte('\n')
+		}
+		for _, g := range res.Groups {
+			fmt.Fprintf(&sb, "group %d:", g.ID)
+			for _, b := range g.Buckets {
+				fmt.Fprintf(&sb, " bucket(weight=%d, %v)", b.Weight, flow.ActionsString(b.Actions))
+			}
+			sb.WriteByte('\n')
+		}
+		sb.WriteByte('\n')
+	}
+	checkGolden(t, "compile.golden", sb.String())
+}
+
+func TestCompileConjunctionCount(t *testing.T) {
+	st, c := testCompiler(t)
+	env := newTestEnv(t, st)
+	lf := Lflow{Pipeline: "ingress", Table: 8, Priority: 1000, Match: "ip4.src == $as1000 && inport == @pg10", Actions: "next;"}
+	ctx := &Context{Env: env, Datapath: 1, NextConjID: 7}
+	var res Result
+	if err := c.Compile(&lf, ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	// 1,000 address clauses + 10 port clauses + 1 conj_id rule.
+	if len(res.Rules) != 1011 {
+		t.Errorf("got %d rules, want 1011", len(res.Rules))
+	}
+	if ctx.NextConjID != 8 {
+		t.Errorf("conjunction ids not advanced: %d", ctx.NextConjID)
+	}
+}
+
+func TestCompileCorpus(t *testing.T) {
+	st, c := testCompiler(t)
+	env := newTestEnv(t, st)
+	env.autoKeys = true
+	unsupported := map[string]int{}
+	rules := 0
+	for _, fl := range readCorpus(t) {
+		lf := Lflow{Pipeline: fl.Pipeline, Table: fl.Table, Priority: fl.Priority, Match: fl.Match, Actions: fl.Actions}
+		ctx := &Context{Env: env, Datapath: 1, NextConjID: 1, NextGroupID: 1}
+		var res Result
+		err := c.Compile(&lf, ctx, &res)
+		var ue *UnsupportedError
+		if errors.As(err, &ue) {
+			unsupported[ue.Action]++
+			continue
+		}
+		if err != nil {
+			t.Errorf("line %d: %v\n  match=(%s) action=(%s)", fl.Line, err, fl.Match, fl.Actions)
+			continue
+		}
+		for i := range res.Rules {
+			if err := res.Rules[i].Validate(); err != nil {
+				t.Errorf("line %d: rule %s: %v", fl.Line, res.Rules[i].String(), err)
+			}
+		}
+		rules += len(res.Rules)
+	}
+	t.Logf("%d rules; unsupported actions: %v", rules, unsupported)
+}
