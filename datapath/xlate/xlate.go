@@ -62,16 +62,20 @@ type Reason struct {
 	Field flow.Field
 	Bits  flow.U128 // the bits this cause un-wildcarded, in field space
 	Table uint8
-	Rule  string // the rule whose lookup or action examined the field
+	Rule  *flow.Rule // the rule the lookup found, or whose action read the field; nil for a table miss
 	Cause string // "match", "move", "select group 3", ...
 }
 
 func (r Reason) String() string {
 	bits := flow.FormatValue(r.Field, r.Bits, flow.OnesU128(r.Field.Bits()))
-	if r.Cause == "match" {
-		return fmt.Sprintf("%s/%s: examined by the lookup in table %d, which found: %s", r.Field, bits, r.Table, r.Rule)
+	rule := "a table miss"
+	if r.Rule != nil {
+		rule = r.Rule.String()
 	}
-	return fmt.Sprintf("%s/%s: read by %s in table %d, rule: %s", r.Field, bits, r.Cause, r.Table, r.Rule)
+	if r.Cause == "match" {
+		return fmt.Sprintf("%s/%s: examined by the lookup in table %d, which found: %s", r.Field, bits, r.Table, rule)
+	}
+	return fmt.Sprintf("%s/%s: read by %s in table %d, rule: %s", r.Field, bits, r.Cause, r.Table, rule)
 }
 
 // Step is one line of a trace.
@@ -136,8 +140,21 @@ type ctx struct {
 	exit    bool
 	err     error
 	res     *Result
-	table   uint8  // current table, for reasons
-	rule    string // current rule, for reasons
+	table   uint8      // current table, for reasons
+	rule    *flow.Rule // current rule, for reasons; nil for a table miss
+	ruleStr string     // rule formatted, cached
+}
+
+// ruleString formats the current rule once per lookup, only when a reason
+// or trace needs it.
+func (c *ctx) ruleString() string {
+	if c.rule == nil {
+		return "table miss"
+	}
+	if c.ruleStr == "" {
+		c.ruleStr = c.rule.String()
+	}
+	return c.ruleStr
 }
 
 // Translate translates the packet whose datapath key is k. k's
@@ -239,7 +256,11 @@ func (c *ctx) noteExamined(before *flow.Mask, cause string) {
 	if !changed {
 		return
 	}
-	for _, f := range flow.Fields() {
+	for f := flow.InPort; f.Valid(); f++ {
+		i := f.Info()
+		if diff.W[i.Word] == 0 && (i.Bits != 128 || diff.W[i.Word+1] == 0) {
+			continue
+		}
 		if f.PipelineOnly() || isView(f) {
 			continue
 		}
@@ -273,22 +294,20 @@ func (c *ctx) runTable(table uint8) {
 	}
 	before := c.wc
 	r := c.t.tables.Lookup(table, &c.k, &c.wc)
-	saveT, saveR := c.table, c.rule
-	c.table = table
+	saveT, saveR, saveS := c.table, c.rule, c.ruleStr
+	c.table, c.rule, c.ruleStr = table, r, ""
+	defer func() { c.table, c.rule, c.ruleStr = saveT, saveR, saveS }()
+	c.noteExamined(&before, "match")
 	if r == nil {
-		c.rule = "table miss"
-		c.noteExamined(&before, "match")
 		c.step(Step{Table: table})
-		c.table, c.rule = saveT, saveR
 		return
 	}
-	c.rule = r.String()
-	c.noteExamined(&before, "match")
-	c.step(Step{Table: table, Rule: c.rule})
+	if c.opts.Trace {
+		c.step(Step{Table: table, Rule: c.ruleString()})
+	}
 	c.depth++
 	c.runActions(r.Actions)
 	c.depth--
-	c.table, c.rule = saveT, saveR
 }
 
 // readField returns the bits of r in the working key, un-wildcarding them
