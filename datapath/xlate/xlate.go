@@ -63,7 +63,7 @@ type Reason struct {
 	Bits  flow.U128 // the bits this cause un-wildcarded, in field space
 	Table uint8
 	Rule  *flow.Rule // the rule the lookup found, or whose action read the field; nil for a table miss
-	Cause string // "match", "move", "select group 3", ...
+	Cause string     // "match", "move", "select group 3", ...
 }
 
 func (r Reason) String() string {
