@@ -1,0 +1,38 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// lockPath returns the lock file ovsdb-server and ovsdb-tool use for a
+// database file: ".NAME.~lock~" in the same directory.
+func lockPath(path string) string {
+	dir, name := filepath.Split(path)
+	return filepath.Join(dir, "."+name+".~lock~")
+}
+
+// lockFile takes an exclusive lock on path's lock file, the same lock the
+// real ovsdb-server and ovsdb-tool take (a POSIX record lock over the whole
+// lock file). It uses an open-file-description lock, which conflicts with
+// theirs and also with a second Log in this process.
+func lockFile(path string) (*os.File, error) {
+	lp := lockPath(path)
+	f, err := os.OpenFile(lp, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock file: %w", err)
+	}
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 0}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+			return nil, fmt.Errorf("%s is in use by another process (lock %s is held)", path, lp)
+		}
+		return nil, fmt.Errorf("lock %s: %w", lp, err)
+	}
+	return f, nil
+}
