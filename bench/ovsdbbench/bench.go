@@ -43,6 +43,9 @@ type Config struct {
 	Logger       *slog.Logger  // progress; discarded if nil
 	TempDir      string        // parent of the servers' directories; os.TempDir() if ""
 	KeepTempDirs bool          // leave the servers' directories for inspection
+	// Durable makes every insert transaction end with a durable commit,
+	// so that both servers fsync before replying.
+	Durable bool
 }
 
 func (c *Config) defaults() {
@@ -89,6 +92,7 @@ type Report struct {
 	Monitors int       `json:"monitors"`
 	Commits  int       `json:"commits"`
 	BigRows  int       `json:"big_rows"`
+	Durable  bool      `json:"durable_inserts"`
 	Results  [2]Result `json:"-"`
 }
 
@@ -104,7 +108,9 @@ func Run(ctx context.Context, subject, baseline Target, cfg Config) (*Report, er
 	if err != nil {
 		return nil, err
 	}
-	if !cfg.KeepTempDirs {
+	if cfg.KeepTempDirs {
+		cfg.Logger.Info("keeping the servers' directories", "dir", dir)
+	} else {
 		defer os.RemoveAll(dir)
 	}
 	schema := filepath.Join(dir, "bench.ovsschema")
@@ -123,7 +129,7 @@ func Run(ctx context.Context, subject, baseline Target, cfg Config) (*Report, er
 		defer s.stop()
 		servers[i] = s
 	}
-	r := &Report{Clients: cfg.Clients, Monitors: cfg.Monitors, Commits: cfg.Commits, BigRows: cfg.BigRows}
+	r := &Report{Clients: cfg.Clients, Monitors: cfg.Monitors, Commits: cfg.Commits, BigRows: cfg.BigRows, Durable: cfg.Durable}
 	for i, s := range servers {
 		r.Results[i].Server = s.target.Name
 	}
@@ -141,12 +147,12 @@ func Run(ctx context.Context, subject, baseline Target, cfg Config) (*Report, er
 		f    func(s *server, res *Result) error
 	}{
 		{"inserts from 1 client", func(s *server, res *Result) error {
-			tps, n, err := insertThroughput(ctx, s, 1, cfg.Duration)
+			tps, n, err := insertThroughput(ctx, s, 1, cfg.Duration, cfg.Durable)
 			res.InsertTPS1, res.InsertTransactions = tps, res.InsertTransactions+n
 			return err
 		}},
 		{fmt.Sprintf("inserts from %d clients", cfg.Clients), func(s *server, res *Result) error {
-			tps, n, err := insertThroughput(ctx, s, cfg.Clients, cfg.Duration)
+			tps, n, err := insertThroughput(ctx, s, cfg.Clients, cfg.Duration, cfg.Durable)
 			res.InsertTPSN, res.InsertTransactions = tps, res.InsertTransactions+n
 			return err
 		}},
@@ -208,7 +214,11 @@ func transact(ctx context.Context, c *jsonrpc.Conn, params json.RawMessage) (jso
 
 // insertThroughput runs clients connections that each insert one row per
 // transaction, back to back, for d.
-func insertThroughput(ctx context.Context, s *server, clients int, d time.Duration) (perSecond float64, total int, err error) {
+func insertThroughput(ctx context.Context, s *server, clients int, d time.Duration, durable bool) (perSecond float64, total int, err error) {
+	commit := ""
+	if durable {
+		commit = `,{"op":"commit","durable":true}`
+	}
 	conns := make([]*jsonrpc.Conn, clients)
 	for i := range conns {
 		if conns[i], err = s.dial(ctx); err != nil {
@@ -225,7 +235,7 @@ func insertThroughput(ctx context.Context, s *server, clients int, d time.Durati
 	for i, c := range conns {
 		wg.Go(func() {
 			for n := 0; time.Now().Before(deadline); n++ {
-				params := []byte(`["Bench",{"op":"insert","table":"Item","row":{"name":"c` + strconv.Itoa(i) + `-` + strconv.Itoa(n) + `","n":` + strconv.Itoa(n) + `}}]`)
+				params := []byte(`["Bench",{"op":"insert","table":"Item","row":{"name":"c` + strconv.Itoa(i) + `-` + strconv.Itoa(n) + `","n":` + strconv.Itoa(n) + `}}` + commit + `]`)
 				if _, err := transact(ctx, c, params); err != nil {
 					once.Do(func() { firstErr = err })
 					return

@@ -15,9 +15,13 @@ type metric struct {
 }
 
 func (r *Report) metrics() []metric {
+	durable := ""
+	if r.Durable {
+		durable = " (durable)"
+	}
 	return []metric{
-		{"insert txn/s, 1 client", "insert_txn_per_s_1_client", true, func(x *Result) float64 { return x.InsertTPS1 }},
-		{fmt.Sprintf("insert txn/s, %d clients", r.Clients), "insert_txn_per_s_n_clients", true, func(x *Result) float64 { return x.InsertTPSN }},
+		{"insert txn/s, 1 client" + durable, "insert_txn_per_s_1_client", true, func(x *Result) float64 { return x.InsertTPS1 }},
+		{fmt.Sprintf("insert txn/s, %d clients%s", r.Clients, durable), "insert_txn_per_s_n_clients", true, func(x *Result) float64 { return x.InsertTPSN }},
 		{fmt.Sprintf("fan-out to %d monitors, p50 ms", r.Monitors), "fanout_p50_ms", false, func(x *Result) float64 { return x.FanoutP50Ms }},
 		{fmt.Sprintf("fan-out to %d monitors, p99 ms", r.Monitors), "fanout_p99_ms", false, func(x *Result) float64 { return x.FanoutP99Ms }},
 		{fmt.Sprintf("initial monitor of %d rows, ms", r.BigRows), "initial_monitor_ms", false, func(x *Result) float64 { return x.InitialMonitorMs }},

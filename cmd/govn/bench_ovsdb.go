@@ -22,8 +22,10 @@ func runBenchOVSDB(ctx context.Context, args []string) error {
 	subject := fs.String("subject", "govn", "server to measure against ovsdb-server: `govn` or ovsdb-server (to check the bench itself)")
 	quick := fs.Bool("quick", false, "smaller sizes and shorter runs, for a smoke test")
 	verbose := fs.Bool("v", false, "log progress to stderr")
+	durable := fs.Bool("durable", false, "end each insert transaction with a durable commit, so both servers fsync before replying")
+	keep := fs.Bool("keep", false, "keep the servers' directories (databases, logs) for inspection")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
-		return fmt.Errorf("%w: govn bench ovsdb [--json] [--quick] [--subject=govn|ovsdb-server] [-v]", errUsage)
+		return fmt.Errorf("%w: govn bench ovsdb [--json] [--quick] [--subject=govn|ovsdb-server] [--durable] [-v] [--keep]", errUsage)
 	}
 	baseline, err := ovsdbbench.OvsdbServer()
 	if err != nil {
@@ -46,6 +48,8 @@ func runBenchOVSDB(ctx context.Context, args []string) error {
 	if *quick {
 		cfg = ovsdbbench.Config{Duration: 500 * time.Millisecond, Clients: 4, Monitors: 20, Commits: 10, BigRows: 5000, MonitorRuns: 1}
 	}
+	cfg.KeepTempDirs = *keep
+	cfg.Durable = *durable
 	if *verbose {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
