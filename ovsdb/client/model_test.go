@@ -15,9 +15,13 @@ func TestTypedModels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := startOvsdbServer(t, string(schema))
+
+	eachServer(t, string(schema), testTypedModels)
+}
+
+func testTypedModels(t *testing.T, srv testServer) {
 	ctx := t.Context()
-	c := connectDB(t, srv.socket, nb.DatabaseName, Options{
+	c := connectDB(t, srv.Socket(), nb.DatabaseName, Options{
 		Tables: map[string][]string{nb.LogicalSwitchTable: nil, nb.LogicalSwitchPortTable: nil},
 	})
 	txn := c.Txn()

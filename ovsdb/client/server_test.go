@@ -66,12 +66,14 @@ func startOvsdbServer(t *testing.T, schema string) *ovsdbServer {
 	if out, err := exec.Command("ovsdb-tool", "create", s.db, schemaFile).CombinedOutput(); err != nil {
 		t.Fatalf("ovsdb-tool create: %v\n%s", err, out)
 	}
-	s.start()
-	t.Cleanup(s.stop)
+	s.Start()
+	t.Cleanup(s.Stop)
 	return s
 }
 
-func (s *ovsdbServer) start() {
+func (s *ovsdbServer) Socket() string { return s.socket }
+
+func (s *ovsdbServer) Start() {
 	s.t.Helper()
 	s.cmd = exec.Command("ovsdb-server", "--no-chdir", "--remote=punix:"+s.socket,
 		"--unixctl="+filepath.Join(s.dir, "ctl"), "--log-file="+filepath.Join(s.dir, "log"),
@@ -89,7 +91,7 @@ func (s *ovsdbServer) start() {
 	}
 }
 
-func (s *ovsdbServer) stop() {
+func (s *ovsdbServer) Stop() {
 	if s.cmd != nil {
 		_ = s.cmd.Process.Kill()
 		_ = s.cmd.Wait()
@@ -156,10 +158,13 @@ func integer(i int64) ovsdb.Datum {
 	return ovsdb.Scalar(ovsdb.Integer(i))
 }
 
-func TestClientAgainstOvsdbServer(t *testing.T) {
-	srv := startOvsdbServer(t, testSchema)
+func TestClientBasics(t *testing.T) {
+	eachServer(t, testSchema, testClientBasics)
+}
+
+func testClientBasics(t *testing.T, srv testServer) {
 	var rec recorder
-	c := connect(t, srv.socket, Options{OnChange: rec.record})
+	c := connect(t, srv.Socket(), Options{OnChange: rec.record})
 	ctx := t.Context()
 	schema := c.Cache().Schema()
 	if schema == nil || schema.Name != "Test" {
@@ -263,9 +268,12 @@ func TestClientAgainstOvsdbServer(t *testing.T) {
 }
 
 func TestVerifyConflictAndRetry(t *testing.T) {
-	srv := startOvsdbServer(t, testSchema)
-	a := connect(t, srv.socket, Options{})
-	b := connect(t, srv.socket, Options{})
+	eachServer(t, testSchema, testVerifyConflictAndRetry)
+}
+
+func testVerifyConflictAndRetry(t *testing.T, srv testServer) {
+	a := connect(t, srv.Socket(), Options{})
+	b := connect(t, srv.Socket(), Options{})
 	ctx := t.Context()
 	txn := a.Txn()
 	sw := txn.Insert("Switch", map[string]ovsdb.Datum{"name": str("sw"), "counter": integer(1)})
@@ -333,8 +341,11 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 func TestConditions(t *testing.T) {
-	srv := startOvsdbServer(t, testSchema)
-	writer := connect(t, srv.socket, Options{})
+	eachServer(t, testSchema, testConditions)
+}
+
+func testConditions(t *testing.T, srv testServer) {
+	writer := connect(t, srv.Socket(), Options{})
 	ctx := t.Context()
 	txn := writer.Txn()
 	for _, n := range []string{"a", "b", "c"} {
@@ -344,7 +355,7 @@ func TestConditions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rec recorder
-	c := connect(t, srv.socket, Options{
+	c := connect(t, srv.Socket(), Options{
 		Tables:     map[string][]string{"Switch": nil},
 		Conditions: map[string][]Condition{"Switch": {Equal("name", str("a"))}},
 		OnChange:   rec.record,
@@ -374,9 +385,12 @@ func TestConditions(t *testing.T) {
 }
 
 func TestReconnectResyncs(t *testing.T) {
-	srv := startOvsdbServer(t, testSchema)
+	eachServer(t, testSchema, testReconnectResyncs)
+}
+
+func testReconnectResyncs(t *testing.T, srv testServer) {
 	var rec recorder
-	c := connect(t, srv.socket, Options{OnChange: rec.record})
+	c := connect(t, srv.Socket(), Options{OnChange: rec.record})
 	ctx := t.Context()
 	schema := c.Cache().Schema()
 	txn := c.Txn()
@@ -392,9 +406,9 @@ func TestReconnectResyncs(t *testing.T) {
 
 	// Restart the server and change the database behind the client's back
 	// with another client while the first one reconnects.
-	srv.stop()
-	srv.start()
-	other := connect(t, srv.socket, Options{})
+	srv.Stop()
+	srv.Start()
+	other := connect(t, srv.Socket(), Options{})
 	otxn := other.Txn()
 	otxn.Delete("Switch", res.UUID(gone))
 	otxn.Update("Switch", res.UUID(mod), map[string]ovsdb.Datum{"counter": integer(3)})
@@ -427,14 +441,17 @@ func TestReconnectResyncs(t *testing.T) {
 }
 
 func TestLocks(t *testing.T) {
-	srv := startOvsdbServer(t, testSchema)
+	eachServer(t, testSchema, testLocks)
+}
+
+func testLocks(t *testing.T, srv testServer) {
 	ctx := t.Context()
 	events := make(chan string, 10)
 	onLock := func(who string) func(string, bool) {
 		return func(name string, held bool) { events <- fmt.Sprintf("%s %s %v", who, name, held) }
 	}
-	a := connect(t, srv.socket, Options{Tables: map[string][]string{}, OnLock: onLock("a")})
-	b := connect(t, srv.socket, Options{Tables: map[string][]string{}, OnLock: onLock("b")})
+	a := connect(t, srv.Socket(), Options{Tables: map[string][]string{}, OnLock: onLock("a")})
+	b := connect(t, srv.Socket(), Options{Tables: map[string][]string{}, OnLock: onLock("b")})
 	expect := func(want string) {
 		t.Helper()
 		select {
