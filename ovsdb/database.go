@@ -15,6 +15,8 @@ type Database struct {
 	// weak records, for each row, the rows holding weak references to it,
 	// so deleting a row finds what to clean without a scan.
 	weak map[UUID]map[rowRef]int
+	// uuids generates row UUIDs and versions.
+	uuids *UUIDSource
 }
 
 type rowRef struct {
@@ -33,7 +35,7 @@ type Table struct {
 
 // NewDatabase returns an empty database for schema s.
 func NewDatabase(s *Schema) *Database {
-	db := &Database{Schema: s, tables: make(map[string]*Table, len(s.Tables)), strong: map[UUID]int{}, weak: map[UUID]map[rowRef]int{}}
+	db := &Database{Schema: s, tables: make(map[string]*Table, len(s.Tables)), strong: map[UUID]int{}, weak: map[UUID]map[rowRef]int{}, uuids: NewUUIDSource()}
 	for name, ts := range s.Tables {
 		t := &Table{Schema: ts, Rows: map[UUID]*Row{}, indexes: make([]map[string]UUID, len(ts.Indexes))}
 		for i := range t.indexes {
@@ -283,7 +285,7 @@ func (db *Database) ApplyRecord(tables map[string]map[string]json.RawMessage, is
 			} else {
 				nr = NewRow(t.Schema, uuid)
 			}
-			nr.Version = NewUUID()
+			nr.Version = db.uuids.New()
 			for cname, cv := range obj {
 				c := t.Schema.Column(cname)
 				if c == nil || c.Index < 0 {

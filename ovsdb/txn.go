@@ -198,7 +198,7 @@ func (t *txn) resolve(name string) (UUID, error) {
 	if u, ok := t.names[name]; ok {
 		return u, nil
 	}
-	u := NewUUID()
+	u := t.db.uuids.New()
 	t.names[name] = u
 	return u, nil
 }
@@ -321,12 +321,12 @@ func (t *txn) insert(b []byte, op map[string]any) ([]byte, error) {
 			}
 			uuid = prev
 		} else if !explicit {
-			uuid = NewUUID()
+			uuid = t.db.uuids.New()
 		}
 		t.names[name] = uuid
 		t.inserted[name] = true
 	} else if !explicit {
-		uuid = NewUUID()
+		uuid = t.db.uuids.New()
 	}
 	if explicit {
 		if _, ok := t.changes[ts][uuid]; ok || t.db.tables[ts.Name].Rows[uuid] != nil {
@@ -918,7 +918,7 @@ func (t *txn) finish() error {
 		}
 		for _, ch := range rows {
 			if ch.New != nil {
-				ch.New.Version = NewUUID()
+				ch.New.Version = t.db.uuids.New()
 			}
 		}
 	}

@@ -1,10 +1,11 @@
 package ovsdb
 
 import (
-	"crypto/rand"
+	crand "crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"math/rand/v2"
 )
 
 // UUID is a 128-bit universally unique identifier, the identity of a row.
@@ -17,13 +18,36 @@ type UUID struct {
 // NewUUID returns a random (version 4) UUID.
 func NewUUID() UUID {
 	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	if _, err := crand.Read(b[:]); err != nil {
 		// crypto/rand.Read never fails on supported platforms.
 		panic(fmt.Sprintf("ovsdb: reading random bytes: %v", err))
 	}
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return UUIDFromBytes(b)
+}
+
+// UUIDSource generates random (version 4) UUIDs quickly from a ChaCha8
+// stream seeded from crypto/rand. It is not safe for concurrent use.
+type UUIDSource struct {
+	rng *rand.ChaCha8
+}
+
+// NewUUIDSource returns a UUIDSource with a fresh random seed.
+func NewUUIDSource() *UUIDSource {
+	var seed [32]byte
+	if _, err := crand.Read(seed[:]); err != nil {
+		panic(fmt.Sprintf("ovsdb: reading random bytes: %v", err))
+	}
+	return &UUIDSource{rng: rand.NewChaCha8(seed)}
+}
+
+// New returns the next random UUID.
+func (s *UUIDSource) New() UUID {
+	hi, lo := s.rng.Uint64(), s.rng.Uint64()
+	hi = hi&^0xf000 | 0x4000
+	lo = lo&^(0xc<<60) | 0x8<<60
+	return UUID{hi, lo}
 }
 
 // UUIDFromBytes returns the UUID whose big-endian bytes are b.

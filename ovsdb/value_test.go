@@ -212,3 +212,19 @@ func FuzzDecodeDatum(f *testing.F) {
 		}
 	})
 }
+
+func TestUUIDSource(t *testing.T) {
+	s := NewUUIDSource()
+	seen := map[UUID]bool{}
+	for i := 0; i < 1000; i++ {
+		u := s.New()
+		str := u.String()
+		if str[14] != '4' || !strings.ContainsRune("89ab", rune(str[19])) {
+			t.Fatalf("%s is not a version 4 UUID", str)
+		}
+		if seen[u] {
+			t.Fatal("repeated UUID")
+		}
+		seen[u] = true
+	}
+}

@@ -93,6 +93,8 @@ type dbState struct {
 	history []commitEntry
 	lastTxn ovsdb.UUID
 	blocked []*blockedTxn
+	replies replyQueue
+	uuids   *ovsdb.UUIDSource
 }
 
 type commitEntry struct {
@@ -101,7 +103,7 @@ type commitEntry struct {
 }
 
 func (s *Server) newDBState(db *ovsdb.Database, log Log) *dbState {
-	return &dbState{srv: s, name: db.Schema.Name, log: log, db: db, monitors: map[*monitor]struct{}{}}
+	return &dbState{srv: s, name: db.Schema.Name, log: log, db: db, monitors: map[*monitor]struct{}{}, uuids: ovsdb.NewUUIDSource()}
 }
 
 // AddDatabase starts serving db. When log is not nil, every commit is
@@ -215,7 +217,7 @@ func (s *Server) Stats() Stats {
 // the log's Commit to wait on (nil without a log). Callers hold d.mu.
 func (d *dbState) commitLocked(cs *ovsdb.ChangeSet) (*storage.Commit, error) {
 	d.db.Apply(cs)
-	id := ovsdb.NewUUID()
+	id := d.uuids.New()
 	d.lastTxn = id
 	d.history = append(d.history, commitEntry{id: id, cs: cs})
 	if n := d.srv.opts.HistoryLength; len(d.history) > n {

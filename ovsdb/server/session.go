@@ -8,6 +8,7 @@ import (
 
 	"github.com/govn/govn/ovsdb"
 	"github.com/govn/govn/ovsdb/jsonrpc"
+	"github.com/govn/govn/ovsdb/storage"
 )
 
 // session is one client connection.
@@ -205,19 +206,66 @@ func (b *blockedTxn) runLocked(expired bool) (blocked bool) {
 	case commit == nil:
 		b.sess.conn.Reply(b.id, reply)
 	default:
-		conn, id := b.sess.conn, b.id
-		go func() {
-			if err := commit.Wait(conn.Context()); err != nil {
-				if conn.Context().Err() == nil {
-					d.srv.log.Error("committing to disk failed", "db", d.name, "err", err)
-					conn.Reply(id, json.RawMessage(ioErrorReply(len(b.ops), err)))
-				}
-				return
-			}
-			conn.Reply(id, reply)
-		}()
+		d.replies.push(pendingReply{commit: commit, conn: b.sess.conn, id: b.id, reply: reply, nOps: len(b.ops), d: d})
 	}
 	return false
+}
+
+// pendingReply is a transact reply held until its commit is durable.
+type pendingReply struct {
+	commit *storage.Commit
+	conn   *jsonrpc.Conn
+	id     json.RawMessage
+	reply  json.RawMessage
+	nOps   int
+	d      *dbState
+}
+
+// replyQueue sends replies in commit order once their commits are
+// durable. One goroutine runs while the queue is not empty, so a burst of
+// commits that share an fsync costs one wake-up, not one goroutine each.
+type replyQueue struct {
+	mu      sync.Mutex
+	items   []pendingReply
+	running bool
+}
+
+func (q *replyQueue) push(p pendingReply) {
+	q.mu.Lock()
+	q.items = append(q.items, p)
+	if !q.running {
+		q.running = true
+		go q.run()
+	}
+	q.mu.Unlock()
+}
+
+func (q *replyQueue) run() {
+	for {
+		q.mu.Lock()
+		items := q.items
+		q.items = nil
+		if len(items) == 0 {
+			q.running = false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		for _, p := range items {
+			p.send()
+		}
+	}
+}
+
+func (p *pendingReply) send() {
+	if err := p.commit.Wait(p.conn.Context()); err != nil {
+		if p.conn.Context().Err() == nil {
+			p.d.srv.log.Error("committing to disk failed", "db", p.d.name, "err", err)
+			p.conn.Reply(p.id, json.RawMessage(ioErrorReply(p.nOps, err)))
+		}
+		return
+	}
+	p.conn.Reply(p.id, p.reply)
 }
 
 // ioErrorReply is a transact result saying the commit could not be made
