@@ -244,3 +244,101 @@ func TestConjunction(t *testing.T) {
 		}
 	}
 }
+
+func TestPrefixTrackingIPv6(t *testing.T) {
+	c := New()
+	v6 := func(s string) flow.U128 { return flow.IPv6(netip.MustParseAddr(s)) }
+	c.Insert(rule(20, 1, func(m *flow.Match) {
+		m.Set(flow.EthType, 0x86dd)
+		m.SetPrefix(flow.IPv6Dst, v6("fd00::5"), 128)
+	}))
+	c.Insert(rule(10, 2, func(m *flow.Match) {
+		m.Set(flow.EthType, 0x86dd)
+		m.SetPrefix(flow.IPv6Dst, v6("fd00::"), 64)
+	}))
+	var k flow.Key
+	k.Set(flow.EthType, 0x86dd)
+	k.SetU128(flow.IPv6Dst, v6("fd00::8000:0:0:1"))
+	var wc flow.Mask
+	r := c.Lookup(&k, &wc)
+	if r == nil || r.Priority != 10 {
+		t.Fatalf("got %v", r)
+	}
+	// fd00::5 has a 0 at bit 64, the packet a 1: 65 bits decide.
+	if got, want := wc.Get(flow.IPv6Dst), flow.OnesU128(65).Shl(128-65); got != want {
+		t.Errorf("ipv6_dst examined %s, want /65", flow.IPv6Addr(got))
+	}
+	// Removing the /128 rule prunes the trie: now 64 bits suffice.
+	c.Remove(20, c.Find(20, func() flow.Match {
+		var m flow.Match
+		m.Set(flow.EthType, 0x86dd)
+		m.SetPrefix(flow.IPv6Dst, v6("fd00::5"), 128)
+		return m
+	}()).Match)
+	wc = flow.Mask{}
+	c.Lookup(&k, &wc)
+	if got, want := wc.Get(flow.IPv6Dst), flow.OnesU128(64).Shl(64); got != want {
+		t.Errorf("after removal: ipv6_dst examined %s, want /64", flow.IPv6Addr(got))
+	}
+}
+
+// TestTableSoundnessWithConjunctions is TestLookupAgainstReference's
+// soundness check for tables with conjunctive matches.
+func TestTableSoundnessWithConjunctions(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for round := 0; round < 30; round++ {
+		tab := NewTable()
+		for i := 0; i < 15; i++ {
+			tab.Insert(randomRule(rng, i))
+		}
+		for id := uint32(1); id <= 3; id++ {
+			prio := uint16(rng.IntN(8))
+			n := uint8(2 + rng.IntN(2))
+			for k := uint8(1); k <= n; k++ {
+				for j := 0; j < 2; j++ {
+					r := randomRule(rng, 0)
+					r.Priority = prio
+					r.Actions = []flow.Action{flow.Conjunction{ID: id, Clause: k, NClauses: n}}
+					tab.Insert(r)
+				}
+			}
+			cr := &flow.Rule{Priority: prio, Actions: []flow.Action{flow.Output{Port: 1000 + id}}}
+			cr.Match.Set(flow.ConjID, uint64(id))
+			tab.Insert(cr)
+		}
+		for p := 0; p < 40; p++ {
+			k := randomKey(rng)
+			var wc flow.Mask
+			got := tab.Lookup(&k, &wc)
+			for q := 0; q < 60; q++ {
+				k2 := randomKey(rng)
+				if !k2.EqualMasked(&k, &wc) {
+					continue
+				}
+				var wc2 flow.Mask
+				if got2 := tab.Lookup(&k2, &wc2); got2 != got {
+					t.Fatalf("round %d: keys agree on the examined bits but get %v and %v", round, got, got2)
+				}
+			}
+		}
+	}
+}
+
+func BenchmarkClassifierLookup(b *testing.B) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	c := New()
+	for i := 0; i < 1000; i++ {
+		c.Insert(randomRule(rng, i))
+	}
+	keys := make([]flow.Key, 64)
+	for i := range keys {
+		keys[i] = randomKey(rng)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		var wc flow.Mask
+		c.Lookup(&keys[i%len(keys)], &wc)
+		i++
+	}
+}

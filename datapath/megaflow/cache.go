@@ -154,6 +154,11 @@ func (st *subtable) remove(f *Flow) {
 // EMCSize is the number of exact-match cache entries (a power of two).
 const EMCSize = 1 << 12
 
+// emcMinSubtables is the number of subtables above which the exact-match
+// cache is consulted. Hashing and comparing a whole key costs about as much
+// as probing four subtables, so with fewer the EMC would only slow hits.
+const emcMinSubtables = 4
+
 type emcEntry struct {
 	hash uint64
 	f    *Flow
@@ -210,7 +215,7 @@ func (c *Cache) SetGeneration(gen uint64) { c.gen = gen }
 func (c *Cache) Lookup(k *flow.Key, now int64) *Flow {
 	var e *emcEntry
 	var h uint64
-	if c.emc != nil {
+	if c.emc != nil && len(c.subtables) > emcMinSubtables {
 		h = k.Hash()
 		e = &c.emc[h&(EMCSize-1)]
 		if f := e.f; f != nil && e.hash == h && !f.dead && f.Generation == c.gen && e.key == *k {

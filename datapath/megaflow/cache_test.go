@@ -345,3 +345,22 @@ func BenchmarkLookup20SubtablesWorst(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLookupOneSubtable is the short-lived-connection case: every
+// packet hits the first subtable.
+func BenchmarkLookupOneSubtable(b *testing.B) {
+	for _, emc := range []bool{false, true} {
+		b.Run(fmt.Sprintf("emc=%v", emc), func(b *testing.B) {
+			ts := lbPipeline(b, false)
+			d := &datapath{cache: New(emc), tr: xlate.New(ts), tables: ts}
+			k := tcpKey(true, 1000, packet.TCPAck)
+			d.process(b, &k)
+			b.ReportAllocs()
+			for b.Loop() {
+				if d.cache.Lookup(&k, 0) == nil {
+					b.Fatal("miss")
+				}
+			}
+		})
+	}
+}
