@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -559,5 +560,59 @@ func TestEchoAndFallback(t *testing.T) {
 	defer mu.Unlock()
 	if strings.Join(methods[:4], ",") != "get_schema,monitor_cond_since,monitor_cond,monitor" {
 		t.Errorf("methods tried: %v", methods)
+	}
+}
+
+// TestResume drops the client's connection (the server keeps running),
+// changes the database meanwhile, and checks the client catches up with
+// exactly those changes. govn's server keeps transaction history, so there
+// the client must resume with monitor_cond_since instead of resyncing.
+func TestResume(t *testing.T) {
+	eachServer(t, testSchema, testResume)
+}
+
+func testResume(t *testing.T, srv testServer) {
+	var rec recorder
+	c := connect(t, srv.Socket(), Options{OnChange: rec.record})
+	c.opts.MinBackoff, c.opts.MaxBackoff = 300*time.Millisecond, 300*time.Millisecond
+	other := connect(t, srv.Socket(), Options{})
+	ctx := t.Context()
+	schema := c.Cache().Schema()
+	txn := other.Txn()
+	a := txn.Insert("Switch", map[string]ovsdb.Datum{"name": str("a")})
+	res, err := txn.Commit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return c.Cache().Row("Switch", res.UUID(a)) != nil })
+	rec.take(schema)
+
+	c.mu.Lock()
+	s := c.sess
+	c.mu.Unlock()
+	s.conn.Close()
+	txn = other.Txn()
+	txn.Update("Switch", res.UUID(a), map[string]ovsdb.Datum{"counter": integer(9)})
+	txn.Insert("Switch", map[string]ovsdb.Datum{"name": str("b")})
+	if _, err := txn.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return c.Cache().Len("Switch") == 2 })
+	rec.mu.Lock()
+	resynced := slices.ContainsFunc(rec.sets, func(cs ChangeSet) bool { return cs.Resync })
+	rec.mu.Unlock()
+	got := rec.take(schema)
+	if len(got) != 2 || !slices.Contains(got, "update Switch a") || !slices.Contains(got, "insert Switch b") {
+		t.Errorf("events after reconnecting: %v", got)
+	}
+	if _, ok := srv.(*govnServer); ok {
+		if resynced {
+			t.Error("client resynced although govn's server keeps history")
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.lastTxnID == "" {
+			t.Error("no transaction id recorded from monitor_cond_since")
+		}
 	}
 }
