@@ -31,6 +31,9 @@ type Table struct {
 	// indexes[i] maps the key of Schema.Indexes[i] to the row holding it.
 	indexes []map[string]UUID
 	refCols []*ColumnSchema
+	// atoms holds secondary indexes built on first use by conditions: for
+	// a set column, each atom maps to the rows whose value contains it.
+	atoms map[*ColumnSchema]map[Atom]map[UUID]*Row
 }
 
 // NewDatabase returns an empty database for schema s.
@@ -148,6 +151,7 @@ func (db *Database) Apply(cs *ChangeSet) {
 					}
 				}
 				db.forEachRef(t, ch.Old, func(r ref) { db.dropRef(r, t.Schema, uuid) })
+				t.unindexAtoms(ch.Old)
 			}
 			if ch.New == nil {
 				delete(t.Rows, uuid)
@@ -158,6 +162,7 @@ func (db *Database) Apply(cs *ChangeSet) {
 				t.indexes[i][indexKey(ch.New, cols)] = uuid
 			}
 			db.forEachRef(t, ch.New, func(r ref) { db.addRef(r, t.Schema, uuid) })
+			t.indexAtoms(ch.New)
 		}
 	}
 }

@@ -169,14 +169,11 @@ func (t *txn) forEach(ts *TableSchema, conds []Condition, fn func(*Row) error) e
 	}
 	changed := t.changes[ts]
 	var matched []*Row
-	for uuid, r := range t.db.tables[ts.Name].Rows {
-		if _, ok := changed[uuid]; ok {
-			continue
-		}
-		if MatchAll(conds, r) {
+	t.db.tables[ts.Name].forEachMatchAll(conds, func(r *Row) {
+		if _, ok := changed[r.UUID]; !ok {
 			matched = append(matched, r)
 		}
-	}
+	})
 	for _, ch := range changed {
 		if ch.New != nil && MatchAll(conds, ch.New) {
 			matched = append(matched, ch.New)

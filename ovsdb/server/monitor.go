@@ -370,7 +370,6 @@ func (m *monitor) appendInitial(b []byte, db *ovsdb.Database) []byte {
 		if !mt.sel.initial {
 			continue
 		}
-		rows := db.Table(name).Rows
 		tstart := len(b)
 		if nt > 0 {
 			b = append(b, ',')
@@ -378,16 +377,13 @@ func (m *monitor) appendInitial(b []byte, db *ovsdb.Database) []byte {
 		b = ovsdb.AppendJSONString(b, name)
 		b = append(b, `:{`...)
 		nr := 0
-		for u, r := range rows {
-			if !mt.matches(r) {
-				continue
-			}
+		db.Table(name).ForEachMatchAny(mt.conds, func(r *ovsdb.Row) {
 			if nr > 0 {
 				b = append(b, ',')
 			}
 			nr++
 			b = append(b, '"')
-			b, _ = u.AppendText(b)
+			b, _ = r.UUID.AppendText(b)
 			if m.version == monitorV1 {
 				b = append(b, `":{"new":`...)
 			} else {
@@ -395,7 +391,7 @@ func (m *monitor) appendInitial(b []byte, db *ovsdb.Database) []byte {
 			}
 			b = mt.appendRow(b, r, m.version)
 			b = append(b, '}')
-		}
+		})
 		if nr == 0 {
 			b = b[:tstart]
 			continue
@@ -670,14 +666,18 @@ func (s *session) monitorCondChange(id json.RawMessage, params []any) {
 		old := &monTable{ts: mt.ts, cols: mt.cols, conds: mt.conds, sel: mt.sel}
 		mt.conds = conds
 		rows := map[ovsdb.UUID]*ovsdb.RowChange{}
-		for u, r := range d.db.Table(name).Rows {
-			was, is := old.matches(r), mt.matches(r)
-			switch {
-			case is && !was:
-				rows[u] = &ovsdb.RowChange{New: r}
-			case was && !is:
-				rows[u] = &ovsdb.RowChange{Old: r}
+		tbl := d.db.Table(name)
+		was := map[ovsdb.UUID]*ovsdb.Row{}
+		tbl.ForEachMatchAny(old.conds, func(r *ovsdb.Row) { was[r.UUID] = r })
+		tbl.ForEachMatchAny(mt.conds, func(r *ovsdb.Row) {
+			if _, ok := was[r.UUID]; ok {
+				delete(was, r.UUID)
+				return
 			}
+			rows[r.UUID] = &ovsdb.RowChange{New: r}
+		})
+		for u, r := range was {
+			rows[u] = &ovsdb.RowChange{Old: r}
 		}
 		changes[name] = rows
 	}
