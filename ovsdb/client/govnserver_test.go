@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/govn/govn/ovsdb"
 	"github.com/govn/govn/ovsdb/server"
 )
 
@@ -67,24 +69,34 @@ func (s *govnServer) Start() {
 		s.t.Fatal(err)
 	}
 	s.cancel, s.done = cancel, make(chan struct{})
+	served := serveGated(ctx, srv, l)
 	go func() {
 		defer close(s.done)
 		defer log.Close()
-		defer l.Close()
-		go func() { <-ctx.Done(); l.Close() }()
+		<-served
+	}()
+}
+
+// serveGated serves connections from l until ctx ends, and closes the
+// returned channel when done. server.ServeConn stores its jsonrpc.Conn only
+// after NewConn has started reading, and its handler reads that field: so
+// each connection's reads wait until ServeConn has returned.
+func serveGated(ctx context.Context, srv *server.Server, l net.Listener) <-chan struct{} {
+	done := make(chan struct{})
+	go func() { <-ctx.Done(); l.Close() }()
+	go func() {
+		defer close(done)
 		for {
 			nc, err := l.Accept()
 			if err != nil {
 				return
 			}
-			// server.ServeConn stores the jsonrpc.Conn only after NewConn
-			// has started reading, and its handler reads that field: hold
-			// the connection's reads until ServeConn has returned.
 			g := &gatedConn{Conn: nc, open: make(chan struct{})}
 			srv.ServeConn(ctx, g)
 			close(g.open)
 		}
 	}()
+	return done
 }
 
 // gatedConn blocks reads until open is closed.
@@ -104,5 +116,51 @@ func (s *govnServer) Stop() {
 		<-s.done
 		s.cancel = nil
 		os.Remove(s.socket)
+	}
+}
+
+// TestTCPAndEndpointRotation connects over TCP, trying a dead endpoint
+// first: the client must move on to the next one.
+func TestTCPAndEndpointRotation(t *testing.T) {
+	dir := t.TempDir()
+	dbFile := filepath.Join(dir, "test.db")
+	if err := server.CreateFile(dbFile, []byte(testSchema)); err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.DiscardHandler)
+	db, log, err := server.OpenFile(dbFile, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	srv := server.New(server.Options{Logger: logger})
+	if err := srv.AddDatabase(db, log); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	l, err := server.Listen(ctx, "ptcp:0:127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := serveGated(ctx, srv, l)
+	defer func() { cancel(); <-done }()
+
+	connectCtx, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	c, err := Connect(connectCtx, Options{
+		Endpoints:  []string{"unix:" + filepath.Join(dir, "nobody-here.sock"), "tcp:" + l.Addr().String()},
+		Database:   "Test",
+		MinBackoff: 10 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Transact(ctx, Operation{Op: "insert", Table: "Switch", Row: map[string]ovsdb.Datum{"name": str("over-tcp")}}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Cache().Len("Switch") != 1 {
+		t.Error("insert over TCP not in the cache")
 	}
 }
