@@ -2,6 +2,7 @@ package lflow
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -191,7 +192,8 @@ func (p *parser) actionList(end TokenKind) []Action {
 		p.errorf("actions nested too deeply")
 		return nil
 	}
-	var acts []Action
+	var buf [8]Action
+	acts := buf[:0]
 	for p.tok.Kind != end && p.err == nil {
 		if p.tok.Kind == TokEOF {
 			p.errorf("expected '}' to close nested actions, found end of input")
@@ -207,7 +209,10 @@ func (p *parser) actionList(end TokenKind) []Action {
 			return nil
 		}
 	}
-	return acts
+	if len(acts) == 0 {
+		return nil
+	}
+	return slices.Clone(acts)
 }
 
 func (p *parser) action() Action {

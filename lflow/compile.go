@@ -247,10 +247,10 @@ func (c *Compiler) CompileNormal(lf *Lflow, nf Normal, acts []Action, ctx *Conte
 			continue
 		}
 		rule := flow.Rule{Table: table, Priority: prio, Cookie: ctx.Cookie}
-		// A cross product no bigger than the conjunction it would replace
+		// A cross product smaller than the conjunction it would replace
 		// is cheaper expanded: fold dimensions into each other until
 		// that stops being true.
-		for len(dims) >= 2 && len(dims[0])*len(dims[1]) <= len(dims[0])+len(dims[1])+1 {
+		for len(dims) >= 2 && len(dims[0])*len(dims[1]) < len(dims[0])+len(dims[1])+1 {
 			dims[1] = crossMatches(dims[0], dims[1])
 			dims, dimFields = dims[1:], dimFields[1:]
 		}

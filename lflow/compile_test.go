@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/govn/govn/datapath/flow"
 )
 
 func testCompiler(t testing.TB) (*Symtab, *Compiler) {
@@ -63,13 +61,13 @@ func TestCompileGolden(t *testing.T) {
 			if i > 8 && i < len(res.Rules)-2 {
 				continue
 			}
-			sb.WriteString(r.String())
+			sb.WriteString(formatRule(r))
 			sb.WriteByte('\n')
 		}
 		for _, g := range res.Groups {
 			fmt.Fprintf(&sb, "group %d:", g.ID)
 			for _, b := range g.Buckets {
-				fmt.Fprintf(&sb, " bucket(weight=%d, %v)", b.Weight, flow.ActionsString(b.Actions))
+				fmt.Fprintf(&sb, " bucket(weight=%d, %v)", b.Weight, formatActions(b.Actions))
 			}
 			sb.WriteByte('\n')
 		}
@@ -118,7 +116,7 @@ func TestCompileCorpus(t *testing.T) {
 		}
 		for i := range res.Rules {
 			if err := res.Rules[i].Validate(); err != nil {
-				t.Errorf("line %d: rule %s: %v", fl.Line, res.Rules[i].String(), err)
+				t.Errorf("line %d: rule %s: %v", fl.Line, formatRule(&res.Rules[i]), err)
 			}
 		}
 		rules += len(res.Rules)

@@ -2,6 +2,7 @@ package lflow
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -206,7 +207,8 @@ func (p *parser) orAnd() Expr {
 	if op != TokAnd && op != TokOr {
 		return first
 	}
-	terms := []Expr{first}
+	var buf [8]Expr
+	terms := append(buf[:0], first)
 	for p.tok.Kind == TokAnd || p.tok.Kind == TokOr {
 		if p.tok.Kind != op {
 			p.errorf("&& and || must be parenthesized when used together")
@@ -215,6 +217,7 @@ func (p *parser) orAnd() Expr {
 		p.advance()
 		terms = append(terms, p.not())
 	}
+	terms = slices.Clone(terms)
 	if op == TokAnd {
 		return &AndExpr{Terms: terms}
 	}

@@ -68,7 +68,8 @@ func (c *Clause) Len() int { return len(c.Alts) + len(c.Ports) }
 type Conj []Clause
 
 // Normal is a match in normal form: a disjunction of conjunctions. An empty
-// Normal is false.
+// Normal is false. A Normal may share memory with other results and with
+// the Symtab: treat it as read-only.
 type Normal []Conj
 
 // maxConjs bounds normalization output: beyond it an expression is
@@ -122,6 +123,12 @@ func (n *normalizer) norm(e Expr, neg bool) (Normal, error) {
 	case *OrExpr:
 		return n.junction(e.Terms, neg, neg)
 	case *PredExpr:
+		if e.Sym.cached {
+			if neg {
+				return e.Sym.negNorm, e.Sym.negErr
+			}
+			return e.Sym.posNorm, nil
+		}
 		return n.norm(e.Sym.expansion, neg)
 	case *FuncExpr:
 		if n.env == nil {
@@ -139,16 +146,26 @@ func (n *normalizer) norm(e Expr, neg bool) (Normal, error) {
 
 // junction normalizes terms joined by && (and==true) or ||.
 func (n *normalizer) junction(terms []Expr, and, neg bool) (Normal, error) {
-	var acc Normal
-	for i, t := range terms {
+	var buf [8]Normal
+	norms := buf[:0]
+	single := true // every term is a single conjunction
+	for _, t := range terms {
 		x, err := n.norm(t, neg)
 		if err != nil {
 			return nil, err
 		}
-		if i == 0 {
-			acc = x
-			continue
+		if and && len(x) == 0 {
+			return normFalse(), nil
 		}
+		single = single && len(x) == 1
+		norms = append(norms, x)
+	}
+	if and && single {
+		return andSingles(norms)
+	}
+	acc := norms[0]
+	for _, x := range norms[1:] {
+		var err error
 		if and {
 			acc, err = andNormal(acc, x)
 		} else {
@@ -159,6 +176,73 @@ func (n *normalizer) junction(terms []Expr, and, neg bool) (Normal, error) {
 		}
 	}
 	return acc, nil
+}
+
+// andSingles is the common case of &&: every operand is one conjunction.
+// All clauses go into one slice, sorted by field, and clauses of the same
+// field are intersected: two allocations instead of one per operand.
+func andSingles(norms []Normal) (Normal, error) {
+	total := 0
+	for _, x := range norms {
+		total += len(x[0])
+	}
+	type conjBuf struct {
+		n [1]Conj
+		c [6]Clause
+	}
+	var clauses []Clause
+	var out Normal
+	if total <= 6 {
+		b := &conjBuf{}
+		clauses, out = b.c[:0:6], b.n[:1:1]
+	} else {
+		clauses, out = make([]Clause, 0, total), make(Normal, 1)
+	}
+	for _, x := range norms {
+		for _, c := range x[0] {
+			// Insertion sort: conjunctions are short.
+			i := len(clauses)
+			clauses = append(clauses, c)
+			for i > 0 && clauses[i-1].Field.Name > c.Field.Name {
+				clauses[i] = clauses[i-1]
+				i--
+			}
+			clauses[i] = c
+		}
+	}
+	// Merge runs of the same field.
+	w := 0
+	for r := 0; r < len(clauses); r++ {
+		if w > 0 && clauses[w-1].Field == clauses[r].Field {
+			c, ok, err := andClause(&clauses[w-1], &clauses[r])
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return normFalse(), nil
+			}
+			clauses[w-1] = c
+			continue
+		}
+		clauses[w] = clauses[r]
+		w++
+	}
+	out[0] = clauses[:w:w]
+	return out, nil
+}
+
+// singleNormal returns the normal form "field & mask == value" in one
+// allocation.
+func singleNormal(field *Symbol, m Masked) Normal {
+	b := &struct {
+		n [1]Conj
+		c [1]Clause
+		a [1]Masked
+	}{}
+	b.a[0] = m
+	b.c[0] = Clause{Field: field, Alts: b.a[:1:1]}
+	b.n[0] = b.c[:1:1]
+	return b.n[:1:1]
 }
 
 func orNormal(a, b Normal) (Normal, error) {
@@ -287,6 +371,14 @@ func andClause(a, b *Clause) (Clause, bool, error) {
 		}
 		return c, len(c.Ports) > 0, nil
 	}
+	if len(a.Alts) == 1 && len(b.Alts) == 1 {
+		x, y := a.Alts[0], b.Alts[0]
+		if !x.Value.Xor(y.Value).And(x.Mask.And(y.Mask)).IsZero() {
+			return c, false, nil
+		}
+		c.Alts = []Masked{{x.Value.Or(y.Value), x.Mask.Or(y.Mask)}}
+		return c, true, nil
+	}
 	for _, x := range a.Alts {
 		for _, y := range b.Alts {
 			common := x.Mask.And(y.Mask)
@@ -330,9 +422,16 @@ func (n *normalizer) cmp(e *CmpExpr, neg bool) (Normal, error) {
 	}
 	// Prerequisites are never negated: !(tcp.src == 80) is
 	// tcp.src != 80 && tcp.
-	pre, err := n.norm(e.Sym.prereq, false)
-	if err != nil {
-		return nil, err
+	pre := e.Sym.prereqNorm
+	if !e.Sym.cached {
+		var err error
+		if pre, err = n.norm(e.Sym.prereq, false); err != nil {
+			return nil, err
+		}
+	}
+	if len(leaf) == 1 && len(pre) == 1 {
+		both := [2]Normal{leaf, pre}
+		return andSingles(both[:])
 	}
 	return andNormal(leaf, pre)
 }
@@ -369,6 +468,13 @@ func (n *normalizer) leaf(e *CmpExpr, neg bool) (Normal, error) {
 	}
 	switch op {
 	case TokEq, TokNe:
+		if op == TokEq && e.Kind == RefConst {
+			m := full
+			if e.C.Masked {
+				m = e.C.Mask
+			}
+			return singleNormal(field, Masked{e.C.Value.And(m).Lsh(ofs), m.Lsh(ofs)}), nil
+		}
 		consts, err := n.consts(e)
 		if err != nil {
 			return nil, err

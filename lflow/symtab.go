@@ -73,6 +73,14 @@ type Symbol struct {
 	id        int  // index in the table, for per-symbol arrays
 	prereq    Expr // parsed Prereq, nil when none
 	expansion Expr // parsed Expansion
+
+	// Normal forms of the above, computed once by NewSymtab (they depend
+	// on no Env). Shared and never modified.
+	cached     bool
+	prereqNorm Normal
+	posNorm    Normal // expansion
+	negNorm    Normal // !expansion
+	negErr     error  // why negNorm could not be computed
 }
 
 // Mask returns the bits of Field that the symbol covers.
@@ -340,6 +348,29 @@ func NewSymtab() (*Symtab, error) {
 			}
 			s.expansion = e
 		}
+	}
+	// Normalize them too: normalization then reuses the shared results
+	// instead of re-deriving "tcp" from "ip.proto == 6 && (ip4 || ip6)"
+	// for every flow.
+	n := normalizer{}
+	for _, s := range b.t.byName {
+		var err error
+		if s.prereq != nil {
+			if s.prereqNorm, err = n.norm(s.prereq, false); err != nil {
+				return nil, fmt.Errorf("prerequisite of %s: %w", s.Name, err)
+			}
+		}
+		if s.expansion != nil {
+			if s.posNorm, err = n.norm(s.expansion, false); err != nil {
+				return nil, fmt.Errorf("expansion of %s: %w", s.Name, err)
+			}
+			// Some negations are too big to write out (!ip6.mcast_flood);
+			// that is an error only for a flow that uses one.
+			s.negNorm, s.negErr = n.norm(s.expansion, true)
+		}
+	}
+	for _, s := range b.t.byName {
+		s.cached = true
 	}
 	return b.t, nil
 }
