@@ -164,7 +164,18 @@ func (a Output) String() string {
 }
 
 func (a Load) String() string {
-	return fmt.Sprintf("load:%s->%s", FormatValue(a.Dst.Field, a.Value.Shl(a.Dst.Ofs), fieldOnes(a.Dst.Field)), a.Dst)
+	if a.Dst.Ofs == 0 && a.Dst.Width() == a.Dst.Field.Bits() {
+		return fmt.Sprintf("load:%s->%s", FormatValue(a.Dst.Field, a.Value, fieldOnes(a.Dst.Field)), a.Dst)
+	}
+	// A subfield's value is written in the subfield's own bit space.
+	return fmt.Sprintf("load:%s->%s", hexU128(a.Value), a.Dst)
+}
+
+func hexU128(v U128) string {
+	if v.Hi != 0 {
+		return fmt.Sprintf("0x%x%016x", v.Hi, v.Lo)
+	}
+	return fmt.Sprintf("0x%x", v.Lo)
 }
 
 func (a Move) String() string { return fmt.Sprintf("move:%s->%s", a.Src, a.Dst) }
@@ -209,9 +220,17 @@ func (n NAT) String() string {
 		return s
 	}
 	if n.AddrMin.IsValid() {
-		s += "=" + n.AddrMin.String()
+		bracket := n.AddrMin.Is6() && n.PortMin != 0
+		s += "="
+		if bracket {
+			s += "["
+		}
+		s += n.AddrMin.String()
 		if n.AddrMax.IsValid() && n.AddrMax != n.AddrMin {
 			s += "-" + n.AddrMax.String()
+		}
+		if bracket {
+			s += "]"
 		}
 		if n.PortMin != 0 {
 			s += fmt.Sprintf(":%d", n.PortMin)
@@ -240,7 +259,11 @@ func (a Controller) String() string {
 	if a.Pause {
 		s += "pause,"
 	}
-	return s + fmt.Sprintf("userdata=%x)", a.UserData)
+	ud := make([]string, len(a.UserData))
+	for i, b := range a.UserData {
+		ud[i] = fmt.Sprintf("%02x", b)
+	}
+	return s + "userdata=" + strings.Join(ud, ".") + ")"
 }
 
 func (a PushVLAN) String() string { return fmt.Sprintf("push_vlan:0x%04x", a.TPID) }
