@@ -222,7 +222,7 @@ func (p *parser) action() Action {
 	}
 	name := p.tok.Text
 	if sym := p.symtab.Lookup(name); sym != nil && sym.Kind != KindPredicate {
-		return p.assignment()
+		return p.assignment(sym)
 	}
 	shape, ok := actionShapeOf(name)
 	if !ok {
@@ -325,18 +325,10 @@ func (p *parser) tableNumber() int {
 	return v
 }
 
-// fieldRefAction parses a field reference in an action.
-func (p *parser) fieldRefAction() (FieldRef, bool) {
-	c := p.fieldRef()
-	if p.err != nil || c == nil {
-		return FieldRef{}, false
-	}
-	return FieldRef{Sym: c.Sym, Bits: c.Bits, Lo: c.Lo, Hi: c.Hi}, true
-}
 
-func (p *parser) assignment() Action {
+func (p *parser) assignment(dstSym *Symbol) Action {
 	dstPos := p.tok.Pos
-	dst, ok := p.fieldRefAction()
+	dst, ok := p.fieldRefValue(dstSym)
 	if !ok {
 		return nil
 	}
@@ -350,7 +342,7 @@ func (p *parser) assignment() Action {
 		return &DecTTLAction{}
 	case TokExchange:
 		p.advance()
-		src, ok := p.fieldRefAction()
+		src, ok := p.fieldRefValue(nil)
 		if !ok {
 			return nil
 		}
@@ -369,7 +361,11 @@ func (p *parser) assignment() Action {
 		return nil
 	}
 	// R = function(...) or R = keyword.
-	if p.tok.Kind == TokIdent && p.symtab.Lookup(p.tok.Text) == nil {
+	var srcSym *Symbol
+	if p.tok.Kind == TokIdent {
+		srcSym = p.symtab.Lookup(p.tok.Text)
+	}
+	if p.tok.Kind == TokIdent && srcSym == nil {
 		name := p.tok.Text
 		shape, ok := actionShapeOf(name)
 		if !ok || shape&shapeResult == 0 {
@@ -404,7 +400,7 @@ func (p *parser) assignment() Action {
 	}
 	a := &AssignAction{Dst: dst}
 	if p.tok.Kind == TokIdent {
-		src, ok := p.fieldRefAction()
+		src, ok := p.fieldRefValue(srcSym)
 		if !ok {
 			return nil
 		}

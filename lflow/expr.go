@@ -316,10 +316,11 @@ func (p *parser) primary() Expr {
 			}
 			return &PredExpr{Sym: sym}
 		}
-		cmp := p.fieldRef()
-		if p.err != nil {
+		r, ok := p.fieldRefValue(sym)
+		if !ok {
 			return &BoolExpr{}
 		}
+		cmp := &CmpExpr{Sym: r.Sym, Bits: r.Bits, Lo: r.Lo, Hi: r.Hi}
 		if !isRelop(p.tok.Kind) {
 			if cmp.Width() != 1 {
 				p.errorf("explicit comparison required for %d-bit field %s (only one-bit fields may be used alone)", cmp.Width(), fieldText(cmp))
@@ -339,31 +340,44 @@ func (p *parser) primary() Expr {
 	return &BoolExpr{}
 }
 
-// fieldRef parses a field name with optional [lo..hi] bits.
+// fieldRef parses a field name with optional [lo..hi] bits into a new
+// comparison node.
 func (p *parser) fieldRef() *CmpExpr {
-	if p.tok.Kind != TokIdent {
-		p.errorf("expected a field name, found %s", p.describe())
+	r, ok := p.fieldRefValue(nil)
+	if !ok {
 		return nil
 	}
-	sym := p.symtab.Lookup(p.tok.Text)
+	return &CmpExpr{Sym: r.Sym, Bits: r.Bits, Lo: r.Lo, Hi: r.Hi}
+}
+
+// fieldRefValue parses a field name (already looked up as sym, if not
+// nil) with optional [lo..hi] bits.
+func (p *parser) fieldRefValue(sym *Symbol) (FieldRef, bool) {
+	if p.tok.Kind != TokIdent {
+		p.errorf("expected a field name, found %s", p.describe())
+		return FieldRef{}, false
+	}
+	if sym == nil {
+		sym = p.symtab.Lookup(p.tok.Text)
+	}
 	if sym == nil {
 		p.errorf("unknown field %s", p.tok.Text)
-		return nil
+		return FieldRef{}, false
 	}
 	if sym.Kind == KindPredicate {
 		p.errorf("predicate %s used where a field is needed", sym.Name)
-		return nil
+		return FieldRef{}, false
 	}
 	p.advance()
-	cmp := &CmpExpr{Sym: sym}
+	r := FieldRef{Sym: sym}
 	if p.tok.Kind == TokLSquare {
 		lo, hi, ok := p.bitRange(sym)
 		if !ok {
-			return nil
+			return FieldRef{}, false
 		}
-		cmp.Bits, cmp.Lo, cmp.Hi = true, lo, hi
+		r.Bits, r.Lo, r.Hi = true, lo, hi
 	}
-	return cmp
+	return r, true
 }
 
 // bitRange parses [n] or [lo..hi] after a field.

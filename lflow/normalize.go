@@ -150,7 +150,16 @@ func (n *normalizer) junction(terms []Expr, and, neg bool) (Normal, error) {
 	norms := buf[:0]
 	single := true // every term is a single conjunction
 	for _, t := range terms {
-		x, err := n.norm(t, neg)
+		var x, pre Normal
+		var err error
+		if c, ok := t.(*CmpExpr); ok && and && c.Sym.cached && c.Sym.prereq != nil {
+			// Keep the comparison and its prerequisites as separate
+			// operands, so that they are merged once, with the rest.
+			x, err = n.leaf(c, neg)
+			pre = c.Sym.prereqNorm
+		} else {
+			x, err = n.norm(t, neg)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -159,6 +168,10 @@ func (n *normalizer) junction(terms []Expr, and, neg bool) (Normal, error) {
 		}
 		single = single && len(x) == 1
 		norms = append(norms, x)
+		if pre != nil {
+			single = single && len(pre) == 1
+			norms = append(norms, pre)
+		}
 	}
 	if and && single {
 		return andSingles(norms)
@@ -186,16 +199,29 @@ func andSingles(norms []Normal) (Normal, error) {
 	for _, x := range norms {
 		total += len(x[0])
 	}
-	type conjBuf struct {
-		n [1]Conj
-		c [6]Clause
-	}
+	// One allocation holds the result and its clauses.
 	var clauses []Clause
 	var out Normal
-	if total <= 6 {
-		b := &conjBuf{}
+	switch {
+	case total <= 3:
+		b := &struct {
+			n [1]Conj
+			c [3]Clause
+		}{}
+		clauses, out = b.c[:0:3], b.n[:1:1]
+	case total <= 6:
+		b := &struct {
+			n [1]Conj
+			c [6]Clause
+		}{}
 		clauses, out = b.c[:0:6], b.n[:1:1]
-	} else {
+	case total <= 10:
+		b := &struct {
+			n [1]Conj
+			c [10]Clause
+		}{}
+		clauses, out = b.c[:0:10], b.n[:1:1]
+	default:
 		clauses, out = make([]Clause, 0, total), make(Normal, 1)
 	}
 	for _, x := range norms {
