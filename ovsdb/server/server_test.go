@@ -269,6 +269,25 @@ func TestWaitBlocksUntilCommit(t *testing.T) {
 	case <-time.After(3 * time.Second):
 		t.Fatal("wait did not finish after the commit that satisfied it")
 	}
+	// Without a timeout the wait survives commits that do not satisfy it.
+	go func() {
+		res <- a.call("transact", `["Test",{"op":"wait","table":"Box","where":[["name","==","z"]],"columns":["name"],"until":"!=","rows":[]}]`)
+	}()
+	time.Sleep(30 * time.Millisecond)
+	b.call("transact", `["Test",{"op":"insert","table":"Box","row":{"name":"unrelated"}}]`)
+	b.call("transact", `["Test",{"op":"insert","table":"Box","row":{"name":"other"}}]`)
+	select {
+	case r := <-res:
+		t.Fatalf("wait without timeout returned early: %s", r)
+	case <-time.After(30 * time.Millisecond):
+	}
+	b.call("transact", `["Test",{"op":"insert","table":"Box","row":{"name":"z"}}]`)
+	select {
+	case r := <-res:
+		mustContain(t, r, `[{}]`)
+	case <-time.After(3 * time.Second):
+		t.Fatal("wait without timeout never finished")
+	}
 	// A short timeout expires with "timed out".
 	mustContain(t, a.call("transact", `["Test",{"op":"wait","table":"Box","where":[],"columns":["name"],"until":"==","rows":[],"timeout":20}]`), "timed out")
 }

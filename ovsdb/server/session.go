@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"slices"
 	"encoding/json"
 	"sync"
 	"time"
@@ -122,8 +123,8 @@ type blockedTxn struct {
 	d        *dbState
 	id       json.RawMessage
 	ops      []any
-	deadline time.Time // zero: no limit
-	timer    *time.Timer
+	timer    *time.Timer // fires when the wait's timeout expires
+	queued   bool        // in d.blocked, awaiting a commit
 	done     bool
 }
 
@@ -174,9 +175,10 @@ func (b *blockedTxn) runLocked(expired bool) (blocked bool) {
 	d := b.d
 	res := d.db.Transact(b.ops, ovsdb.TxnOptions{HasLock: b.sess.hasLock, WaitExpired: expired})
 	if res.Blocked {
-		if b.timer == nil {
+		if !b.queued {
+			// First time blocked: queue it; retries keep their place.
+			b.queued = true
 			if res.WaitTimeout >= 0 {
-				b.deadline = time.Now().Add(res.WaitTimeout)
 				b.timer = time.AfterFunc(res.WaitTimeout, b.expire)
 			}
 			d.blocked = append(d.blocked, b)
@@ -310,7 +312,7 @@ func (d *dbState) retryBlockedLocked() {
 		if b.done {
 			continue
 		}
-		if b.runLocked(false) {
+		if b.runLocked(false) && !slices.Contains(d.blocked, b) {
 			d.blocked = append(d.blocked, b)
 		}
 	}
