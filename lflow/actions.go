@@ -325,7 +325,6 @@ func (p *parser) tableNumber() int {
 	return v
 }
 
-
 func (p *parser) assignment(dstSym *Symbol) Action {
 	dstPos := p.tok.Pos
 	dst, ok := p.fieldRefValue(dstSym)
