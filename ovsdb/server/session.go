@@ -2,8 +2,8 @@ package server
 
 import (
 	"context"
-	"slices"
 	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 
@@ -119,13 +119,13 @@ func (s *session) db(params []any, i int) (*dbState, json.RawMessage) {
 
 // blockedTxn is a transaction waiting in a "wait" operation.
 type blockedTxn struct {
-	sess     *session
-	d        *dbState
-	id       json.RawMessage
-	ops      []any
-	timer    *time.Timer // fires when the wait's timeout expires
-	queued   bool        // in d.blocked, awaiting a commit
-	done     bool
+	sess   *session
+	d      *dbState
+	id     json.RawMessage
+	ops    []any
+	timer  *time.Timer // fires when the wait's timeout expires
+	queued bool        // in d.blocked, awaiting a commit
+	done   bool
 }
 
 func (s *session) hasLock(name string) bool { return s.srv.locks.owns(s, name) }
