@@ -154,7 +154,7 @@ func actionShapeOf(name string) (actionShape, bool) {
 // ParseActions parses an actions string. An empty string (or only
 // comments) means drop, and yields no actions.
 func (t *Symtab) ParseActions(s string) ([]Action, error) {
-	p := &parser{symtab: t}
+	p := &parser{symtab: t, inActions: true}
 	p.reset(s)
 	if p.err != nil {
 		return nil, p.err

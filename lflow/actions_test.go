@@ -35,6 +35,7 @@ func TestParseActionsPrint(t *testing.T) {
 		{"ct_snat_to_vip; reg0 = ct_snat_to_vip;", "ct_snat_to_vip; reg0 = ct_snat_to_vip;"},
 		{"reg9[2] = lookup_arp(inport, arp.spa, arp.sha);", "reg9[2] = lookup_arp(inport, arp.spa, arp.sha);"},
 		{"clone { clone { output; }; };", "clone { clone { output; }; };"},
+		{"icmp4_error { icmp4.frag_mtu = 1442; output; };", "icmp4_error { icmp4.frag_mtu = 1442; output; };"},
 	}
 	for _, tt := range tests {
 		acts, err := st.ParseActions(tt.in)

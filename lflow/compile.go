@@ -97,7 +97,7 @@ type Compiler struct {
 func NewCompiler(st *Symtab, layout Layout) (*Compiler, error) {
 	c := &Compiler{symtab: st, layout: layout, dp: make([]flow.Field, len(st.byName))}
 	for _, s := range st.byName {
-		if s.Kind != KindField && s.Kind != KindString {
+		if s.Kind != KindField && s.Kind != KindString || s.OVNField {
 			continue
 		}
 		f, ok := flow.FieldByName(s.DP)
@@ -345,7 +345,7 @@ func (ac *actionCompiler) nextTable() (uint8, error) {
 }
 
 func (ac *actionCompiler) compile(acts []Action) ([]flow.Action, error) {
-	var out []flow.Action
+	out := make([]flow.Action, 0, len(acts)+2)
 	for _, a := range acts {
 		var err error
 		out, err = ac.action(out, a)
@@ -388,6 +388,9 @@ func loadMasked(out []flow.Action, r flow.FieldRange, v, mask U128) []flow.Actio
 }
 
 func (ac *actionCompiler) assign(out []flow.Action, a *AssignAction) ([]flow.Action, error) {
+	if a.Dst.Sym.OVNField || a.Src != nil && a.Src.Sym.OVNField {
+		return nil, fmt.Errorf("%s can only be set inside actions the controller carries out (icmp4_error { ... })", a.Dst.Sym.Name)
+	}
 	dst := ac.c.rangeOf(a.Dst)
 	if a.Src != nil {
 		return append(out, flow.Move{Src: ac.c.rangeOf(*a.Src), Dst: dst}), nil
@@ -448,6 +451,9 @@ func (ac *actionCompiler) action(out []flow.Action, a Action) ([]flow.Action, er
 	case *AssignAction:
 		return ac.assign(out, a)
 	case *ExchangeAction:
+		if a.A.Sym.OVNField || a.B.Sym.OVNField {
+			return nil, fmt.Errorf("OVN fields cannot be exchanged")
+		}
 		return ac.exchange(out, ac.c.rangeOf(a.A), ac.c.rangeOf(a.B)), nil
 	case *DecTTLAction:
 		return append(out, flow.DecTTL{}), nil

@@ -123,3 +123,51 @@ func TestCompileCorpus(t *testing.T) {
 	}
 	t.Logf("%d rules; unsupported actions: %v", rules, unsupported)
 }
+
+func TestCompileErrors(t *testing.T) {
+	st, c := testCompiler(t)
+	env := newTestEnv(t, st)
+	tests := []struct {
+		lf   Lflow
+		want string
+	}{
+		{Lflow{Pipeline: "ingress", Table: 1, Match: "1", Actions: "icmp4.frag_mtu = 1500;"}, "can only be set inside"},
+		{Lflow{Pipeline: "ingress", Table: 1, Match: "1", Actions: "outport = \"nowhere\"; output;"}, "unknown logical port \"nowhere\""},
+		{Lflow{Pipeline: "sideways", Table: 1, Match: "1", Actions: "next;"}, "unknown pipeline"},
+		{Lflow{Pipeline: "egress", Table: 250, Match: "1", Actions: "next;"}, "outside the datapath's tables"},
+		{Lflow{Pipeline: "ingress", Table: 1, Priority: 70000, Match: "1", Actions: "next;"}, "priority 70000 out of range"},
+		{Lflow{Pipeline: "ingress", Table: 1, Match: "ip4.src == $nope", Actions: "next;"}, "unknown address set $nope"},
+		{Lflow{Pipeline: "ingress", Table: 1, Match: "1", Actions: "set_meter(100);"}, "set_meter is not supported"},
+		{Lflow{Pipeline: "ingress", Table: 1, Match: "tcp.dst ==", Actions: "next;"}, "match: at offset 10"},
+		{Lflow{Pipeline: "ingress", Table: 1, Match: "1", Actions: "next"}, "actions: at offset 4"},
+	}
+	for _, tt := range tests {
+		ctx := &Context{Env: env, Datapath: 1}
+		var res Result
+		err := c.Compile(&tt.lf, ctx, &res)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: got %v, want %q", tt.lf, err, tt.want)
+		}
+	}
+}
+
+// TestCompileAllocs keeps an allocation budget on the hot path: a typical
+// ACL-like flow must compile in a bounded number of allocations.
+func TestCompileAllocs(t *testing.T) {
+	st, c := testCompiler(t)
+	env := newTestEnv(t, st)
+	lf := Lflow{Pipeline: "ingress", Table: 8, Priority: 1000,
+		Match: "ip4 && ip4.dst == 10.0.0.5 && tcp.dst == 80 && ct.new", Actions: "reg0[1] = 1; next;"}
+	ctx := &Context{Env: env, Datapath: 1}
+	var res Result
+	allocs := testing.AllocsPerRun(100, func() {
+		res.Rules = res.Rules[:0]
+		if err := c.Compile(&lf, ctx, &res); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 20 {
+		t.Errorf("compile took %.0f allocations, budget 20", allocs)
+	}
+	t.Logf("%.0f allocations", allocs)
+}

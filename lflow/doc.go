@@ -1,29 +1,64 @@
 // Package lflow implements OVN's logical flow language, the text in the
 // match and actions columns of the Southbound Logical_Flow table
-// (ovn-sb(5)).
+// (ovn-sb(5)). One package serves northd (validating what it emits), the
+// controller (compiling flows for the datapath) and trace (interpreting).
 //
-// The pipeline a flow goes through:
+// # Pipeline
 //
-//	text ──Lexer──▶ tokens ──ParseExpr/ParseActions──▶ AST
-//	AST ──Normalize──▶ disjunction of conjunctions of per-field clauses
-//	(normal form, actions) ──Compile──▶ datapath flows (tables, masked
-//	matches over OpenFlow-style fields, action programs)
+//	text ──Lexer──▶ tokens ──Symtab.ParseExpr / ParseActions──▶ AST
+//	AST ──Symtab.Normalize──▶ Normal: OR of conjunctions of per-field clauses
+//	(Normal, actions) ──Compiler.Compile──▶ datapath/flow rules and groups
 //
-// Symtab holds every field, subfield and predicate of the language, with
-// its width, prerequisites and the datapath field it lives in. It is
-// immutable after NewSymtab and shared by all callers.
+// Symtab holds every field, subfield and predicate of the language with
+// its width, prerequisites and the datapath (OpenFlow-style) field it lives
+// in. It is built once by NewSymtab, is immutable, and is shared by all
+// callers. Parsed expressions, actions and normal forms may share memory
+// with it and with each other: treat them as read-only.
 //
-// Normalization works as OVN's does: negation is pushed down to the
-// comparisons, predicates are expanded, each comparison is annotated with
-// its symbol's prerequisites, and the result is put in disjunctive normal
-// form. Each conjunction keeps at most one clause per field, and a clause is
-// a small disjunction of masked values of that one field (a set, a range
-// turned into prefixes, or the bits of a !=). Keeping a clause's
-// alternatives together is what lets the compiler use conjunctive matches
-// (OpenFlow's conjunction(id, k/n)): 1,000 addresses against 10 ports cost
-// 1,010 flows plus one, not 10,000.
+// # Normalization
+//
+// As in OVN: negation is pushed down to the comparisons, predicates expand,
+// each comparison is joined with its symbol's prerequisites (never negated:
+// !(tcp.src == 80) is tcp.src != 80 && tcp), and the result is put in
+// disjunctive normal form. Each conjunction keeps at most one clause per
+// field, and a clause is a small disjunction of masked values of that one
+// field: a set, a range turned into aligned prefixes, or the bits of a !=.
+// Keeping a clause's alternatives together is what lets the compiler use
+// conjunctive matches: 1,000 addresses against 10 ports cost 1,010 flows
+// plus one, not 10,000.
 //
 // Address sets, port groups, logical port keys and chassis residency come
-// from the caller through the Env interface; the package keeps no global
-// state.
+// from the caller through Env; the package keeps no global state.
+//
+// # Compilation
+//
+// Compiler maps a logical pipeline table onto a datapath table through a
+// Layout (OVN's by default: ingress table N is 8+N, egress 40+N). The
+// logical datapath is matched in metadata, inport/outport in reg14/reg15,
+// flags in reg10, logical registers in the datapath registers of the same
+// number. A conjunction with two or more multi-valued clauses becomes an
+// OpenFlow-style conjunctive match (conjunction(id, k/n) rules plus a
+// conj_id rule, ids from Context) unless the plain cross product is
+// smaller.
+//
+// Actions map as follows: next is a resubmit to the next (or named) table;
+// output a resubmit to the output stage; assignments are loads and moves;
+// ct_next, ct_commit, ct_dnat, ct_snat and ct_lb(_mark) are ct() actions in
+// the zones OVN keeps in reg11 (DNAT), reg12 (SNAT) and reg13 (port zone),
+// backends of ct_lb_mark become a select group; actions that consult one of
+// OVN's fixed tables (get_arp, lookup_arp, get_fdb, chk_lb_hairpin, ...)
+// resubmit to the table Layout.Lookups names, which answers in flags bit 6;
+// actions that build packets or need the controller (arp { }, icmp4 { },
+// put_arp, put_dhcp_opts, log, ...) become controller(userdata=the action's
+// canonical text), which pinctrl parses back with ParseActions.
+//
+// Known differences from OVN, each because datapath/flow has no
+// equivalent yet: a <-> exchange goes through metadata as a scratch field
+// (its value, the datapath key, is a compile-time constant and is reloaded
+// afterwards) instead of the OpenFlow stack; the argument registers of
+// table lookups are not saved and restored around the lookup; set_meter,
+// commit_lb_aff, check_pkt_larger, set_queue, fwd_group, sample, push and
+// pop compile to an *UnsupportedError. Conjunctive rules from two logical
+// flows that share a match must be merged by the caller (the controller)
+// into one rule with both conjunction actions, as OVN's ofctrl does.
 package lflow

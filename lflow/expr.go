@@ -8,7 +8,9 @@ import (
 )
 
 // Expr is a parsed match expression. The concrete types are *BoolExpr,
-// *AndExpr, *OrExpr, *NotExpr, *CmpExpr, *PredExpr and *FuncExpr.
+// *AndExpr, *OrExpr, *NotExpr, *CmpExpr, *PredExpr and *FuncExpr. Parsed
+// expressions may share nodes (every mention of a predicate is one node):
+// treat them as read-only.
 type Expr interface {
 	// write appends the expression's text; prec is the binding strength
 	// of the context (see precedence constants).
@@ -122,6 +124,9 @@ type parser struct {
 	tok    Token
 	err    error
 	depth  int
+	// inActions is set while parsing actions, where OVN fields may be
+	// assigned.
+	inActions bool
 }
 
 // maxDepth bounds nesting so that hostile input cannot exhaust the stack.
@@ -314,7 +319,9 @@ func (p *parser) primary() Expr {
 			if isRelop(p.tok.Kind) {
 				p.errorf("predicate %s cannot be compared; use it alone or negate it with !", sym.Name)
 			}
-			return &PredExpr{Sym: sym}
+			// Every mention of a predicate shares one node: parsed
+			// expressions are read-only.
+			return sym.mention
 		}
 		r, ok := p.fieldRefValue(sym)
 		if !ok {
@@ -366,6 +373,10 @@ func (p *parser) fieldRefValue(sym *Symbol) (FieldRef, bool) {
 	}
 	if sym.Kind == KindPredicate {
 		p.errorf("predicate %s used where a field is needed", sym.Name)
+		return FieldRef{}, false
+	}
+	if sym.OVNField && !p.inActions {
+		p.errorf("%s can only be assigned, not matched", sym.Name)
 		return FieldRef{}, false
 	}
 	p.advance()

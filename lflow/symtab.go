@@ -60,6 +60,10 @@ type Symbol struct {
 	Nominal bool
 	// ReadOnly fields may be matched but not assigned.
 	ReadOnly bool
+	// OVNField marks a field OVN sets itself because the datapath has
+	// none (icmp4.frag_mtu): it may only be assigned inside actions that
+	// the controller carries out (icmp4_error { ... }), never matched.
+	OVNField bool
 	// Format is how constants for the field are usually written; used by
 	// the normalized-form printer.
 	Format Format
@@ -70,7 +74,8 @@ type Symbol struct {
 	DP    string
 	DPOfs int
 
-	id        int  // index in the table, for per-symbol arrays
+	id        int       // index in the table, for per-symbol arrays
+	mention   *PredExpr // the (read-only) node for a mention of a predicate
 	prereq    Expr // parsed Prereq, nil when none
 	expansion Expr // parsed Expansion
 
@@ -152,7 +157,9 @@ func (b *symbolBuilder) subfield(name string, of *Symbol, lo, hi int, prereq str
 }
 
 func (b *symbolBuilder) predicate(name, expansion string) *Symbol {
-	return b.add(&Symbol{Name: name, Kind: KindPredicate, Width: 1, Expansion: expansion, ReadOnly: true})
+	s := b.add(&Symbol{Name: name, Kind: KindPredicate, Width: 1, Expansion: expansion, ReadOnly: true})
+	s.mention = &PredExpr{Sym: s}
+	return s
 }
 
 // NewSymtab builds the symbol table of OVN 23.03's logical flow language
@@ -326,6 +333,13 @@ func NewSymtab() (*Symtab, error) {
 	b.predicate("sctp", "ip.proto == 132")
 	b.field("sctp.src", 16, "sctp_src", "sctp", FmtDecimal)
 	b.field("sctp.dst", 16, "sctp_dst", "sctp", FmtDecimal)
+
+	// OVN fields (ovn-sb(5) "ovn_field = constant").
+	for _, p := range []string{"icmp4", "icmp6"} {
+		s := &Symbol{Name: p + ".frag_mtu", Kind: KindField, Width: 16, Prereq: p, Format: FmtDecimal, OVNField: true}
+		s.Field = s
+		b.add(s)
+	}
 
 	if b.err != nil {
 		return nil, b.err
