@@ -76,8 +76,8 @@ type Symbol struct {
 
 	id        int       // index in the table, for per-symbol arrays
 	mention   *PredExpr // the (read-only) node for a mention of a predicate
-	prereq    Expr // parsed Prereq, nil when none
-	expansion Expr // parsed Expansion
+	prereq    Expr      // parsed Prereq, nil when none
+	expansion Expr      // parsed Expansion
 
 	// Normal forms of the above, computed once by NewSymtab (they depend
 	// on no Env). Shared and never modified.
