@@ -41,3 +41,22 @@ func BenchmarkCallRoundTrip(b *testing.B) {
 		}
 	})
 }
+
+func BenchmarkParseMessageLarge(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"id":7,"error":null,"result":{"Big":{`)
+	for i := range 20000 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`"0a6c8a34-7cfb-4ab7-8e80-2b0e2d5b2a1f":{"initial":{"name":"big-row-1234","n":1234,"external_ids":["map",[["index","1234"],["owner","bench"]]]}}`)
+	}
+	sb.WriteString(`}}}`)
+	data := []byte(sb.String())
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := ParseMessage(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -55,46 +55,57 @@ func (m *Message) Kind() Kind {
 	}
 }
 
-// wireMessage is the decoding shape of a message; pointers tell "absent"
-// from "present".
-type wireMessage struct {
-	Method *string          `json:"method"`
-	Params json.RawMessage  `json:"params"`
-	Result *json.RawMessage `json:"result"`
-	Error  *json.RawMessage `json:"error"`
-	ID     json.RawMessage  `json:"id"`
-}
-
 // ParseMessage decodes one message and checks that it is a request, a
-// notification or a response.
+// notification or a response. It does not retain b: the raw members of the
+// result share one copy of it.
 func ParseMessage(b []byte) (*Message, error) {
-	var w wireMessage
-	if err := json.Unmarshal(b, &w); err != nil {
+	b = append([]byte(nil), b...)
+	sc := scanner{b: b}
+	start := sc.ws(0)
+	if start >= len(b) || b[start] != '{' {
+		return nil, fmt.Errorf("jsonrpc: malformed message: %w", errNotObject)
+	}
+	var method, params, result, errv, id []byte
+	var hasMethod, hasResult, hasError bool
+	end, err := sc.object(start, func(key []byte, vs, ve int) {
+		v := b[vs:ve]
+		switch memberName(key) {
+		case "method":
+			method, hasMethod = v, true
+		case "params":
+			params = v
+		case "result":
+			result, hasResult = v, true
+		case "error":
+			errv, hasError = v, true
+		case "id":
+			id = v
+		}
+	})
+	if err != nil {
 		return nil, fmt.Errorf("jsonrpc: malformed message: %w", err)
 	}
-	m := &Message{
-		Params: nonNull(w.Params),
-		ID:     nonNull(w.ID),
+	if sc.ws(end) != len(b) {
+		return nil, fmt.Errorf("jsonrpc: malformed message: data after the message at byte %d", end)
 	}
-	if w.Result != nil {
-		m.Result = nonNull(*w.Result)
-	}
-	if w.Error != nil {
-		m.Error = nonNull(*w.Error)
-	}
+	m := &Message{Params: nonNull(params), ID: nonNull(id), Result: nonNull(result), Error: nonNull(errv)}
 	switch {
-	case w.Method != nil:
-		if *w.Method == "" {
+	case hasMethod:
+		var name string
+		if len(method) == 0 || method[0] != '"' || json.Unmarshal(method, &name) != nil {
+			return nil, fmt.Errorf(`jsonrpc: malformed message: "method" must be a string, not %.40s`, method)
+		}
+		if name == "" {
 			return nil, errors.New(`jsonrpc: malformed message: "method" is empty`)
 		}
-		if w.Result != nil || w.Error != nil {
+		if hasResult || hasError {
 			return nil, errors.New(`jsonrpc: malformed message: it has a "method" and also a "result" or "error"`)
 		}
 		if m.Params != nil && m.Params[0] != '[' {
-			return nil, fmt.Errorf(`jsonrpc: malformed %s %q: "params" must be an array`, m.Kind(), *w.Method)
+			return nil, fmt.Errorf(`jsonrpc: malformed %s %q: "params" must be an array`, m.Kind(), name)
 		}
-		m.Method = *w.Method
-	case w.Result != nil || w.Error != nil:
+		m.Method = name
+	case hasResult || hasError:
 		if m.ID == nil {
 			return nil, errors.New(`jsonrpc: malformed response: "id" is missing or null`)
 		}
