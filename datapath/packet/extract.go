@@ -223,13 +223,13 @@ func extractIPv6(b []byte, p int, k *flow.Key) Offsets {
 			fo := binary.BigEndian.Uint16(body[q+2 : q+4])
 			frag = FragAny
 			if fo&0xfff8 != 0 {
+				// A later fragment has no upper-layer header; like OVS,
+				// report the fragment header itself as nw_proto.
 				frag |= FragLater
+				goto done
 			}
 			next = body[q]
 			q += 8
-			if frag&FragLater != 0 {
-				goto done
-			}
 			continue
 		}
 		break

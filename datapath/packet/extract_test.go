@@ -91,7 +91,7 @@ func TestExtract(t *testing.T) {
 				fv{flow.NWProto, u(17)}, fv{flow.NWTTL, u(1)}, fv{flow.NWFrag, u(FragAny)}, fv{flow.TPSrc, u(1)}, fv{flow.TPDst, u(2)}), 14, 62},
 		{"ipv6 later fragment", ip4(EtherTypeIPv6, ipv6Pkt("fd00::1", "fd00::2", 0, 0, 1, ProtoUDP, [][]byte{fragHdr(0x0100)}, []byte{ProtoFragment}, udpDgram(1, 2, nil))),
 			withL2(fv{flow.EthType, u(0x86dd)}, fv{flow.IPv6Src, v6("fd00::1")}, fv{flow.IPv6Dst, v6("fd00::2")},
-				fv{flow.NWProto, u(17)}, fv{flow.NWTTL, u(1)}, fv{flow.NWFrag, u(FragAny | FragLater)}), 14, 0},
+				fv{flow.NWProto, u(ProtoFragment)}, fv{flow.NWTTL, u(1)}, fv{flow.NWFrag, u(FragAny | FragLater)}), 14, 0},
 		{"nd ns", ip4(EtherTypeIPv6, ipv6Pkt("fd00::1", "ff02::1:ff00:2", 0, 0, 255, ProtoICMPv6, nil, nil, ndMsg(ICMPv6NS, "fd00::2", 1, macA))),
 			withL2(fv{flow.EthType, u(0x86dd)}, fv{flow.IPv6Src, v6("fd00::1")}, fv{flow.IPv6Dst, v6("ff02::1:ff00:2")},
 				fv{flow.NWProto, u(58)}, fv{flow.NWTTL, u(255)}, fv{flow.ICMPType, u(135)}, fv{flow.NDTarget, v6("fd00::2")}, fv{flow.NDSLL, mac(macA)}), 14, 54},

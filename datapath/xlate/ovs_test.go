@@ -1,138 +1,13 @@
 package xlate
 
 import (
-	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/govn/govn/datapath/classifier"
 	"github.com/govn/govn/datapath/flow"
+	"github.com/govn/govn/datapath/internal/ovsref"
 )
-
-// ovsRef runs the real ovs-vswitchd with a dummy bridge, so that its
-// ofproto/trace can be compared with this package's megaflows.
-type ovsRef struct {
-	dir string
-	env []string
-}
-
-func startOVS(t *testing.T) *ovsRef {
-	t.Helper()
-	for _, b := range []string{"ovsdb-tool", "ovsdb-server", "ovs-vswitchd", "ovs-vsctl", "ovs-ofctl", "ovs-appctl"} {
-		if _, err := exec.LookPath(b); err != nil {
-			t.Skipf("%s not installed", b)
-		}
-	}
-	schema := "/usr/share/openvswitch/vswitch.ovsschema"
-	if _, err := os.Stat(schema); err != nil {
-		t.Skip("vswitch.ovsschema not installed")
-	}
-	dir := t.TempDir()
-	o := &ovsRef{dir: dir, env: append(os.Environ(), "OVS_RUNDIR="+dir, "OVS_LOGDIR="+dir, "OVS_DBDIR="+dir)}
-	o.run(t, "ovsdb-tool", "create", filepath.Join(dir, "conf.db"), schema)
-	db := "unix:" + filepath.Join(dir, "db.sock")
-	o.daemon(t, "ovsdb-server", filepath.Join(dir, "conf.db"), "--remote=punix:"+filepath.Join(dir, "db.sock"),
-		"--unixctl="+filepath.Join(dir, "ovsdb.ctl"), "--log-file="+filepath.Join(dir, "ovsdb.log"), "--no-chdir")
-	o.waitFor(t, filepath.Join(dir, "db.sock"))
-	o.run(t, "ovs-vsctl", "--db="+db, "--no-wait", "init")
-	o.daemon(t, "ovs-vswitchd", db, "--enable-dummy=override", "--disable-system",
-		"--unixctl="+filepath.Join(dir, "vs.ctl"), "--log-file="+filepath.Join(dir, "vs.log"), "--no-chdir")
-	o.waitFor(t, filepath.Join(dir, "vs.ctl"))
-	o.run(t, "ovs-vsctl", "--db="+db, "--timeout=10", "add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=dummy",
-		"--", "add-port", "br0", "p1", "--", "set", "interface", "p1", "type=dummy", "ofport_request=1",
-		"--", "add-port", "br0", "p2", "--", "set", "interface", "p2", "type=dummy", "ofport_request=2")
-	o.waitFor(t, filepath.Join(dir, "br0.mgmt"))
-	return o
-}
-
-func (o *ovsRef) cmd(ctx context.Context, name string, args ...string) *exec.Cmd {
-	c := exec.CommandContext(ctx, name, args...)
-	c.Env = o.env
-	c.Dir = o.dir
-	return c
-}
-
-func (o *ovsRef) run(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	out, err := o.cmd(ctx, name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
-// daemon starts a foreground daemon that the test's cleanup kills.
-func (o *ovsRef) daemon(t *testing.T, name string, args ...string) {
-	t.Helper()
-	c := o.cmd(context.Background(), name, args...)
-	if err := c.Start(); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		c.Process.Kill()
-		c.Wait()
-	})
-}
-
-func (o *ovsRef) waitFor(t *testing.T, path string) {
-	t.Helper()
-	for i := 0; i < 200; i++ {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	t.Fatalf("%s did not appear", path)
-}
-
-func (o *ovsRef) setFlows(t *testing.T, rules []string) {
-	t.Helper()
-	mgmt := "unix:" + filepath.Join(o.dir, "br0.mgmt")
-	o.run(t, "ovs-ofctl", "del-flows", mgmt)
-	f := filepath.Join(o.dir, "flows.txt")
-	if err := os.WriteFile(f, []byte(strings.Join(rules, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	o.run(t, "ovs-ofctl", "add-flows", mgmt, f)
-}
-
-// megaflow returns OVS's megaflow for a packet, as a Match.
-func (o *ovsRef) megaflow(t *testing.T, pkt string) (flow.Match, string) {
-	t.Helper()
-	out := o.run(t, "ovs-appctl", "-t", filepath.Join(o.dir, "vs.ctl"), "ofproto/trace", "br0", pkt)
-	for _, line := range strings.Split(out, "\n") {
-		s, ok := strings.CutPrefix(line, "Megaflow: ")
-		if !ok {
-			continue
-		}
-		var m flow.Match
-		for _, term := range strings.Split(s, ",") {
-			name, val, hasVal := strings.Cut(term, "=")
-			if !hasVal || name == "nw_frag" {
-				continue // eth, ip, tcp...: eth_type/nw_proto shorthands
-			}
-			f, ok := flow.FieldByName(name)
-			if !ok {
-				t.Fatalf("OVS megaflow field %q unknown", name)
-			}
-			v, mask, err := flow.ParseValue(f, val)
-			if err != nil {
-				t.Fatalf("OVS megaflow %q: %v", term, err)
-			}
-			m.SetMaskedU128(f, v, mask)
-		}
-		return m, s
-	}
-	t.Fatalf("no Megaflow in ofproto/trace output:\n%s", out)
-	return flow.Match{}, ""
-}
 
 // TestMegaflowsAgainstOVS translates packets through the same flow tables
 // in govn and in the real ovs-vswitchd, and compares the megaflow masks on
@@ -141,10 +16,7 @@ func (o *ovsRef) megaflow(t *testing.T, pkt string) (flow.Match, string) {
 // failed port match govn may match more of tp_src/tp_dst than OVS: the
 // compared fields list says where the two must agree exactly.)
 func TestMegaflowsAgainstOVS(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts ovs-vswitchd")
-	}
-	o := startOVS(t)
+	o := ovsref.Start(t)
 	lb := []string{
 		"table=0,priority=100,in_port=1 actions=load:0x1->reg14,goto_table:1",
 		"table=0,priority=100,in_port=2 actions=load:0x2->reg14,goto_table:1",
@@ -189,7 +61,7 @@ func TestMegaflowsAgainstOVS(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o.setFlows(t, tt.rules)
+			o.SetFlows(t, tt.rules)
 			ts := classifier.NewTables()
 			var b flow.Bundle
 			for _, s := range tt.rules {
@@ -209,7 +81,14 @@ func TestMegaflowsAgainstOVS(t *testing.T) {
 			k := p.Match.Key
 			k.Set(flow.NWTTL, 64)
 			ours := New(ts).Translate(&k, Options{})
-			theirs, raw := o.megaflow(t, tt.pkt)
+			raw, err := ovsref.Line(o.Trace(t, tt.pkt), "Megaflow: ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			theirs, _, err := ovsref.ParseFlow(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
 			diag := fmt.Sprintf("\n  govn: %s\n  ovs:  %s", ours.String(), raw)
 			for _, f := range tt.compare {
 				if g, w := ours.Mask.Get(f), theirs.Mask.Get(f); g != w {
