@@ -36,20 +36,22 @@ type peer struct {
 // conn is one connection. It holds no pointers, so a zone's slab is never
 // scanned by the garbage collector.
 type conn struct {
+	// Fields a lookup touches come first so that a hit costs two adjacent
+	// cache lines.
 	mu      sync.Mutex // guards the fields below except expires and the index/wheel links
-	keys    [2]key     // original and reply tuples
-	chain   [2]uint32  // next ref with the same hash, per direction (guarded by zone.mu)
-	expires atomic.Int64
-	wnext   uint32 // timer wheel list, index+1 (guarded by zone.wheelMu); free list when unused
-	wprev   uint32
-	wslot   uint16
 	flags   uint16
+	backend int16
+	class   uint8 // timeout class
+	expires atomic.Int64
 	mark    uint32
+	keys    [2]key    // original and reply tuples
+	chain   [2]uint32 // next ref with the same hash, per direction (guarded by zone.mu)
 	label   Label
 	peer    [2]peer
 	lastAck uint32
-	backend int16
-	class   uint8 // timeout class
+	wnext   uint32 // timer wheel list, index+1 (guarded by zone.wheelMu); free list when unused
+	wprev   uint32
+	wslot   uint16
 }
 
 // ref names one direction of one entry in a zone's index: (index+1)<<1|dir.

@@ -276,7 +276,7 @@ func TestTCPWindowScaling(t *testing.T) {
 		}
 		return c.raw(s)
 	}
-	c.expect("SYN", send(true, tcpSYN, 0, 65535, 8), trkNew)       // shift 7
+	c.expect("SYN", send(true, tcpSYN, 0, 65535, 8), trkNew) // shift 7
 	c.expect("SYN-ACK", send(false, tcpSYN|tcpACK, 0, 65535, 8), trkRpl)
 	c.expect("ACK", send(true, tcpACK, 0, 1024, 0), trkEst) // 1024<<7 = 128 KiB
 	// The server may now send up to the client's scaled window, beyond

@@ -1,0 +1,78 @@
+package conntrack
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"testing"
+)
+
+func benchPacket(i int) []byte {
+	p := make([]byte, 28)
+	p[0] = 0x45
+	binary.BigEndian.PutUint16(p[2:], 28)
+	p[9] = protoUDP
+	copy(p[12:], []byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+	copy(p[16:], []byte{10, 255, 0, 1})
+	binary.BigEndian.PutUint16(p[20:], uint16(1024+i%60000))
+	binary.BigEndian.PutUint16(p[22:], 53)
+	return p
+}
+
+func benchEstablished(b *testing.B, conns, zones int) {
+	tr := New(Config{})
+	defer tr.Close()
+	pkts := make([][]byte, conns)
+	zs := make([]uint16, conns)
+	for i := range pkts {
+		pkts[i] = benchPacket(i / zones)
+		zs[i] = uint16(i % zones)
+		tr.Process(pkts[i], 0, Params{Zone: zs[i], Commit: true}, 0)
+	}
+	order := rand.Perm(conns)
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		j := order[i%conns]
+		tr.Process(pkts[j], 0, Params{Zone: zs[j]}, 1)
+	}
+}
+
+func BenchmarkEstablishedHot(b *testing.B)     { benchEstablished(b, 1024, 4) }
+func BenchmarkEstablished500k(b *testing.B)    { benchEstablished(b, 500_000, 500) }
+func BenchmarkEstablishedParallel(b *testing.B) {
+	tr := New(Config{})
+	defer tr.Close()
+	pkts := make([][]byte, 4096)
+	for i := range pkts {
+		pkts[i] = benchPacket(i)
+		tr.Process(pkts[i], 0, Params{Zone: 1, Commit: true}, 0)
+	}
+	b.RunParallel(func(pb *testing.PB) {
+		for i := 0; pb.Next(); i++ {
+			tr.Process(pkts[i%len(pkts)], 0, Params{Zone: 1}, 1)
+		}
+	})
+}
+
+func BenchmarkNewConnection(b *testing.B) {
+	tr := New(Config{})
+	defer tr.Close()
+	pkts := make([][]byte, 1000)
+	for i := range pkts {
+		pkts[i] = benchPacket(i)
+	}
+	for i := 0; b.Loop(); i++ {
+		tr.Process(pkts[i%1000], 0, Params{Zone: uint16(i / 1000), Commit: true}, 0)
+	}
+}
+
+func BenchmarkFlushZone(b *testing.B) {
+	tr := New(Config{})
+	defer tr.Close()
+	pkt := benchPacket(1)
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		tr.Process(pkt, 0, Params{Zone: uint16(i), Commit: true}, 0)
+		b.StartTimer()
+		tr.Flush(uint16(i))
+	}
+}
