@@ -3,6 +3,7 @@ package ovsdb
 import (
 	"errors"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -227,4 +228,22 @@ func TestUUIDSource(t *testing.T) {
 		}
 		seen[u] = true
 	}
+}
+
+// FuzzDecodeJSON cross-checks the hand-written decoder with encoding/json,
+// the slow and obviously correct reference.
+func FuzzDecodeJSON(f *testing.F) {
+	for _, seed := range []string{`{"a":[1,-2.5e3,"x\u00e9\ud83d\ude00",true,false,null,{}]}`, `"\ud800"`, `[1,]`, `{"a":1,"a":2}`, " [ ] ", `"\u0000"`, "\"\xff\"", `01`, `1.`, `-`} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		got, err := DecodeJSON([]byte(in))
+		want, werr := decodeGeneric([]byte(in))
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("%q: error %v, reference error %v", in, err, werr)
+		}
+		if err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: got %#v, reference %#v", in, got, want)
+		}
+	})
 }

@@ -49,13 +49,3 @@ func BenchmarkInsert(b *testing.B) {
 		}
 	})
 }
-
-// BenchmarkTransact measures the transaction engine alone on a
-// single-row insert.
-func BenchmarkTransact(b *testing.B) {
-	srv := New(Options{Logger: quietLogger(), ProbeInterval: -1})
-	_ = srv
-	for i := 0; i < b.N; i++ {
-		_ = i
-	}
-}
