@@ -26,4 +26,40 @@
 // encode with AppendJSON functions that append to a byte slice, the hot path
 // of monitors and selects. Errors that go on the wire are [*Error] values
 // carrying the RFC 7047 error tag and a details string for a person.
+//
+// # Transactions
+//
+// A [Database] holds the committed rows of every table. It is not safe for
+// concurrent use; its owner serializes access (the server holds one mutex
+// per database). [Database.Transact] runs the operations of a "transact"
+// request against it without changing it: each operation reads through an
+// overlay of the rows the transaction has touched so far (old and new
+// version per row), so a failing operation leaves nothing behind. When all
+// operations succeed, the commit phase
+//
+//   - drops rows whose "changes" changed nothing,
+//   - collects garbage: rows of non-root tables that no strong reference
+//     reaches any more are deleted, which may orphan more rows,
+//   - checks referential integrity (every strong reference must lead to a
+//     row; a row still strongly referenced cannot be deleted),
+//   - removes weak references to rows that are gone, failing if a column
+//     then falls below its minimum size,
+//   - checks indexes (unique column combinations) and maxRows,
+//   - stamps a new _version on every changed row.
+//
+// The result is a [ChangeSet] that the caller applies with
+// [Database.Apply] (and may first log, or send to monitors, or both).
+// Reference counts for garbage collection and a reverse map of weak
+// references are kept up to date by Apply, so the commit phase costs work
+// in proportion to what the transaction touched, never a table scan.
+//
+// "wait" operations that are not yet satisfied and have a timeout make
+// Transact report Blocked; the caller runs the transaction again after
+// later commits, and once more with [TxnOptions].WaitExpired when its time
+// is up.
+//
+// Conditions on set columns (==, includes) are answered from secondary
+// indexes that a [Table] builds the first time a condition needs one (see
+// [Table.ForEachMatchAny]), so a monitor asking for "datapath == X" costs
+// work in proportion to its rows, not to the table.
 package ovsdb
