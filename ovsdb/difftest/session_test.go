@@ -1,19 +1,27 @@
 package difftest
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
-// step is one command of a scripted session. In args, "{last}" stands for
-// the trimmed standard output of the previous command on the same server,
-// so a script can use a UUID it just created. sort, if set, reorders the
-// command's standard output where the tool prints rows in hash order.
+// step is one command of a scripted session. In args, "{db}" stands for
+// the server's remote and "{last}" for the trimmed standard output of the
+// previous command on the same server, so a script can use a UUID it just
+// created. sort, if set, reorders the command's standard output where the
+// tool prints rows in hash order. A step with during runs its command in
+// the background (a monitor), waits for its first line of output, runs
+// the during steps, then collects what it printed.
 type step struct {
-	args []string
-	sort func(string) string
+	args   []string
+	sort   func(string) string
+	during []step
 }
 
 func cmd(args ...string) step     { return step{args: args} }
@@ -24,43 +32,132 @@ func bareUUIDs(args ...string) step {
 	return step{args: append([]string{"--bare", "--columns=_uuid"}, args...), sort: sortLines}
 }
 
-// runSession runs prog with --db=remote and each step's arguments, and
-// returns the transcript with UUIDs normalized.
-func runSession(ctx context.Context, dir, prog, dbFlag string, steps []step) string {
-	var b strings.Builder
-	last := ""
-	for _, s := range steps {
-		args := []string{dbFlag}
-		for _, a := range s.args {
-			args = append(args, strings.ReplaceAll(a, "{last}", last))
-		}
-		out, stdout := runOut(ctx, dir, prog, args...)
-		if s.sort != nil && stdout != "" {
-			out = strings.Replace(out, stdout, s.sort(stdout), 1)
-		}
-		last = strings.TrimSpace(stdout)
-		b.WriteString(out)
+// monitor runs args in the background while the during steps run.
+func monitor(args []string, during ...step) step { return step{args: args, during: during} }
+
+// sortedMonitor is monitor for table-format output of updates with many
+// rows, which come in hash order: the lines of each table are sorted.
+func sortedMonitor(args []string, during ...step) step {
+	return step{args: args, during: during, sort: sortLinesInBlocks}
+}
+
+// session runs one program's steps against one server.
+type session struct {
+	ctx    context.Context
+	dir    string
+	prog   string
+	remote string
+	dbFlag string // e.g. "--db=": prepended with the remote to every command; "" for none
+	last   string
+	b      strings.Builder
+}
+
+// runSession runs prog's steps against the server at remote and returns
+// the transcript with UUIDs normalized.
+func runSession(ctx context.Context, dir, prog, remote, dbFlag string, steps []step) string {
+	s := &session{ctx: ctx, dir: dir, prog: prog, remote: remote, dbFlag: dbFlag}
+	s.run(steps)
+	return normalizeUUIDs(normalizeNoise(s.b.String()))
+}
+
+func (s *session) args(st step) []string {
+	var args []string
+	if s.dbFlag != "" {
+		args = append(args, s.dbFlag+s.remote)
 	}
-	return normalizeUUIDs(normalizeNoise(b.String()))
+	for _, a := range st.args {
+		a = strings.ReplaceAll(a, "{db}", s.remote)
+		args = append(args, strings.ReplaceAll(a, "{last}", s.last))
+	}
+	return args
+}
+
+func (s *session) run(steps []step) {
+	for _, st := range steps {
+		if st.during != nil {
+			s.runMonitor(st)
+			continue
+		}
+		out, stdout := runOut(s.ctx, s.dir, s.prog, s.args(st)...)
+		if st.sort != nil && stdout != "" {
+			out = strings.Replace(out, stdout, st.sort(stdout), 1)
+		}
+		s.last = strings.TrimSpace(stdout)
+		s.b.WriteString(strings.ReplaceAll(out, s.remote, "<db>"))
+	}
+}
+
+// runMonitor starts st's command, waits for its first line (the initial
+// contents, so it is surely registered), runs st.during, waits until the
+// output has been quiet for a moment, stops the command and records all
+// it printed after the during steps' transcripts.
+func (s *session) runMonitor(st step) {
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	defer cancel()
+	args := s.args(st)
+	c := exec.CommandContext(ctx, s.prog, args...)
+	c.Env = runEnv(s.dir)
+	pipe, err := c.StdoutPipe()
+	if err != nil {
+		fmt.Fprintf(&s.b, "[monitor error] %v\n", err)
+		return
+	}
+	var stderr strings.Builder
+	c.Stderr = &stderr
+	if err := c.Start(); err != nil {
+		fmt.Fprintf(&s.b, "[monitor error] %v\n", err)
+		return
+	}
+	lines := readLines(bufio.NewReader(pipe))
+	var out strings.Builder
+	collect := func(quiet time.Duration) {
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					return
+				}
+				out.WriteString(l)
+			case <-time.After(quiet):
+				return
+			}
+		}
+	}
+	select {
+	case l, ok := <-lines:
+		if ok {
+			out.WriteString(l)
+		}
+	case <-time.After(10 * time.Second):
+		out.WriteString("[no initial output in 10s]\n")
+	}
+	collect(300 * time.Millisecond) // the rest of the initial contents
+	s.run(st.during)
+	collect(700 * time.Millisecond)
+	c.Process.Kill()
+	c.Wait()
+	text := out.String()
+	if st.sort != nil {
+		text = st.sort(text)
+	}
+	fmt.Fprintf(&s.b, "$ %s %s & (output while the steps above ran)\n%s", s.prog,
+		strings.ReplaceAll(strings.Join(args, " "), s.remote, "<db>"), text)
+	if stderr.Len() > 0 {
+		fmt.Fprintf(&s.b, "[stderr] %s", stderr.String())
+	}
 }
 
 // compareSessions runs the same session against the real ovsdb-server and
 // the target, concurrently, and compares the transcripts.
-func compareSessions(t *testing.T, what, short, prog string, dbFlagPrefix string, steps []step) {
+func compareSessions(t *testing.T, what, short, prog, dbFlag string, steps []step) {
 	t.Helper()
 	ref := startServer(t, kindReal, short)
 	got := startServer(t, target(), short)
 	var refOut, gotOut string
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		refOut = runSession(t.Context(), ref.dir, prog, dbFlagPrefix+ref.remote(), steps)
-	}()
-	go func() {
-		defer wg.Done()
-		gotOut = runSession(t.Context(), got.dir, prog, dbFlagPrefix+got.remote(), steps)
-	}()
+	go func() { defer wg.Done(); refOut = runSession(t.Context(), ref.dir, prog, ref.remote(), dbFlag, steps) }()
+	go func() { defer wg.Done(); gotOut = runSession(t.Context(), got.dir, prog, got.remote(), dbFlag, steps) }()
 	wg.Wait()
 	if strings.Count(refOut, "[exit]") > len(steps)/4 {
 		t.Errorf("%s: the reference session itself failed often; the script is wrong:\n%s", what, refOut)
