@@ -2,6 +2,8 @@ package xlate
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/govn/govn/datapath/classifier"
@@ -100,5 +102,131 @@ func TestMegaflowsAgainstOVS(t *testing.T) {
 			}
 			t.Log(diag)
 		})
+	}
+}
+
+// TestRandomPipelinesAgainstOVS programs random pipelines (prefixes,
+// priorities, resubmits, register loads and moves, conjunctive matches)
+// into govn and the real ovs-vswitchd and checks that random packets get
+// the same datapath actions from both.
+func TestRandomPipelinesAgainstOVS(t *testing.T) {
+	o := ovsref.Start(t)
+	rng := rand.New(rand.NewPCG(11, 12))
+	addr := func() string { return fmt.Sprintf("10.%d.%d.%d", rng.IntN(2), rng.IntN(4), rng.IntN(8)) }
+	seen := map[string]int{}
+	defer func() {
+		// The comparison means little unless packets met different fates,
+		// the conjunction's among them.
+		if !t.Failed() && (len(seen) < 4 || seen["3"] == 0) {
+			t.Errorf("too little variety in the outcomes: %v", seen)
+		}
+		t.Logf("outcomes: %v", seen)
+	}()
+	for round := 0; round < 6; round++ {
+		var rules []string
+		for table := 0; table < 3; table++ {
+			// Distinct priorities: overlapping rules of equal priority are
+			// undefined in OpenFlow, and OVS and govn may pick differently.
+			prios := rng.Perm(10)
+			for i := 0; i < 10; i++ {
+				m := fmt.Sprintf("table=%d,priority=%d", table, 2+2*prios[i])
+				proto := ""
+				switch rng.IntN(3) {
+				case 0:
+					proto = "tcp"
+				case 1:
+					proto = "udp"
+				}
+				if proto != "" {
+					m += "," + proto
+				} else if rng.IntN(2) == 0 {
+					m += ",ip"
+					proto = "ip"
+				}
+				if rng.IntN(3) == 0 {
+					m += fmt.Sprintf(",in_port=%d", 1+rng.IntN(2))
+				}
+				if proto != "" && rng.IntN(2) == 0 {
+					m += fmt.Sprintf(",nw_dst=%s/%d", addr(), 8+rng.IntN(25))
+				}
+				if proto != "" && rng.IntN(3) == 0 {
+					m += fmt.Sprintf(",nw_src=%s/%d", addr(), 8+rng.IntN(25))
+				}
+				if (proto == "tcp" || proto == "udp") && rng.IntN(2) == 0 {
+					m += fmt.Sprintf(",tp_dst=%d", 80+rng.IntN(3))
+				}
+				if table > 0 && rng.IntN(3) == 0 {
+					m += fmt.Sprintf(",reg0=%d", rng.IntN(3))
+				}
+				var acts []string
+				switch rng.IntN(4) {
+				case 0:
+					acts = append(acts, fmt.Sprintf("load:%d->reg0", rng.IntN(3)))
+				case 1:
+					if proto == "tcp" {
+						acts = append(acts, "move:tcp_dst->reg0[0..15]")
+					} else if proto != "" {
+						acts = append(acts, "move:nw_dst[0..1]->reg0[0..1]")
+					}
+				}
+				acts = append(acts, fmt.Sprintf("output:%d", 1+rng.IntN(2)))
+				if table < 2 && rng.IntN(2) == 0 {
+					acts = append(acts, fmt.Sprintf("resubmit(,%d)", table+1))
+				}
+				rules = append(rules, m+" actions="+strings.Join(acts, ","))
+			}
+		}
+		// A conjunction in table 0: (nw_src in A) && (tp_dst in B).
+		conjPrio := 7 + rng.IntN(2)*20 // odd: among the others, or above all
+		conjSrc := []string{addr(), addr()}
+		for _, a := range conjSrc {
+			rules = append(rules, fmt.Sprintf("table=0,priority=%d,ip,nw_src=%s actions=conjunction(9,1/2)", conjPrio, a))
+		}
+		for _, p := range []int{80, 81} {
+			rules = append(rules, fmt.Sprintf("table=0,priority=%d,tcp,tp_dst=%d actions=conjunction(9,2/2)", conjPrio, p))
+		}
+		rules = append(rules, fmt.Sprintf("table=0,priority=%d,conj_id=9 actions=output:3", conjPrio))
+
+		o.SetFlows(t, rules)
+		ts := classifier.NewTables()
+		var b flow.Bundle
+		for _, s := range rules {
+			r, err := flow.ParseRule(s)
+			if err != nil {
+				t.Fatalf("%s: %v", s, err)
+			}
+			b.Add(r)
+		}
+		if _, err := ts.Apply(b); err != nil {
+			t.Fatal(err)
+		}
+		tr := New(ts)
+		for p := 0; p < 12; p++ {
+			proto := []string{"tcp", "udp"}[rng.IntN(2)]
+			src := addr()
+			if rng.IntN(2) == 0 {
+				src = conjSrc[rng.IntN(2)]
+			}
+			pkt := fmt.Sprintf("in_port=%d,%s,nw_src=%s,nw_dst=%s,%s_src=%d,%s_dst=%d,nw_ttl=64",
+				1+rng.IntN(2), proto, src, addr(), proto, 1000+rng.IntN(3), proto, 80+rng.IntN(3))
+			out := o.Trace(t, pkt)
+			theirs, err := ovsref.Line(out, "Datapath actions: ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			pr, err := flow.ParseRule(pkt + " actions=drop")
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := pr.Match.Key
+			res := tr.Translate(&k, Options{Trace: true})
+			ours := flow.DPActionsString(res.Actions)
+			seen[ours]++
+			if ours != theirs {
+				t.Errorf("round %d, %s: govn %s, OVS %s\nrules:\n%s\ngovn trace:\n%s\nOVS trace:\n%s",
+					round, pkt, ours, theirs, strings.Join(rules, "\n"), res.FormatTrace(), out)
+				return
+			}
+		}
 	}
 }

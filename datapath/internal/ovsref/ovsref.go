@@ -17,8 +17,8 @@ import (
 	"github.com/govn/govn/datapath/flow"
 )
 
-// Switch is a running ovs-vswitchd with bridge br0 and dummy ports p1 (port
-// 1) and p2 (port 2). Its processes end with the test.
+// Switch is a running ovs-vswitchd with bridge br0 and dummy ports p1, p2
+// and p3 (OpenFlow ports 1, 2 and 3). Its processes end with the test.
 type Switch struct {
 	dir string
 	env []string
@@ -60,7 +60,8 @@ func Start(t *testing.T, otherConfig ...string) *Switch {
 	s.waitFor(t, filepath.Join(dir, "vs.ctl"))
 	s.run(t, "ovs-vsctl", "--db="+db, "--timeout=10", "add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=dummy",
 		"--", "add-port", "br0", "p1", "--", "set", "interface", "p1", "type=dummy", "ofport_request=1",
-		"--", "add-port", "br0", "p2", "--", "set", "interface", "p2", "type=dummy", "ofport_request=2")
+		"--", "add-port", "br0", "p2", "--", "set", "interface", "p2", "type=dummy", "ofport_request=2",
+		"--", "add-port", "br0", "p3", "--", "set", "interface", "p3", "type=dummy", "ofport_request=3")
 	s.waitFor(t, filepath.Join(dir, "br0.mgmt"))
 	return s
 }
