@@ -178,7 +178,17 @@ func (c *Compiler) actionPrereqs(acts []Action) []Expr {
 }
 
 // CompileNormal compiles an already normalized match with parsed actions.
+// On error res is left as it was.
 func (c *Compiler) CompileNormal(lf *Lflow, nf Normal, acts []Action, ctx *Context, res *Result) error {
+	nRules, nGroups := len(res.Rules), len(res.Groups)
+	err := c.compileNormal(lf, nf, acts, ctx, res)
+	if err != nil {
+		res.Rules, res.Groups = res.Rules[:nRules], res.Groups[:nGroups]
+	}
+	return err
+}
+
+func (c *Compiler) compileNormal(lf *Lflow, nf Normal, acts []Action, ctx *Context, res *Result) error {
 	table, err := c.table(lf.Pipeline, lf.Table)
 	if err != nil {
 		return err

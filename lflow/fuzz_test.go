@@ -80,3 +80,28 @@ func FuzzParseActions(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCompile checks that no match and actions, however odd, make the
+// compiler panic.
+func FuzzCompile(f *testing.F) {
+	for _, fl := range readCorpus(f) {
+		f.Add(fl.Match, fl.Actions, uint8(fl.Table))
+	}
+	st := testSymtab(f)
+	env := newTestEnv(f, st)
+	env.autoKeys = true
+	c, err := NewCompiler(st, DefaultLayout())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, match, actions string, table uint8) {
+		lf := Lflow{Pipeline: "ingress", Table: int(table % 40), Priority: 100, Match: match, Actions: actions}
+		var res Result
+		_ = c.Compile(&lf, &Context{Env: env, Datapath: 1}, &res)
+		for i := range res.Rules {
+			if err := res.Rules[i].Validate(); err != nil {
+				t.Fatalf("%q / %q: invalid rule: %v", match, actions, err)
+			}
+		}
+	})
+}
