@@ -14,6 +14,9 @@ type CheckOptions struct {
 	// normalization; references it does not know are reported but do not
 	// count as failures, since a listing does not carry their contents.
 	Env Env
+	// Compiler, when set, also compiles each flow and prints its datapath
+	// rules (datapath keys are numbered in order of appearance).
+	Compiler *Compiler
 }
 
 // CheckResult counts what CheckListing saw.
@@ -38,6 +41,8 @@ func (t *Symtab) CheckListing(r io.Reader, w io.Writer, opts CheckOptions) (Chec
 		res.Failed++
 	}
 	p := &parser{symtab: t}
+	dpKeys := map[string]uint32{}
+	ctx := &Context{Env: opts.Env, NextConjID: 1, NextGroupID: 1}
 	for _, f := range flows {
 		ok := true
 		e, err := p.parseExpr(f.Match)
@@ -66,6 +71,32 @@ func (t *Symtab) CheckListing(r io.Reader, w io.Writer, opts CheckOptions) (Chec
 				}
 				if len(nf) == 0 {
 					fmt.Fprintf(w, "    0\n")
+				}
+			}
+		}
+		if ok && opts.Compiler != nil {
+			if _, seen := dpKeys[f.Datapath]; !seen {
+				dpKeys[f.Datapath] = uint32(len(dpKeys) + 1)
+			}
+			ctx.Datapath = dpKeys[f.Datapath]
+			var out Result
+			lf := Lflow{Pipeline: f.Pipeline, Table: f.Table, Priority: f.Priority, Match: f.Match, Actions: f.Actions}
+			cerr := opts.Compiler.Compile(&lf, ctx, &out)
+			var unres *UnresolvedError
+			var unsup *UnsupportedError
+			switch {
+			case errors.As(cerr, &unres) || errors.As(cerr, &unsup):
+				fmt.Fprintf(w, "line %d: not compiled: %v\n", f.Line, cerr)
+			case cerr != nil:
+				fmt.Fprintf(w, "line %d: compile: %v\n", f.Line, cerr)
+				ok = false
+			default:
+				fmt.Fprintf(w, "line %d: %s table=%d priority=%d: %d rules\n", f.Line, f.Pipeline, f.Table, f.Priority, len(out.Rules))
+				for i := range out.Rules {
+					fmt.Fprintf(w, "    %s\n", out.Rules[i].String())
+				}
+				for _, g := range out.Groups {
+					fmt.Fprintf(w, "    group %d: %d buckets\n", g.ID, len(g.Buckets))
 				}
 			}
 		}

@@ -55,3 +55,32 @@ func TestCheckListingFailures(t *testing.T) {
 		t.Errorf("got %+v", res)
 	}
 }
+
+func TestCheckListingCompile(t *testing.T) {
+	st, c := testCompiler(t)
+	env := newTestEnv(t, st)
+	env.autoKeys = true
+	f, err := os.Open("testdata/lflows-a.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out strings.Builder
+	res, err := st.CheckListing(f, &out, CheckOptions{Env: env, Compiler: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	if res.Parsed != 687 || res.Failed != 0 || !strings.HasSuffix(got, "687 parsed, 0 failed\n") {
+		t.Errorf("got %+v, output ends %q", res, got[max(0, len(got)-200):])
+	}
+	for _, want := range []string{
+		"line 2: ingress table=0 priority=100: 2 rules\n",
+		"table=8, priority=100,metadata=0x1,vlan_tci=0x1000/0x1000",
+		"not compiled: action set_meter is not supported",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}

@@ -19,11 +19,12 @@ func runLflow(ctx context.Context, args []string) error {
 
 func runLflowIO(_ context.Context, args []string, in io.Reader, out io.Writer) error {
 	if len(args) == 0 || args[0] != "check" {
-		return fmt.Errorf("%w: govn lflow check [--normalize] [--address-set NAME=A,B...] [--port-group NAME=P,Q...] [--resident PORT...] < lflow-list", errUsage)
+		return fmt.Errorf("%w: govn lflow check [--normalize] [--compile] [--address-set NAME=A,B...] [--port-group NAME=P,Q...] [--resident PORT...] < lflow-list", errUsage)
 	}
 	fs := flag.NewFlagSet("lflow check", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	normalize := fs.Bool("normalize", false, "print each match's normalized form")
+	compile := fs.Bool("compile", false, "print each flow's datapath rules (ports get keys in order of appearance)")
 	env := &cliEnv{sets: map[string][]string{}, groups: map[string][]string{}, resident: map[string]bool{}}
 	fs.Func("address-set", "NAME=ADDR,ADDR,... (repeatable)", env.addList(env.sets))
 	fs.Func("port-group", "NAME=PORT,PORT,... (repeatable)", env.addList(env.groups))
@@ -42,7 +43,14 @@ func runLflowIO(_ context.Context, args []string, in io.Reader, out io.Writer) e
 		return err
 	}
 	env.symtab = st
-	res, err := st.CheckListing(in, out, lflow.CheckOptions{Normalize: *normalize, Env: env})
+	opts := lflow.CheckOptions{Normalize: *normalize, Env: env}
+	if *compile {
+		if opts.Compiler, err = lflow.NewCompiler(st, lflow.DefaultLayout()); err != nil {
+			return err
+		}
+		env.keys = map[string]uint32{}
+	}
+	res, err := st.CheckListing(in, out, opts)
 	if err != nil {
 		return err
 	}
@@ -58,6 +66,9 @@ type cliEnv struct {
 	sets     map[string][]string
 	groups   map[string][]string
 	resident map[string]bool
+	// keys numbers logical ports in order of appearance (for --compile,
+	// which has no Port_Binding table to read them from).
+	keys map[string]uint32
 }
 
 func (e *cliEnv) addList(m map[string][]string) func(string) error {
@@ -88,6 +99,16 @@ func (e *cliEnv) PortGroup(name string) ([]string, bool) {
 	return g, ok
 }
 
-func (e *cliEnv) PortKey(string) (uint32, bool) { return 0, false }
+func (e *cliEnv) PortKey(name string) (uint32, bool) {
+	if e.keys == nil {
+		return 0, false
+	}
+	k, ok := e.keys[name]
+	if !ok {
+		k = uint32(len(e.keys) + 1)
+		e.keys[name] = k
+	}
+	return k, true
+}
 
 func (e *cliEnv) ChassisResident(port string) bool { return e.resident[port] }
