@@ -36,8 +36,8 @@ func benchEstablished(b *testing.B, conns, zones int) {
 	}
 }
 
-func BenchmarkEstablishedHot(b *testing.B)     { benchEstablished(b, 1024, 4) }
-func BenchmarkEstablished500k(b *testing.B)    { benchEstablished(b, 500_000, 500) }
+func BenchmarkEstablishedHot(b *testing.B)  { benchEstablished(b, 1024, 4) }
+func BenchmarkEstablished500k(b *testing.B) { benchEstablished(b, 500_000, 500) }
 func BenchmarkEstablishedParallel(b *testing.B) {
 	tr := New(Config{})
 	defer tr.Close()

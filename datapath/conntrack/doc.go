@@ -23,12 +23,14 @@
 //     Reason saying why.
 //   - Time is the caller's: now is a monotonic duration on any base the
 //     caller chooses (time.Since(start) will do), and must not go backwards
-//     between calls on the same Tracker. The tracker never reads a clock.
+//     between calls on the same Tracker. Process and Expire never read a
+//     clock (only the reclaimer times its own work, for Stats).
 //     Entries expire only when the caller calls Expire(now); call it a few
 //     times a second from a control goroutine. Expire does bounded work per
 //     call and may be called concurrently with Process.
-//   - Fragments must be reassembled before Process (see package ipfrag);
-//     Process marks a fragment invalid with ReasonFragment.
+//   - Fragments must be reassembled before Process, per zone, as OVS does
+//     (package ipfrag does it); Process marks a fragment invalid with
+//     ReasonFragment.
 //   - A Result with State Invalid must not be forwarded with NAT expectations:
 //     when a commit could not be done (zone limit, no free NAT port) the state
 //     is Tracked|Invalid and Reason names the cause.

@@ -205,7 +205,9 @@ func parse(pkt []byte, l3off int, inner bool, p *packet) Reason {
 					return ReasonMalformed
 				}
 				fo := binary.BigEndian.Uint16(b[off+2:])
-				if !(inner && fo&0xfff8 == 0) {
+				// An atomic fragment (offset 0, no more) is whole; so is
+				// the first fragment quoted in an ICMP error.
+				if fo&0xfff9 != 0 && !(inner && fo&0xfff8 == 0) {
 					return ReasonFragment
 				}
 				next = b[off]

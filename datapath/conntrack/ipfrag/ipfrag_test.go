@@ -1,0 +1,143 @@
+package ipfrag
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// udp builds an IPv4 or IPv6 UDP packet with n payload bytes behind a
+// 14-byte fake Ethernet header.
+func udp(v6 bool, n int) []byte {
+	var ip []byte
+	payload := make([]byte, 8+n)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	binary.BigEndian.PutUint16(payload[4:], uint16(len(payload)))
+	if v6 {
+		ip = make([]byte, 40)
+		ip[0] = 0x60
+		binary.BigEndian.PutUint16(ip[4:], uint16(len(payload)))
+		ip[6], ip[7] = 17, 64
+		ip[23], ip[39] = 1, 2
+	} else {
+		ip = make([]byte, 20)
+		ip[0] = 0x45
+		binary.BigEndian.PutUint16(ip[2:], uint16(20+len(payload)))
+		binary.BigEndian.PutUint16(ip[4:], 0x1234)
+		ip[8], ip[9] = 64, 17
+		copy(ip[12:], []byte{10, 0, 0, 1, 10, 0, 0, 2})
+		binary.BigEndian.PutUint16(ip[10:], checksum(ip))
+	}
+	eth := bytes.Repeat([]byte{0xee}, 14)
+	return append(append(eth, ip...), payload...)
+}
+
+func TestReassemble(t *testing.T) {
+	for _, v6 := range []bool{false, true} {
+		for _, mtu := range []int{600, 1280, 1500} {
+			orig := udp(v6, 4000)
+			frags, err := Fragment(orig, 14, mtu, 99)
+			if err != nil || len(frags) < 3 {
+				t.Fatalf("v6=%v mtu %d: %d fragments, %v", v6, mtu, len(frags), err)
+			}
+			for _, f := range frags {
+				if len(f)-14 > mtu {
+					t.Fatalf("fragment of %d bytes over mtu %d", len(f)-14, mtu)
+				}
+			}
+			rand.Shuffle(len(frags), func(i, j int) { frags[i], frags[j] = frags[j], frags[i] })
+			r := New(Config{})
+			for i, f := range frags {
+				// The same fragments, but one, in another zone: they never
+				// complete ours, nor ours theirs.
+				if i > 0 {
+					if res := r.Add(f, 14, 2, 0); res.Status != Held {
+						t.Fatalf("zone 2 fragment %d: %v", i, res.Status)
+					}
+				}
+				res := r.Add(f, 14, 1, 0)
+				want := Held
+				if i == len(frags)-1 {
+					want = Complete
+				}
+				if res.Status != want {
+					t.Fatalf("v6=%v fragment %d: status %v (%v), want %v", v6, i, res.Status, res.Err, want)
+				}
+				if want == Complete {
+					if !bytes.Equal(res.Packet, orig) {
+						t.Fatalf("v6=%v mtu %d: reassembled packet differs\n%x\n%x", v6, mtu, res.Packet, orig)
+					}
+					if res.MaxFragSize > mtu || res.MaxFragSize < mtu-60 {
+						t.Errorf("MaxFragSize %d for mtu %d", res.MaxFragSize, mtu)
+					}
+				}
+			}
+			if r.Pending() != 1 {
+				t.Errorf("pending %d, want zone 2's datagram", r.Pending())
+			}
+			if n := r.Expire(16 * time.Second); n != 1 || r.Pending() != 0 {
+				t.Errorf("expire dropped %d, %d left", n, r.Pending())
+			}
+		}
+	}
+}
+
+func TestNotFragment(t *testing.T) {
+	r := New(Config{})
+	for _, v6 := range []bool{false, true} {
+		if res := r.Add(udp(v6, 10), 14, 0, 0); res.Status != NotFragment {
+			t.Errorf("v6=%v whole packet: %v", v6, res.Status)
+		}
+	}
+	if res := r.Add([]byte{0x45, 0}, 0, 0, 0); res.Status != Dropped || !errors.Is(res.Err, ErrMalformed) {
+		t.Errorf("truncated: %v %v", res.Status, res.Err)
+	}
+}
+
+func TestOverlapAndLimits(t *testing.T) {
+	frags, _ := Fragment(udp(false, 3000), 14, 1000, 1)
+	r := New(Config{MaxDatagrams: 1, MaxDatagramSize: 2000})
+	r.Add(frags[0], 14, 0, 0)
+	if res := r.Add(frags[0], 14, 0, 0); res.Status != Dropped || !errors.Is(res.Err, ErrOverlap) {
+		t.Errorf("duplicate fragment: %v %v", res.Status, res.Err)
+	}
+	if r.Pending() != 0 {
+		t.Errorf("overlapping datagram kept")
+	}
+	r.Add(frags[0], 14, 0, 0)
+	other, _ := Fragment(udp(true, 3000), 14, 1000, 2)
+	if res := r.Add(other[0], 14, 0, 0); !errors.Is(res.Err, ErrFull) {
+		t.Errorf("over MaxDatagrams: %v %v", res.Status, res.Err)
+	}
+	if res := r.Add(frags[2], 14, 0, 0); !errors.Is(res.Err, ErrTooBig) {
+		t.Errorf("over MaxDatagramSize: %v %v", res.Status, res.Err)
+	}
+}
+
+func FuzzAdd(f *testing.F) {
+	for _, v6 := range []bool{false, true} {
+		frags, _ := Fragment(udp(v6, 2000), 14, 700, 5)
+		f.Add(frags[0], frags[1], frags[2])
+	}
+	f.Fuzz(func(t *testing.T, a, b, c []byte) {
+		r := New(Config{MaxDatagrams: 4})
+		for _, p := range [][]byte{a, b, c, a} {
+			res := r.Add(p, 0, 0, 0)
+			if res.Status == Complete && len(res.Packet) == 0 {
+				t.Fatal("empty reassembled packet")
+			}
+			if res.Status == Dropped && res.Err == nil {
+				t.Fatal("dropped without error")
+			}
+			if len(p) > 0 {
+				Fragment(p, 0, 600, 1)
+			}
+		}
+		r.Expire(time.Hour)
+	})
+}
