@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // CheckOptions configures CheckListing.
@@ -79,6 +80,9 @@ func (t *Symtab) CheckListing(r io.Reader, w io.Writer, opts CheckOptions) (Chec
 				dpKeys[f.Datapath] = uint32(len(dpKeys) + 1)
 			}
 			ctx.Datapath = dpKeys[f.Datapath]
+			// The listing does not say what a datapath is; its stage
+			// names do (lr_in_..., ls_in_...).
+			ctx.Router = strings.HasPrefix(f.Stage, "lr_")
 			var out Result
 			lf := Lflow{Pipeline: f.Pipeline, Table: f.Table, Priority: f.Priority, Match: f.Match, Actions: f.Actions}
 			cerr := opts.Compiler.Compile(&lf, ctx, &out)

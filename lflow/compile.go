@@ -63,6 +63,10 @@ type Context struct {
 	Env Env
 	// Datapath is the logical datapath's key, matched in metadata.
 	Datapath uint32
+	// Router says the datapath is a logical router, whose plain
+	// connection tracking (ct_next, ct_commit, ct_lb) uses the DNAT zone
+	// rather than the logical port's zone.
+	Router bool
 	// NextConjID and NextGroupID are the next conjunction and group ids
 	// to hand out; Compile advances them.
 	NextConjID  uint32
@@ -438,6 +442,15 @@ func (ac *actionCompiler) exchange(out []flow.Action, a, b flow.FieldRange) []fl
 	return append(out, flow.Load{Dst: flow.Whole(meta), Value: flow.U128{Lo: uint64(ac.ctx.Datapath)}})
 }
 
+// portZone is the zone of plain connection tracking: the logical port's
+// zone on a switch, the DNAT zone on a router (as OVN does).
+func (ac *actionCompiler) portZone() flow.FieldRange {
+	if ac.ctx.Router {
+		return ac.ctZone(DPDNATZone)
+	}
+	return ac.ctZone(DPCTZone)
+}
+
 func (ac *actionCompiler) ctZone(name string) flow.FieldRange {
 	f, _ := flow.FieldByName(name)
 	return flow.FieldRange{Field: f, Ofs: 0, Bits: 16}
@@ -484,7 +497,7 @@ func (ac *actionCompiler) nested(out []flow.Action, a *NestedAction) ([]flow.Act
 		}
 		return append(out, flow.Clone{Actions: body}), nil
 	case "ct_commit":
-		ct := flow.CT{Commit: true, ZoneField: ac.ctZone(DPCTZone), Table: flow.CTNoTable}
+		ct := flow.CT{Commit: true, ZoneField: ac.portZone(), Table: flow.CTNoTable}
 		for _, b := range a.Body {
 			as, ok := b.(*AssignAction)
 			if !ok || as.Dst.Sym.Field == nil || (as.Dst.Sym.Field.Name != "ct_mark" && as.Dst.Sym.Field.Name != "ct_label") {
@@ -526,11 +539,11 @@ func (ac *actionCompiler) call(out []flow.Action, a *CallAction) ([]flow.Action,
 	case "drop":
 		return out, nil
 	case "ct_next":
-		return append(out, flow.CT{ZoneField: ac.ctZone(DPCTZone), Table: next}), nil
+		return append(out, flow.CT{ZoneField: ac.portZone(), Table: next}), nil
 	case "ct_clear":
 		return append(out, flow.CTClear{}), nil
 	case "ct_commit":
-		return append(out, flow.CT{Commit: true, ZoneField: ac.ctZone(DPCTZone), Table: flow.CTNoTable}), nil
+		return append(out, flow.CT{Commit: true, ZoneField: ac.portZone(), Table: flow.CTNoTable}), nil
 	case "ct_commit_nat":
 		return append(out, flow.CT{Commit: true, ZoneField: ac.ctZone(DPDNATZone), Table: next, NAT: &flow.NAT{}}), nil
 	case "ct_dnat", "ct_snat", "ct_dnat_in_czone", "ct_snat_in_czone":
@@ -675,7 +688,7 @@ func tokAddr(t ArgToken) (netip.Addr, error) {
 // goes through NAT; with them, a select group picks a backend and commits
 // the connection with DNAT to it.
 func (ac *actionCompiler) ctLB(out []flow.Action, a *CallAction, next uint8) ([]flow.Action, error) {
-	zone := ac.ctZone(DPCTZone)
+	zone := ac.portZone()
 	var backends []flow.NAT
 	var cur *flow.NAT
 	inBackends := false

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/govn/govn/datapath/flow"
 )
 
 func testCompiler(t testing.TB) (*Symtab, *Compiler) {
@@ -122,6 +124,25 @@ func TestCompileCorpus(t *testing.T) {
 		rules += len(res.Rules)
 	}
 	t.Logf("%d rules; unsupported actions: %v", rules, unsupported)
+}
+
+func TestCompileRouterZone(t *testing.T) {
+	st, c := testCompiler(t)
+	env := newTestEnv(t, st)
+	lf := Lflow{Pipeline: "ingress", Table: 4, Match: "ip", Actions: "ct_next;"}
+	for _, tc := range []struct {
+		router bool
+		want   string
+	}{{false, "reg13"}, {true, "reg11"}} {
+		var res Result
+		if err := c.Compile(&lf, &Context{Env: env, Router: tc.router}, &res); err != nil {
+			t.Fatal(err)
+		}
+		ct, ok := res.Rules[0].Actions[0].(flow.CT)
+		if !ok || ct.ZoneField.Field.String() != tc.want {
+			t.Errorf("router=%v: got %v, want zone in %s", tc.router, res.Rules[0].Actions, tc.want)
+		}
+	}
 }
 
 func TestCompileErrors(t *testing.T) {
