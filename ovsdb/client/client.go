@@ -350,7 +350,7 @@ func (c *Client) startSession(ctx context.Context, s *session) error {
 		since = ""
 	}
 
-	s.monitorID = json.RawMessage(`"govn"`)
+	s.monitorID, _ = json.Marshal(monitorID)
 	for ; ; method++ {
 		s.method = method
 		reqs, err := monitorRequests(schema, tables, conds, method)
@@ -399,32 +399,28 @@ func (c *Client) condsCopy() map[string][]Condition {
 // applyInitial applies the monitor reply, then the updates that arrived
 // meanwhile, and marks the session synced.
 func (c *Client) applyInitial(s *session, raw json.RawMessage, since string, schemaChanged bool) error {
-	v, err := ovsdb.DecodeJSON(raw)
-	if err != nil {
-		return err
-	}
-	updates, found, txnID := v, false, ""
+	updates, found, txnID := []byte(raw), false, ""
 	if s.method == methodCondSince {
-		arr, ok := v.([]any)
-		if !ok || len(arr) != 3 {
-			return errors.New("want [found, last-txn-id, updates]")
+		parts, err := splitArray(raw)
+		if err != nil || len(parts) != 3 {
+			return fmt.Errorf("want [found, last-txn-id, updates]: %v", err)
 		}
-		found, _ = arr[0].(bool)
-		txnID, _ = arr[1].(string)
-		updates = arr[2]
+		found = string(parts[0]) == "true"
+		txnID, _ = jsonString(parts[1])
+		updates = parts[2]
 		found = found && since != ""
 	}
 	var cs ChangeSet
 	if found {
 		// The server resumed: the reply holds what changed since.
-		events, err := decodeUpdates(s.schema, c.cache.snapshotTable, updates, s.method)
+		events, err := parseUpdates(s.schema, c.cache.snapshotTable, updates, s.method)
 		if err != nil {
 			return err
 		}
 		cs = ChangeSet{Events: events}
 	} else {
 		empty := func(string) map[ovsdb.UUID]*ovsdb.Row { return nil }
-		full, err := decodeUpdates(s.schema, empty, updates, s.method)
+		full, err := parseUpdates(s.schema, empty, updates, s.method)
 		if err != nil {
 			return err
 		}
@@ -521,29 +517,28 @@ func (c *Client) handle(s *session, m *jsonrpc.Message) {
 // applyUpdate applies one update notification; a bad one ends the session,
 // since the cache can no longer be trusted to match the server.
 func (c *Client) applyUpdate(s *session, m *jsonrpc.Message) {
-	v, err := ovsdb.DecodeJSON(m.Params)
+	params, err := splitArray(m.Params)
 	if err != nil {
 		c.dropSession(s, fmt.Errorf("%s: %w", m.Method, err))
 		return
 	}
-	params, _ := v.([]any)
 	want := map[string]int{"update": 2, "update2": 2, "update3": 3}[m.Method]
 	if len(params) != want {
 		c.dropSession(s, fmt.Errorf("%s: want %d params, got %d", m.Method, want, len(params)))
 		return
 	}
-	if id, _ := json.Marshal(params[0]); string(id) != string(s.monitorID) {
+	if id, ok := jsonString(params[0]); !ok || id != monitorID {
 		return // another monitor's update
 	}
 	method := map[string]monitorMethod{"update": methodPlain, "update2": methodCond, "update3": methodCondSince}[m.Method]
-	events, err := decodeUpdates(s.schema, c.cache.snapshotTable, params[len(params)-1], method)
+	events, err := parseUpdates(s.schema, c.cache.snapshotTable, params[len(params)-1], method)
 	if err != nil {
 		c.dropSession(s, fmt.Errorf("%s: %w", m.Method, err))
 		return
 	}
 	cs := ChangeSet{Events: events}
 	if method == methodCondSince {
-		cs.TxnID, _ = params[1].(string)
+		cs.TxnID, _ = jsonString(params[1])
 	}
 	c.publish(s, &cs)
 }

@@ -21,6 +21,9 @@ func (m monitorMethod) String() string {
 	return [...]string{"monitor_cond_since", "monitor_cond", "monitor"}[m]
 }
 
+// monitorID is the <json-value> naming the client's monitor.
+const monitorID = "govn"
+
 // zeroTxnID is the "no transaction" id of monitor_cond_since.
 const zeroTxnID = "00000000-0000-0000-0000-000000000000"
 

@@ -125,18 +125,25 @@ func TestDecodeUpdates(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			events, err := decodeUpdates(s, current, mustDecode(t, tt.update), tt.method)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want %q", err, tt.wantErr)
+			generic, gerr := decodeUpdates(s, current, mustDecode(t, tt.update), tt.method)
+			direct, derr := parseUpdates(s, current, []byte(tt.update), tt.method)
+			for _, r := range []struct {
+				name   string
+				events []Event
+				err    error
+			}{{"decodeUpdates", generic, gerr}, {"parseUpdates", direct, derr}} {
+				if tt.wantErr != "" {
+					if r.err == nil || !strings.Contains(r.err.Error(), tt.wantErr) {
+						t.Errorf("%s: error %v, want %q", r.name, r.err, tt.wantErr)
+					}
+					continue
 				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := describe(s, events); got != tt.want {
-				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
+				if r.err != nil {
+					t.Fatalf("%s: %v", r.name, r.err)
+				}
+				if got := describe(s, r.events); got != tt.want {
+					t.Errorf("%s: got\n%s\nwant\n%s", r.name, got, tt.want)
+				}
 			}
 		})
 	}
@@ -214,35 +221,47 @@ func TestEncodeTransact(t *testing.T) {
 	}
 }
 
-// FuzzDecodeUpdates feeds arbitrary JSON to the update decoder, which must
-// return events or an error and never panic.
+// FuzzDecodeUpdates feeds arbitrary JSON to both update decoders: neither
+// may panic, and when both succeed they must agree event for event.
 func FuzzDecodeUpdates(f *testing.F) {
 	s := ovsdb.MustParseSchema([]byte(testSchema))
 	old := ovsdb.NewRow(s.Tables["Switch"], ovsdb.MustParseUUID(uuid1))
+	old.Data[s.Tables["Switch"].Column("external_ids").Index] = ovsdb.Map(strs("a"), strs("1"))
 	current := func(table string) map[ovsdb.UUID]*ovsdb.Row {
-		return map[ovsdb.UUID]*ovsdb.Row{old.UUID: old}
+		if table == "Switch" {
+			return map[ovsdb.UUID]*ovsdb.Row{old.UUID: old}
+		}
+		return nil
 	}
 	for _, seed := range []string{
 		`{"Switch":{"` + uuid1 + `":{"modify":{"counter":5,"external_ids":["map",[["a","1"]]],"ports":["set",[["uuid","` + uuid2 + `"]]]}}}}`,
-		`{"Port":{"` + uuid2 + `":{"insert":{"name":"p","addresses":["set",["a","b"]]}}}}`,
-		`{"Switch":{"` + uuid1 + `":{"old":{},"new":{"tag":["set",[]]}}}}`,
-		`{"Switch":{"` + uuid1 + `":{"delete":null}}}`,
+		`{"Port":{"` + uuid2 + `":{"insert":{"name":"p\u00e9\ud83d\ude00","addresses":["set",["a","b"]]}}}}`,
+		`{"Switch":{"` + uuid1 + `":{"old":{},"new":{"tag":["set",[]],"ports":["uuid","` + uuid2 + `"]}}}}`,
+		`{"Switch":{"` + uuid1 + `":{"delete":null}},"Port":{}}`,
 	} {
 		f.Add([]byte(seed), uint8(0))
+		f.Add([]byte(seed), uint8(2))
 	}
 	f.Fuzz(func(t *testing.T, data []byte, method uint8) {
+		m := monitorMethod(method % 3)
+		direct, derr := parseUpdates(s, current, data, m)
+		if derr == nil {
+			for _, e := range direct {
+				if (e.Kind == Insert) != (e.Old == nil) || (e.Kind == Delete) != (e.New == nil) {
+					t.Fatalf("inconsistent event %+v", e)
+				}
+			}
+		}
 		v, err := ovsdb.DecodeJSON(data)
 		if err != nil {
 			return
 		}
-		events, err := decodeUpdates(s, current, v, monitorMethod(method%3))
-		if err != nil {
+		generic, gerr := decodeUpdates(s, current, v, m)
+		if gerr != nil || derr != nil {
 			return
 		}
-		for _, e := range events {
-			if (e.Kind == Insert) != (e.Old == nil) || (e.Kind == Delete) != (e.New == nil) {
-				t.Fatalf("inconsistent event %+v", e)
-			}
+		if a, b := describe(s, generic), describe(s, direct); a != b {
+			t.Fatalf("decoders disagree on %s:\ngeneric:\n%s\ndirect:\n%s", data, a, b)
 		}
 	})
 }

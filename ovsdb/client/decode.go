@@ -1,0 +1,763 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/govn/govn/ovsdb"
+)
+
+// This file decodes table updates straight from their JSON bytes into
+// cache rows, without building encoding/json's generic maps first: an
+// initial monitor reply of a big database is the largest thing a client
+// reads. decodeUpdates in monitor.go is the reference the fuzz test holds
+// this decoder to.
+
+// parser reads JSON from b.
+type parser struct {
+	b       []byte
+	i       int
+	depth   int
+	scratch []colValue // rowValues' result, reused row after row
+}
+
+var errDepth = errors.New("nested too deeply")
+
+func (p *parser) fail(format string, args ...any) error {
+	return fmt.Errorf("at byte %d: %s", p.i, fmt.Sprintf(format, args...))
+}
+
+func (p *parser) ws() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+// peek returns the next non-space byte (0 at the end).
+func (p *parser) peek() byte {
+	p.ws()
+	if p.i < len(p.b) {
+		return p.b[p.i]
+	}
+	return 0
+}
+
+func (p *parser) expect(c byte) error {
+	if p.peek() != c {
+		if p.i >= len(p.b) {
+			return p.fail("want %q, found the end", c)
+		}
+		return p.fail("want %q, found %q", c, p.b[p.i])
+	}
+	p.i++
+	return nil
+}
+
+// str reads a JSON string.
+func (p *parser) str() (string, error) {
+	if err := p.expect('"'); err != nil {
+		return "", err
+	}
+	start := p.i
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		switch {
+		case c == '"':
+			s := validUTF8(p.b[start:p.i])
+			p.i++
+			return s, nil
+		case c == '\\':
+			return p.strSlow(start)
+		case c < 0x20:
+			return "", p.fail("control character in string")
+		}
+		p.i++
+	}
+	return "", p.fail("unterminated string")
+}
+
+// strSlow finishes a string that has escapes.
+func (p *parser) strSlow(start int) (string, error) {
+	buf := append([]byte(nil), p.b[start:p.i]...)
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			return validUTF8(buf), nil
+		case c < 0x20:
+			return "", p.fail("control character in string")
+		case c != '\\':
+			buf = append(buf, c)
+			p.i++
+			continue
+		}
+		if p.i+1 >= len(p.b) {
+			break
+		}
+		esc := p.b[p.i+1]
+		p.i += 2
+		switch esc {
+		case '"', '\\', '/':
+			buf = append(buf, esc)
+		case 'b':
+			buf = append(buf, '\b')
+		case 'f':
+			buf = append(buf, '\f')
+		case 'n':
+			buf = append(buf, '\n')
+		case 'r':
+			buf = append(buf, '\r')
+		case 't':
+			buf = append(buf, '\t')
+		case 'u':
+			r, ok := p.hex4()
+			if !ok {
+				return "", p.fail("bad \\u escape")
+			}
+			if utf16.IsSurrogate(r) {
+				r2 := rune(-1)
+				if p.i+1 < len(p.b) && p.b[p.i] == '\\' && p.b[p.i+1] == 'u' {
+					save := p.i
+					p.i += 2
+					var ok2 bool
+					if r2, ok2 = p.hex4(); !ok2 {
+						return "", p.fail("bad \\u escape")
+					}
+					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+						r, r2 = d, -1
+					} else {
+						p.i = save
+						r2 = -1
+					}
+				}
+				if utf16.IsSurrogate(r) {
+					r = utf8.RuneError
+				}
+			}
+			buf = utf8.AppendRune(buf, r)
+		default:
+			return "", p.fail("bad escape \\%c", esc)
+		}
+	}
+	return "", p.fail("unterminated string")
+}
+
+// validUTF8 returns b as a string with each invalid byte replaced by
+// U+FFFD, as encoding/json does.
+func validUTF8(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return string([]rune(string(b)))
+}
+
+func (p *parser) hex4() (rune, bool) {
+	if len(p.b)-p.i < 4 {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(p.b[p.i:p.i+4]), 16, 32)
+	if err != nil {
+		return 0, false
+	}
+	p.i += 4
+	return rune(v), true
+}
+
+// number returns the text of a JSON number.
+func (p *parser) number() (string, error) {
+	p.ws()
+	start := p.i
+	for p.i < len(p.b) {
+		switch c := p.b[p.i]; {
+		case '0' <= c && c <= '9', c == '-', c == '+', c == '.', c == 'e', c == 'E':
+			p.i++
+			continue
+		}
+		break
+	}
+	if p.i == start {
+		return "", p.fail("want a number")
+	}
+	return string(p.b[start:p.i]), nil
+}
+
+// skip passes over any JSON value; the bytes were validated when the
+// message was read.
+func (p *parser) skip() error {
+	switch p.peek() {
+	case '"':
+		_, err := p.str()
+		return err
+	case '{', '[':
+		p.depth++
+		defer func() { p.depth-- }()
+		if p.depth > 1000 {
+			return errDepth
+		}
+		open := p.b[p.i]
+		close := byte('}')
+		if open == '[' {
+			close = ']'
+		}
+		p.i++
+		if p.peek() == close {
+			p.i++
+			return nil
+		}
+		for {
+			if open == '{' {
+				if _, err := p.str(); err != nil {
+					return err
+				}
+				if err := p.expect(':'); err != nil {
+					return err
+				}
+			}
+			if err := p.skip(); err != nil {
+				return err
+			}
+			switch p.peek() {
+			case ',':
+				p.i++
+			case close:
+				p.i++
+				return nil
+			default:
+				return p.fail("want , or %q", close)
+			}
+		}
+	case 't', 'f', 'n':
+		for p.i < len(p.b) && 'a' <= p.b[p.i] && p.b[p.i] <= 'z' {
+			p.i++
+		}
+		return nil
+	case 0:
+		return p.fail("unexpected end")
+	}
+	_, err := p.number()
+	return err
+}
+
+// rawKey reads a member name without allocating when it has no escapes;
+// the result is valid until the next read.
+func (p *parser) rawKey() ([]byte, error) {
+	if err := p.expect('"'); err != nil {
+		return nil, err
+	}
+	start := p.i
+	for p.i < len(p.b) {
+		switch c := p.b[p.i]; {
+		case c == '"':
+			p.i++
+			return p.b[start : p.i-1], nil
+		case c == '\\' || c < 0x20 || c >= utf8.RuneSelf:
+			p.i = start - 1
+			s, err := p.str()
+			return []byte(s), err
+		}
+		p.i++
+	}
+	return nil, p.fail("unterminated string")
+}
+
+// members calls f for each member of an object, positioned at its value;
+// f must consume the value. key is valid only during the call.
+func (p *parser) members(f func(key []byte) error) error {
+	if err := p.expect('{'); err != nil {
+		return err
+	}
+	if p.peek() == '}' {
+		p.i++
+		return nil
+	}
+	for {
+		key, err := p.rawKey()
+		if err != nil {
+			return err
+		}
+		if err := p.expect(':'); err != nil {
+			return err
+		}
+		if err := f(key); err != nil {
+			return err
+		}
+		switch p.peek() {
+		case ',':
+			p.i++
+		case '}':
+			p.i++
+			return nil
+		default:
+			return p.fail("want , or } in object")
+		}
+	}
+}
+
+// elements calls f for each element of an array, positioned at it.
+func (p *parser) elements(f func() error) error {
+	if err := p.expect('['); err != nil {
+		return err
+	}
+	if p.peek() == ']' {
+		p.i++
+		return nil
+	}
+	for {
+		if err := f(); err != nil {
+			return err
+		}
+		switch p.peek() {
+		case ',':
+			p.i++
+		case ']':
+			p.i++
+			return nil
+		default:
+			return p.fail("want , or ] in array")
+		}
+	}
+}
+
+// isNull consumes a null if one is next.
+func (p *parser) isNull() bool {
+	if p.peek() == 'n' && len(p.b)-p.i >= 4 && string(p.b[p.i:p.i+4]) == "null" {
+		p.i += 4
+		return true
+	}
+	return false
+}
+
+// atom reads an atom of type t (without constraint checks).
+func (p *parser) atom(t ovsdb.AtomicType) (ovsdb.Atom, error) {
+	switch t {
+	case ovsdb.TypeInteger:
+		n, err := p.number()
+		if err != nil {
+			return ovsdb.Atom{}, err
+		}
+		i, err := strconv.ParseInt(n, 10, 64)
+		if err != nil {
+			return ovsdb.Atom{}, p.fail("bad integer %s", n)
+		}
+		return ovsdb.Integer(i), nil
+	case ovsdb.TypeReal:
+		n, err := p.number()
+		if err != nil {
+			return ovsdb.Atom{}, err
+		}
+		f, err := strconv.ParseFloat(n, 64)
+		if err != nil {
+			return ovsdb.Atom{}, p.fail("bad real %s", n)
+		}
+		return ovsdb.Real(f), nil
+	case ovsdb.TypeBoolean:
+		switch {
+		case len(p.b)-p.i >= 4 && p.peek() == 't' && string(p.b[p.i:p.i+4]) == "true":
+			p.i += 4
+			return ovsdb.Boolean(true), nil
+		case len(p.b)-p.i >= 5 && p.peek() == 'f' && string(p.b[p.i:p.i+5]) == "false":
+			p.i += 5
+			return ovsdb.Boolean(false), nil
+		}
+		return ovsdb.Atom{}, p.fail("want a boolean")
+	case ovsdb.TypeString:
+		s, err := p.str()
+		return ovsdb.String(s), err
+	case ovsdb.TypeUUID:
+		if err := p.expect('['); err != nil {
+			return ovsdb.Atom{}, err
+		}
+		tag, err := p.str()
+		if err != nil {
+			return ovsdb.Atom{}, err
+		}
+		if tag != "uuid" {
+			return ovsdb.Atom{}, p.fail("want [\"uuid\", ...], found %q", tag)
+		}
+		return p.uuidRest()
+	}
+	return ovsdb.Atom{}, p.fail("bad atomic type")
+}
+
+// uuidRest reads `, "UUID"]` after the tag of a uuid atom.
+func (p *parser) uuidRest() (ovsdb.Atom, error) {
+	if err := p.expect(','); err != nil {
+		return ovsdb.Atom{}, err
+	}
+	s, err := p.str()
+	if err != nil {
+		return ovsdb.Atom{}, err
+	}
+	u, err := ovsdb.ParseUUID(s)
+	if err != nil {
+		return ovsdb.Atom{}, p.fail("%v", err)
+	}
+	if err := p.expect(']'); err != nil {
+		return ovsdb.Atom{}, err
+	}
+	return ovsdb.UUIDAtom(u), nil
+}
+
+// datum reads the value of a column of type ct, without constraint checks
+// (update2 diffs may exceed them).
+func (p *parser) datum(ct *ovsdb.ColumnType) (ovsdb.Datum, error) {
+	if ct.IsMap() {
+		if err := p.expect('['); err != nil {
+			return ovsdb.Datum{}, err
+		}
+		if tag, err := p.str(); err != nil || tag != "map" {
+			return ovsdb.Datum{}, p.fail("want [\"map\", ...]")
+		}
+		if err := p.expect(','); err != nil {
+			return ovsdb.Datum{}, err
+		}
+		var keys, values []ovsdb.Atom
+		err := p.elements(func() error {
+			if err := p.expect('['); err != nil {
+				return err
+			}
+			k, err := p.atom(ct.Key.Type)
+			if err != nil {
+				return err
+			}
+			if err := p.expect(','); err != nil {
+				return err
+			}
+			v, err := p.atom(ct.Value.Type)
+			if err != nil {
+				return err
+			}
+			keys, values = append(keys, k), append(values, v)
+			return p.expect(']')
+		})
+		if err != nil {
+			return ovsdb.Datum{}, err
+		}
+		if err := p.expect(']'); err != nil {
+			return ovsdb.Datum{}, err
+		}
+		d := ovsdb.Map(keys, values)
+		if d.Len() != len(keys) {
+			return ovsdb.Datum{}, p.fail("map contains duplicate key")
+		}
+		return d, nil
+	}
+	if p.peek() != '[' {
+		a, err := p.atom(ct.Key.Type)
+		return ovsdb.Scalar(a), err
+	}
+	p.i++
+	tag, err := p.str()
+	if err != nil {
+		return ovsdb.Datum{}, err
+	}
+	switch {
+	case tag == "uuid" && ct.Key.Type == ovsdb.TypeUUID:
+		a, err := p.uuidRest()
+		return ovsdb.Scalar(a), err
+	case tag != "set":
+		return ovsdb.Datum{}, p.fail("want [\"set\", ...], found %q", tag)
+	}
+	if err := p.expect(','); err != nil {
+		return ovsdb.Datum{}, err
+	}
+	var atoms []ovsdb.Atom
+	err = p.elements(func() error {
+		a, err := p.atom(ct.Key.Type)
+		atoms = append(atoms, a)
+		return err
+	})
+	if err != nil {
+		return ovsdb.Datum{}, err
+	}
+	if err := p.expect(']'); err != nil {
+		return ovsdb.Datum{}, err
+	}
+	n := len(atoms)
+	d := ovsdb.Set(atoms...)
+	if d.Len() != n {
+		return ovsdb.Datum{}, p.fail("set contains duplicate value")
+	}
+	return d, nil
+}
+
+// colValue is one column's value read from a <row>.
+type colValue struct {
+	index int
+	datum ovsdb.Datum
+}
+
+// rowValues reads a <row> object into p.scratch, the last value of a
+// repeated column winning; columns t lacks are skipped.
+func (p *parser) rowValues(t *ovsdb.TableSchema) ([]colValue, error) {
+	p.scratch = p.scratch[:0]
+	if p.isNull() {
+		return nil, nil
+	}
+	err := p.members(func(name []byte) error {
+		c := t.Column(string(name))
+		if c == nil || c.Index < 0 {
+			return p.skip()
+		}
+		d, err := p.datum(&c.Type)
+		if err != nil {
+			return fmt.Errorf("column %s: %w", name, err)
+		}
+		for i := range p.scratch {
+			if p.scratch[i].index == c.Index {
+				p.scratch[i].datum = d
+				return nil
+			}
+		}
+		p.scratch = append(p.scratch, colValue{c.Index, d})
+		return nil
+	})
+	return p.scratch, err
+}
+
+// setRow sets vals on row; with diff, non-scalar values are update2
+// differences.
+func setRow(t *ovsdb.TableSchema, row *ovsdb.Row, vals []colValue, diff bool) *ovsdb.Row {
+	for _, v := range vals {
+		c := t.Columns[v.index]
+		d := v.datum
+		if diff && !c.Type.IsScalar() {
+			d = applyDiff(row.Data[v.index], d, c.Type.IsMap())
+		}
+		row.Data[v.index] = d
+	}
+	return row
+}
+
+// parseUUID parses a canonical UUID from bytes without allocating.
+func parseUUID(b []byte) (ovsdb.UUID, error) {
+	var raw [16]byte
+	if len(b) != 36 || b[8] != '-' || b[13] != '-' || b[18] != '-' || b[23] != '-' {
+		return ovsdb.UUID{}, fmt.Errorf("%q is not a UUID", b)
+	}
+	j := 0
+	for i := 0; i < 36; {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			i++
+			continue
+		}
+		hi, ok1 := unhex(b[i])
+		lo, ok2 := unhex(b[i+1])
+		if !ok1 || !ok2 {
+			return ovsdb.UUID{}, fmt.Errorf("%q is not a UUID", b)
+		}
+		raw[j] = hi<<4 | lo
+		j++
+		i += 2
+	}
+	return ovsdb.UUIDFromBytes(raw), nil
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// parseUpdates is decodeUpdates reading JSON bytes directly.
+func parseUpdates(s *ovsdb.Schema, current tableReader, raw []byte, method monitorMethod) ([]Event, error) {
+	p := &parser{b: raw}
+	if p.peek() != '{' {
+		return nil, fmt.Errorf("table updates: want an object")
+	}
+	type tableEvents struct {
+		name   string
+		events []Event
+	}
+	var tables []*tableEvents
+	err := p.members(func(tkey []byte) error {
+		t := s.Tables[string(tkey)]
+		if t == nil {
+			return p.skip()
+		}
+		te := &tableEvents{name: t.Name}
+		tables = append(tables, te)
+		cur := current(t.Name)
+		return p.members(func(idText []byte) error {
+			id, err := parseUUID(idText)
+			if err != nil {
+				return fmt.Errorf("table updates for %s: %w", t.Name, err)
+			}
+			old := cur[id]
+			var e Event
+			if method == methodPlain {
+				e, err = p.rowUpdate(t, id, old)
+			} else {
+				e, err = p.rowUpdate2(t, id, old)
+			}
+			if err != nil {
+				return fmt.Errorf("update of %s row %s: %w", t.Name, idText, err)
+			}
+			// A row without an event still counts for "the last
+			// update of a repeated UUID wins": keep it as Kind 0.
+			e.Table = t.Name
+			if e.Kind == 0 {
+				e.Old = &ovsdb.Row{UUID: id}
+			}
+			te.events = append(te.events, e)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if p.peek() != 0 {
+		return nil, p.fail("data after the table updates")
+	}
+	// Tables in name order; a repeated table or row: the last one wins,
+	// as with encoding/json.
+	slices.SortStableFunc(tables, func(a, b *tableEvents) int { return compareStrings(a.name, b.name) })
+	n := 0
+	for i, te := range tables {
+		if i+1 < len(tables) && tables[i+1].name == te.name {
+			continue
+		}
+		n += len(te.events)
+	}
+	events := make([]Event, 0, n)
+	for i, te := range tables {
+		if i+1 < len(tables) && tables[i+1].name == te.name {
+			continue
+		}
+		slices.SortStableFunc(te.events, func(a, b Event) int { return a.UUID().Compare(b.UUID()) })
+		for j, e := range te.events {
+			if j+1 < len(te.events) && te.events[j+1].UUID() == e.UUID() {
+				continue
+			}
+			if e.Kind != 0 {
+				events = append(events, e)
+			}
+		}
+	}
+	return events, nil
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// rowUpdate2 reads one <row-update2>.
+func (p *parser) rowUpdate2(t *ovsdb.TableSchema, id ovsdb.UUID, old *ovsdb.Row) (Event, error) {
+	var e Event
+	n := 0
+	err := p.members(func(kind []byte) error {
+		n++
+		switch string(kind) {
+		case "initial", "insert":
+			vals, err := p.rowValues(t)
+			if err != nil {
+				return err
+			}
+			row := setRow(t, ovsdb.NewRow(t, id), vals, false)
+			if old != nil {
+				e = Event{Kind: Update, Old: old, New: row}
+			} else {
+				e = Event{Kind: Insert, New: row}
+			}
+		case "modify":
+			if old == nil {
+				return fmt.Errorf("modify of a row not in the cache")
+			}
+			vals, err := p.rowValues(t)
+			if err != nil {
+				return err
+			}
+			e = Event{Kind: Update, Old: old, New: setRow(t, old.Clone(), vals, true)}
+		case "delete":
+			if err := p.skip(); err != nil {
+				return err
+			}
+			e = Event{}
+			if old != nil {
+				e = Event{Kind: Delete, Old: old}
+			}
+		default:
+			return fmt.Errorf("unknown row update kind %q", kind)
+		}
+		return nil
+	})
+	if err == nil && n != 1 {
+		err = fmt.Errorf("want an object with one member")
+	}
+	return e, err
+}
+
+// rowUpdate reads one RFC 7047 <row-update> {"old":..., "new":...}.
+func (p *parser) rowUpdate(t *ovsdb.TableSchema, id ovsdb.UUID, old *ovsdb.Row) (Event, error) {
+	var newVals []colValue
+	hasNew := false
+	err := p.members(func(key []byte) error {
+		if string(key) != "new" {
+			return p.skip()
+		}
+		if p.isNull() {
+			hasNew, newVals = false, nil
+			return nil
+		}
+		vals, err := p.rowValues(t)
+		hasNew, newVals = err == nil, slices.Clone(vals)
+		return err
+	})
+	if err != nil {
+		return Event{}, err
+	}
+	switch {
+	case !hasNew && old == nil:
+		return Event{}, nil
+	case !hasNew:
+		return Event{Kind: Delete, Old: old}, nil
+	case old == nil:
+		return Event{Kind: Insert, New: setRow(t, ovsdb.NewRow(t, id), newVals, false)}, nil
+	}
+	return Event{Kind: Update, Old: old, New: setRow(t, old.Clone(), newVals, false)}, nil
+}
+
+// splitArray returns the raw elements of a JSON array.
+func splitArray(raw []byte) ([][]byte, error) {
+	p := &parser{b: raw}
+	var elems [][]byte
+	err := p.elements(func() error {
+		p.ws()
+		start := p.i
+		if err := p.skip(); err != nil {
+			return err
+		}
+		elems = append(elems, raw[start:p.i])
+		return nil
+	})
+	return elems, err
+}
+
+// jsonString decodes raw as a JSON string, reporting whether it is one.
+func jsonString(raw []byte) (string, bool) {
+	p := &parser{b: raw}
+	s, err := p.str()
+	return s, err == nil && p.peek() == 0
+}
