@@ -69,7 +69,7 @@ func (s *govnServer) Start() {
 		s.t.Fatal(err)
 	}
 	s.cancel, s.done = cancel, make(chan struct{})
-	served := serveGated(ctx, srv, l)
+	served := serve(ctx, srv, l)
 	go func() {
 		defer close(s.done)
 		defer log.Close()
@@ -77,37 +77,15 @@ func (s *govnServer) Start() {
 	}()
 }
 
-// serveGated serves connections from l until ctx ends, and closes the
-// returned channel when done. server.ServeConn stores its jsonrpc.Conn only
-// after NewConn has started reading, and its handler reads that field: so
-// each connection's reads wait until ServeConn has returned.
-func serveGated(ctx context.Context, srv *server.Server, l net.Listener) <-chan struct{} {
+// serve serves connections from l with srv until ctx ends, and
+// closes the returned channel when done.
+func serve(ctx context.Context, srv *server.Server, l net.Listener) <-chan struct{} {
 	done := make(chan struct{})
-	go func() { <-ctx.Done(); l.Close() }()
 	go func() {
 		defer close(done)
-		for {
-			nc, err := l.Accept()
-			if err != nil {
-				return
-			}
-			g := &gatedConn{Conn: nc, open: make(chan struct{})}
-			srv.ServeConn(ctx, g)
-			close(g.open)
-		}
+		_ = srv.Serve(ctx, l)
 	}()
 	return done
-}
-
-// gatedConn blocks reads until open is closed.
-type gatedConn struct {
-	net.Conn
-	open chan struct{}
-}
-
-func (g *gatedConn) Read(p []byte) (int, error) {
-	<-g.open
-	return g.Conn.Read(p)
 }
 
 func (s *govnServer) Stop() {
@@ -143,7 +121,7 @@ func TestTCPAndEndpointRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := serveGated(ctx, srv, l)
+	done := serve(ctx, srv, l)
 	defer func() { cancel(); <-done }()
 
 	connectCtx, stop := context.WithTimeout(ctx, 10*time.Second)
