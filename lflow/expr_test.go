@@ -52,6 +52,16 @@ func TestSymtab(t *testing.T) {
 	}
 }
 
+// TestSymbolTableGolden keeps the whole symbol table, with its datapath
+// mapping, in testdata/symbols.golden (regenerate with -update).
+func TestSymbolTableGolden(t *testing.T) {
+	var sb strings.Builder
+	if err := testSymtab(t).WriteTable(&sb); err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "symbols.golden", sb.String())
+}
+
 func TestParseExprPrint(t *testing.T) {
 	st := testSymtab(t)
 	tests := []struct{ in, want string }{

@@ -2,7 +2,10 @@ package lflow
 
 import (
 	"fmt"
+	"io"
 	"sort"
+	"strconv"
+	"text/tabwriter"
 )
 
 // SymbolKind says what a symbol of the match language is.
@@ -387,4 +390,55 @@ func NewSymtab() (*Symtab, error) {
 		s.cached = true
 	}
 	return b.t, nil
+}
+
+// DatapathBits describes where a symbol's bits live in the datapath, e.g.
+// "reg10[0]" for flags.loopback or "nw_src" for ip4.src; "" for
+// predicates and OVN fields.
+func (s *Symbol) DatapathBits() string {
+	if s.Field == nil || s.Field.DP == "" {
+		return ""
+	}
+	base := s.Field
+	lo := base.DPOfs + s.Ofs
+	if s.Kind != KindSubfield && lo == 0 {
+		return base.DP
+	}
+	if s.Width == 1 {
+		return fmt.Sprintf("%s[%d]", base.DP, lo)
+	}
+	return fmt.Sprintf("%s[%d..%d]", base.DP, lo, lo+s.Width-1)
+}
+
+// WriteTable writes the symbol table as text, one symbol a line: name,
+// kind, width, datapath bits, and prerequisite or expansion.
+func (t *Symtab) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 1, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tKIND\tWIDTH\tDATAPATH\tPREREQUISITE / EXPANSION")
+	for _, s := range t.Symbols() {
+		width := strconv.Itoa(s.Width)
+		if s.Kind == KindString {
+			width = "string"
+		}
+		extra := s.Prereq
+		if s.Kind == KindPredicate {
+			extra = "= " + s.Expansion
+		}
+		kind := s.Kind.String()
+		if s.Nominal {
+			kind += ", nominal"
+		}
+		if s.ReadOnly && s.Kind != KindPredicate {
+			kind += ", read-only"
+		}
+		if s.OVNField {
+			kind += ", OVN field"
+		}
+		dp := s.DatapathBits()
+		if dp == "" {
+			dp = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, kind, width, dp, extra)
+	}
+	return tw.Flush()
 }

@@ -11,15 +11,23 @@ import (
 	"github.com/govn/govn/lflow"
 )
 
-// runLflow implements "govn lflow check [--normalize]": it reads
-// "ovn-sbctl lflow-list" output on stdin and parses every match and action.
+// runLflow implements "govn lflow check [--normalize] [--compile]", which
+// reads "ovn-sbctl lflow-list" output on stdin and parses every match and
+// action, and "govn lflow symbols", which prints the symbol table.
 func runLflow(ctx context.Context, args []string) error {
 	return runLflowIO(ctx, args, os.Stdin, os.Stdout)
 }
 
 func runLflowIO(_ context.Context, args []string, in io.Reader, out io.Writer) error {
+	if len(args) == 1 && args[0] == "symbols" {
+		st, err := lflow.NewSymtab()
+		if err != nil {
+			return err
+		}
+		return st.WriteTable(out)
+	}
 	if len(args) == 0 || args[0] != "check" {
-		return fmt.Errorf("%w: govn lflow check [--normalize] [--compile] [--address-set NAME=A,B...] [--port-group NAME=P,Q...] [--resident PORT...] < lflow-list", errUsage)
+		return fmt.Errorf("%w: govn lflow check [--normalize] [--compile] [--address-set NAME=A,B...] [--port-group NAME=P,Q...] [--resident PORT...] < lflow-list\n       govn lflow symbols", errUsage)
 	}
 	fs := flag.NewFlagSet("lflow check", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
