@@ -61,6 +61,7 @@ func TestSbctlSession(t *testing.T) {
 // every RFC 7047 operation, including the error replies.
 var clientScript = []step{
 	cmd("list-dbs", "{db}"),
+	cmd("wait", "{db}", "OVN_Southbound", "connected"),
 	cmd("get-schema", "{db}", "OVN_Southbound"),
 	cmd("get-schema", "{db}", "_Server"),
 	cmd("get-schema", "{db}", "No_Such_DB"),
