@@ -1,6 +1,7 @@
 package classifier
 
 import (
+	"math/bits"
 	"slices"
 
 	"github.com/govn/govn/datapath/flow"
@@ -32,7 +33,18 @@ type subtable struct {
 	plen        [numTries]int
 	maxPriority int
 	n           int
+	// ports tracks the rules' masked L4 ports (tp_src<<16 | tp_dst) when
+	// the last stage matches nothing but ports: a miss then un-wildcards
+	// only the port bits that tell the packet apart from every rule.
+	ports     *trie
+	portsMask uint64 // the ports' mask, as a 32-bit value
+	portsLen  uint   // 32 minus its trailing zero bits
 }
+
+// The ports word of the key layout: tp_src and tp_dst in its high 32 bits.
+var portsWord = flow.TPSrc.Info().Word
+
+func portsOf(w uint64) uint64 { return w >> 32 }
 
 // bucket holds the rules with one masked key, by priority, highest first.
 type bucket struct {
@@ -66,7 +78,26 @@ func newSubtable(m flow.Mask) *subtable {
 	for i, f := range trieFields {
 		st.plen[i] = prefixLen(m.Get(f), f.Bits())
 	}
+	if pm := portsOf(m.W[portsWord]); pm != 0 && st.lastStage == flow.StageL4 && onlyPorts(&m) {
+		st.ports = &trie{width: 32}
+		st.portsMask = pm
+		st.portsLen = uint(32 - bits.TrailingZeros32(uint32(pm)))
+	}
 	return st
+}
+
+// onlyPorts reports whether m's L4 stage has no bits but tp_src and tp_dst.
+func onlyPorts(m *flow.Mask) bool {
+	for w := flow.StageStart(flow.StageL4); w < flow.StageEnd(flow.StageL4); w++ {
+		x := m.W[w]
+		if w == portsWord {
+			x &= 1<<32 - 1
+		}
+		if x != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // hashes computes the hash of k under st's mask through each stage.
@@ -115,6 +146,9 @@ func (c *Classifier) Insert(r *flow.Rule) (replaced *flow.Rule) {
 	b.rules = slices.Insert(b.rules, i, r)
 	for s := 0; s < flow.NumStages; s++ {
 		st.stageHashes[s][hs[s]]++
+	}
+	if st.ports != nil {
+		st.ports.insert(flow.U128{Lo: portsOf(m.Key.W[portsWord])}, st.portsLen)
 	}
 	for i, f := range trieFields {
 		if st.plen[i] > 0 {
@@ -194,6 +228,9 @@ func (c *Classifier) Remove(priority uint16, match flow.Match) *flow.Rule {
 			delete(st.stageHashes[s], hs[s])
 		}
 	}
+	if st.ports != nil {
+		st.ports.remove(flow.U128{Lo: portsOf(match.Key.W[portsWord])}, st.portsLen)
+	}
 	for i, f := range trieFields {
 		if st.plen[i] > 0 {
 			c.tries[i].remove(match.Key.GetU128(f), uint(st.plen[i]))
@@ -257,24 +294,41 @@ func (c *Classifier) skipByTrie(st *subtable, ls *lookupState) bool {
 			ls.plens[i], ls.checked[i] = c.tries[i].lookup(ls.k.GetU128(f))
 			ls.done[i] = true
 		}
-		if !ls.plens[i].has(uint(p)) {
-			w := f.Bits()
-			ls.wc.SetBits(f, flow.OnesU128(ls.checked[i]).Shl(w-ls.checked[i]))
+		if ls.plens[i].has(uint(p)) {
+			continue
+		}
+		// Skip the subtable, but never by un-wildcarding more address bits
+		// than probing it would (its own prefix), unless they already are.
+		w, n := f.Bits(), ls.checked[i]
+		need := flow.OnesU128(n).Shl(w - n)
+		if n <= uint(p) || ls.wc.Get(f).And(need) == need {
+			ls.wc.SetBits(f, need)
 			return true
 		}
 	}
 	return false
 }
 
-// probe looks k up in st with staged lookup, adding the examined bits to wc.
-func (st *subtable) probe(k *flow.Key, wc *flow.Mask) *bucket {
+// probe looks ls.k up in st with staged lookup and prefix tracking, adding
+// the examined bits to ls.wc.
+func (c *Classifier) probe(st *subtable, ls *lookupState) *bucket {
+	k, wc := ls.k, ls.wc
 	h := uint64(0x2545f4914f6cdd1d)
 	for s := 0; s <= st.lastStage; s++ {
+		// Prefix tracking runs where the addresses' stage begins, as OVS
+		// does: a subtable already ruled out by in_port or L2 costs no
+		// address bits.
+		if s == flow.StageL3 && c.skipByTrie(st, ls) {
+			return nil
+		}
+		last := s == st.lastStage
 		for _, w := range st.stageWords[s] {
 			h = flow.HashWord(h, k.W[w]&st.mask.W[w])
-			wc.W[w] |= st.mask.W[w]
+			if !last || st.ports == nil {
+				wc.W[w] |= st.mask.W[w]
+			}
 		}
-		if s < st.lastStage && len(st.stageWords[s]) > 0 {
+		if !last && len(st.stageWords[s]) > 0 {
 			if st.stageHashes[s][flow.HashFinish(h)] == 0 {
 				return nil
 			}
@@ -282,8 +336,18 @@ func (st *subtable) probe(k *flow.Key, wc *flow.Mask) *bucket {
 	}
 	for _, b := range st.buckets[flow.HashFinish(h)] {
 		if k.EqualMasked(&b.key, &st.mask) {
+			if st.ports != nil {
+				wc.W[portsWord] |= st.mask.W[portsWord]
+			}
 			return b
 		}
+	}
+	if st.ports != nil {
+		// No rule matches. The ports trie says how many leading port bits
+		// prove it; with only ports in the last stage, those suffice.
+		_, n := st.ports.lookup(flow.U128{Lo: portsOf(k.W[portsWord]) & st.portsMask})
+		prefix := uint64(0xffffffff) &^ (uint64(0xffffffff) >> n)
+		wc.W[portsWord] |= (st.portsMask & prefix) << 32
 	}
 	return nil
 }
@@ -297,10 +361,7 @@ func (c *Classifier) Lookup(k *flow.Key, wc *flow.Mask) *flow.Rule {
 		if best != nil && int(best.Priority) >= st.maxPriority {
 			break
 		}
-		if c.skipByTrie(st, &ls) {
-			continue
-		}
-		b := st.probe(k, wc)
+		b := c.probe(st, &ls)
 		if b == nil {
 			continue
 		}
@@ -319,10 +380,7 @@ func (c *Classifier) LookupAll(k *flow.Key, wc *flow.Mask, minPriority int, fn f
 		if st.maxPriority <= minPriority {
 			break
 		}
-		if c.skipByTrie(st, &ls) {
-			continue
-		}
-		b := st.probe(k, wc)
+		b := c.probe(st, &ls)
 		if b == nil {
 			continue
 		}

@@ -2,8 +2,10 @@ package classifier
 
 import "github.com/govn/govn/datapath/flow"
 
-// trieFields are the fields with prefix tracking.
-var trieFields = [numTries]flow.Field{flow.NWSrc, flow.NWDst, flow.IPv6Src, flow.IPv6Dst}
+// trieFields are the fields with prefix tracking, destination first (as
+// OVS's default prefixes=ip_dst,ip_src): a subtable skipped by either
+// costs only the first field's bits.
+var trieFields = [numTries]flow.Field{flow.NWDst, flow.NWSrc, flow.IPv6Dst, flow.IPv6Src}
 
 const numTries = 4
 
