@@ -26,14 +26,25 @@
 // packet that fails a rule on its IP address leaves the rule's TCP port
 // wildcarded.
 //
-// Prefix tracking. For nw_src, nw_dst, ipv6_src and ipv6_dst the classifier
+// Prefix tracking. For nw_dst, nw_src, ipv6_dst and ipv6_src the classifier
 // keeps a binary trie of every rule's prefix (rules whose mask on the field
-// is a CIDR prefix). Before probing a subtable whose mask has a prefix of
-// length p on such a field, the lookup asks the trie whether any rule's
-// length-p prefix matches the packet's address. If none does the subtable is
-// skipped, and only the address bits the trie walk read are un-wildcarded:
-// up to the point where the packet's address left the trie. Host bits
-// beyond the longest relevant prefix stay wildcarded.
+// is a CIDR prefix). When a probe of a subtable whose mask has a prefix of
+// length p on such a field reaches the L3 stage, the lookup asks the trie
+// whether any rule's length-p prefix matches the packet's address. If none
+// does the subtable is skipped, and only the address bits the trie walk read
+// are un-wildcarded: up to the point where the packet's address left the
+// trie. Host bits beyond the longest relevant prefix stay wildcarded. The
+// trie is not used when its walk read more bits than p (probing would cost
+// fewer), unless those bits are already un-wildcarded.
+//
+// Port tracking. A subtable whose last stage matches only tp_src/tp_dst
+// keeps a trie of its rules' ports. When the final probe misses, only the
+// leading port bits that tell the packet's ports apart from every rule's are
+// un-wildcarded, so a rule for port 80 costs a port-81 packet 15 bits, not
+// 16, and a port-1000 packet a handful.
+//
+// These are the ideas of Open vSwitch's classifier; the differential tests
+// in package xlate check govn's megaflows against ovs-vswitchd's.
 //
 // # Conjunctive matches
 //
