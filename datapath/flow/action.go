@@ -296,7 +296,32 @@ func ActionsString(as []Action) string {
 // ValidateActions checks a rule's action list: ranges fit their fields,
 // moves have equal widths, goto_table is last and goes forward from table,
 // drop and conjunction stand alone.
-func ValidateActions(table uint8, as []Action) error {
+func ValidateActions(table uint8, as []Action) error { return validateActions(table, as, false) }
+
+// ReadOnly reports whether actions may not write f: conntrack results
+// (ct_mark and ct_label are set only through ct(exec(...))), recirc_id,
+// dp_hash, conj_id, and the derived fields eth_type, nw_proto, nw_frag and
+// tcp_flags.
+func (f Field) ReadOnly() bool {
+	switch f {
+	case RecircID, DPHash, ConjID, CTState, CTZone, CTMark, CTLabel, CTNWProto, CTNWSrc, CTNWDst,
+		CTTPSrc, CTTPDst, CTIPv6Src, CTIPv6Dst, EthType, NWProto, NWFrag, TCPFlags:
+		return true
+	}
+	return false
+}
+
+func writable(dst FieldRange, inCTExec bool) error {
+	if inCTExec && (dst.Field == CTMark || dst.Field == CTLabel) {
+		return nil
+	}
+	if dst.Field.Valid() && dst.Field.ReadOnly() {
+		return fmt.Errorf("%s is read-only", dst.Field)
+	}
+	return nil
+}
+
+func validateActions(table uint8, as []Action, inCTExec bool) error {
 	nConj := 0
 	for i, a := range as {
 		var err error
@@ -310,9 +335,15 @@ func ValidateActions(table uint8, as []Action) error {
 			if err == nil && !a.Value.AndNot(OnesU128(a.Dst.Width())).IsZero() {
 				err = fmt.Errorf("value does not fit %s", a.Dst)
 			}
+			if err == nil {
+				err = writable(a.Dst, inCTExec)
+			}
 		case Move:
 			if err = a.Src.Validate(); err == nil {
 				err = a.Dst.Validate()
+			}
+			if err == nil {
+				err = writable(a.Dst, inCTExec)
 			}
 			if err == nil && a.Src.Width() != a.Dst.Width() {
 				err = fmt.Errorf("move %s->%s: widths differ", a.Src, a.Dst)
@@ -347,10 +378,10 @@ func ValidateActions(table uint8, as []Action) error {
 				}
 			}
 			if err == nil {
-				err = ValidateActions(table, a.Exec)
+				err = validateActions(table, a.Exec, true)
 			}
 		case Clone:
-			err = ValidateActions(table, a.Actions)
+			err = validateActions(table, a.Actions, inCTExec)
 		case Drop:
 			if len(as) != 1 {
 				err = fmt.Errorf("drop must be the only action")

@@ -149,6 +149,9 @@ func TestValidateActions(t *testing.T) {
 		{Conjunction{ID: 1, Clause: 1, NClauses: 2}, Output{Port: 1}},
 		{Load{Dst: FieldRange{Field: Reg0, Bits: 4}, Value: U128{0, 0x10}}},
 		{CT{Table: CTNoTable, Exec: []Action{Load{Dst: Whole(Reg0)}}}},
+		{Load{Dst: Whole(CTMark), Value: U128{Lo: 1}}},
+		{Move{Src: Whole(Reg0), Dst: FieldRange{Field: CTState, Bits: 32}}},
+		{Load{Dst: Whole(EthType), Value: U128{Lo: 0x800}}},
 	}
 	for _, as := range bad {
 		if err := ValidateActions(1, as); err == nil {

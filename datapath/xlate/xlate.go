@@ -325,7 +325,10 @@ func (c *ctx) readField(r flow.FieldRange, cause string) flow.U128 {
 // emits the datapath set action.
 func (c *ctx) writeField(r flow.FieldRange, v flow.U128) {
 	c.k.SetRange(r, v)
-	if r.Field.PipelineOnly() {
+	if r.Field.PipelineOnly() || r.Field == flow.InPort {
+		// Writing in_port only changes which output counts as "the input
+		// port" (OVN's hairpin: load:0->in_port); the datapath's packet
+		// keeps its real input port.
 		return
 	}
 	c.acts = append(c.acts, flow.DPSetField{Field: r.Field, Value: v.Shl(r.Ofs), Mask: r.FieldMask()})

@@ -297,3 +297,18 @@ func TestMegaflowSoundness(t *testing.T) {
 		}
 	}
 }
+
+// TestHairpin: clearing in_port lets a packet go back out its input port,
+// without any datapath action for in_port itself.
+func TestHairpin(t *testing.T) {
+	ts := program(t, ruleSpec{0, 10, matchAll, []flow.Action{
+		flow.Output{Port: 1},
+		flow.Load{Dst: flow.Whole(flow.InPort), Value: flow.U128{}},
+		flow.Output{Port: 1},
+	}})
+	k := tcpKey(1, 2)
+	res := New(ts).Translate(&k, Options{})
+	if got := flow.DPActionsString(res.Actions); got != "1" {
+		t.Errorf("actions %s, want the second output only", got)
+	}
+}
