@@ -46,6 +46,11 @@ type Options struct {
 	// much silence from the server and drop the session when no answer
 	// comes within the same time.
 	ProbeInterval time.Duration
+	// LeaderOnly makes the client use only a server that reports, in its
+	// _Server database, that it is the leader of a clustered database (a
+	// standalone server always is); other servers are skipped like
+	// unreachable ones.
+	LeaderOnly bool
 	// MaxMessageSize bounds incoming messages (jsonrpc.DefaultMaxMessageSize
 	// if 0).
 	MaxMessageSize int
@@ -305,8 +310,50 @@ func (c *Client) probe(s *session) {
 	}
 }
 
-// startSession fetches the schema and establishes the monitor.
+// checkServer reads the server's _Server.Database row for the database,
+// as the OVS IDL does, and refuses a server that does not serve it, is not
+// connected to its cluster, or (with LeaderOnly) is not the leader. A
+// server without _Server (older than OVS 2.9) passes.
+func (c *Client) checkServer(ctx context.Context, s *session) error {
+	db, _ := json.Marshal(c.opts.Database)
+	params := json.RawMessage(`["_Server",{"op":"select","table":"Database","where":[["name","==",` + string(db) +
+		`]],"columns":["connected","leader","model"]}]`)
+	var reply []struct {
+		Rows []struct {
+			Connected *bool  `json:"connected"`
+			Leader    *bool  `json:"leader"`
+			Model     string `json:"model"`
+		} `json:"rows"`
+		Error string `json:"error"`
+	}
+	err := s.conn.Call(ctx, "transact", params, &reply)
+	var rpcErr *jsonrpc.Error
+	switch {
+	case errors.As(err, &rpcErr):
+		return nil // no _Server database
+	case err != nil:
+		return fmt.Errorf("reading _Server: %w", err)
+	case len(reply) != 1 || reply[0].Error != "":
+		return nil // a server whose _Server lacks these columns
+	case len(reply[0].Rows) == 0:
+		return fmt.Errorf("server does not serve database %s", c.opts.Database)
+	}
+	row := reply[0].Rows[0]
+	if row.Connected != nil && !*row.Connected {
+		return fmt.Errorf("server is not connected to the cluster of %s", c.opts.Database)
+	}
+	if c.opts.LeaderOnly && row.Leader != nil && !*row.Leader {
+		return fmt.Errorf("server is not the leader for %s", c.opts.Database)
+	}
+	return nil
+}
+
+// startSession checks the server, fetches the schema and establishes the
+// monitor.
 func (c *Client) startSession(ctx context.Context, s *session) error {
+	if err := c.checkServer(ctx, s); err != nil {
+		return err
+	}
 	var raw json.RawMessage
 	if err := s.conn.Call(ctx, "get_schema", []string{c.opts.Database}, &raw); err != nil {
 		return fmt.Errorf("get_schema %s: %w", c.opts.Database, err)

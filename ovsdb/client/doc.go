@@ -6,8 +6,10 @@
 // # Sessions
 //
 // A [Client] connects to one of its endpoints ("unix:PATH", "tcp:IP:PORT"),
-// fetches the schema with get_schema and starts one monitor over the tables
-// it was asked for. It prefers monitor_cond_since, remembering the id of the
+// checks in the server's _Server database that the server serves the
+// database and is connected to its cluster (and, with LeaderOnly, is the
+// leader), fetches the schema with get_schema and starts one monitor over
+// the tables it was asked for. It prefers monitor_cond_since, remembering the id of the
 // last transaction it has seen, so that after a reconnection the server can
 // send only what changed meanwhile; a server that answers "unknown method"
 // gets monitor_cond, and then plain monitor. When a session ends the client

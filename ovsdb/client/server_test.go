@@ -558,7 +558,7 @@ func TestEchoAndFallback(t *testing.T) {
 	})
 	mu.Lock()
 	defer mu.Unlock()
-	if strings.Join(methods[:4], ",") != "get_schema,monitor_cond_since,monitor_cond,monitor" {
+	if strings.Join(methods[:5], ",") != "transact,get_schema,monitor_cond_since,monitor_cond,monitor" {
 		t.Errorf("methods tried: %v", methods)
 	}
 }
@@ -614,5 +614,91 @@ func testResume(t *testing.T, srv testServer) {
 		if c.lastTxnID == "" {
 			t.Error("no transaction id recorded from monitor_cond_since")
 		}
+	}
+}
+
+// fakeServer serves the test schema with plain monitor only, answering
+// _Server selects with the given connected and leader flags, and records
+// the methods it was asked for.
+type fakeServer struct {
+	socket  string
+	mu      sync.Mutex
+	methods []string
+}
+
+func startFakeServer(t *testing.T, connected, leader bool) *fakeServer {
+	l, err := jsonrpc.Listen(t.Context(), "punix:"+filepath.Join(t.TempDir(), "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	f := &fakeServer{socket: l.Addr().String()}
+	serverRow := fmt.Sprintf(`[{"rows":[{"connected":%v,"leader":%v,"model":"clustered"}]}]`, connected, leader)
+	go func() {
+		for {
+			nc, err := l.Accept()
+			if err != nil {
+				return
+			}
+			jsonrpc.NewConn(t.Context(), nc, jsonrpc.Options{Handler: func(ctx context.Context, c *jsonrpc.Conn, m *jsonrpc.Message) {
+				f.mu.Lock()
+				f.methods = append(f.methods, m.Method)
+				f.mu.Unlock()
+				switch m.Method {
+				case "transact":
+					_ = c.Reply(m.ID, json.RawMessage(serverRow))
+				case "get_schema":
+					_ = c.Reply(m.ID, json.RawMessage(testSchema))
+				case "monitor":
+					_ = c.Reply(m.ID, json.RawMessage(`{}`))
+				default:
+					_ = c.ReplyError(m.ID, "unknown method")
+				}
+			}})
+		}
+	}()
+	return f
+}
+
+func (f *fakeServer) asked(method string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Contains(f.methods, method)
+}
+
+// TestServerChecks: the client skips a server that its _Server database
+// says is not connected, and with LeaderOnly one that is not the leader.
+func TestServerChecks(t *testing.T) {
+	for _, tt := range []struct {
+		name                 string
+		connected, leader    bool
+		leaderOnly, rejected bool
+	}{
+		{"disconnected", false, true, false, true},
+		{"follower, leader only", true, false, true, true},
+		{"follower, any server", true, false, false, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			bad := startFakeServer(t, tt.connected, tt.leader)
+			good := startFakeServer(t, true, true)
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			c, err := Connect(ctx, Options{
+				Endpoints:  []string{"unix:" + bad.socket, "unix:" + good.socket},
+				Database:   "Test",
+				LeaderOnly: tt.leaderOnly,
+				MinBackoff: 10 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if got := !bad.asked("get_schema"); got != tt.rejected {
+				t.Errorf("first server rejected = %v, want %v", got, tt.rejected)
+			}
+			if tt.rejected && !good.asked("monitor") {
+				t.Error("client did not move on to the good server")
+			}
+		})
 	}
 }
