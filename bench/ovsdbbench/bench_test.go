@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -57,4 +58,34 @@ func shortTempDir(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
+}
+
+// TestRunGovn builds the govn binary and runs a small bench of govn db
+// against the real ovsdb-server, as "govn bench ovsdb --quick" would.
+func TestRunGovn(t *testing.T) {
+	baseline, err := OvsdbServer()
+	if err != nil {
+		t.Skip(err)
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go tool to build govn with")
+	}
+	bin := filepath.Join(t.TempDir(), "govn")
+	if out, err := exec.CommandContext(t.Context(), goTool, "build", "-o", bin, "github.com/govn/govn/cmd/govn").CombinedOutput(); err != nil {
+		t.Fatalf("building govn: %v\n%s", err, out)
+	}
+	cfg := Config{Duration: 200 * time.Millisecond, Clients: 3, Monitors: 10, Commits: 5, BigRows: 3000, MonitorRuns: 1, TempDir: shortTempDir(t)}
+	r, err := Run(t.Context(), Govn(bin), baseline, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Results[0].Server != "govn" || r.Results[1].Server != "ovsdb-server" {
+		t.Errorf("servers %q and %q", r.Results[0].Server, r.Results[1].Server)
+	}
+	for _, m := range r.metrics() {
+		if v := m.value(&r.Results[0]); !(v > 0) {
+			t.Errorf("govn: %s = %v, want > 0", m.label, v)
+		}
+	}
 }
