@@ -20,34 +20,38 @@ type Layout struct {
 	IngressOutput uint8
 	EgressOutput  uint8
 	// Lookups maps an action that consults a table (get_arp, lookup_arp,
-	// get_fdb, chk_lb_hairpin, ...) to that table.
-	Lookups map[string]uint8
+	// get_fdb, chk_lb_hairpin, ...) to that table and the flags bit the
+	// table sets to answer yes (-1 when it answers by writing a field).
+	Lookups map[string]Lookup
 }
 
-// DefaultLayout returns OVN's table layout.
+// Lookup is one of OVN's fixed lookup tables.
+type Lookup struct {
+	Table uint8
+	Flag  int // bit of flags (reg10) that carries a Boolean answer, or -1
+}
+
+// DefaultLayout returns OVN 23.03's table layout (as ovn-controller
+// programs it: ovs-ofctl dump-flows of the reference setup).
 func DefaultLayout() Layout {
 	return Layout{
 		IngressBase:   8,
 		EgressBase:    40,
 		IngressOutput: 37,
 		EgressOutput:  64,
-		Lookups: map[string]uint8{
-			"get_arp": 66, "get_nd": 66,
-			"lookup_arp": 67, "lookup_nd": 67,
-			"lookup_arp_ip": 68, "lookup_nd_ip": 68,
-			"chk_lb_hairpin": 68, "chk_lb_hairpin_reply": 69, "ct_snat_to_vip": 70,
-			"get_fdb": 71, "lookup_fdb": 72,
-			"check_in_port_sec": 73, "check_out_port_sec": 74,
-			"chk_ecmp_nh_mac": 76, "chk_ecmp_nh": 77, "chk_lb_aff": 78,
+		Lookups: map[string]Lookup{
+			"get_arp": {66, -1}, "get_nd": {66, -1},
+			"lookup_arp": {67, 6}, "lookup_nd": {67, 6},
+			"lookup_arp_ip": {67, 6}, "lookup_nd_ip": {67, 6},
+			"chk_lb_hairpin": {68, 7}, "chk_lb_hairpin_reply": {69, 7},
+			"ct_snat_to_vip": {70, -1},
+			"get_fdb":        {71, -1}, "lookup_fdb": {72, 8},
+			"check_in_port_sec": {73, 12}, "check_out_port_sec": {75, 12},
+			"chk_ecmp_nh_mac": {76, 13}, "chk_ecmp_nh": {77, 13},
+			"chk_lb_aff": {78, 14},
 		},
 	}
 }
-
-// Flags bits used by table lookups to return a Boolean result, and the
-// registers OVN passes lookup arguments in.
-const (
-	flagLookupResult = 6 // flags bit a lookup table sets on success
-)
 
 // Lflow is one logical flow to compile.
 type Lflow struct {
@@ -217,7 +221,6 @@ func (c *Compiler) compileNormal(lf *Lflow, nf Normal, acts []Action, ctx *Conte
 		// Clauses with one alternative go into every rule; the others are
 		// the dimensions of the conjunction.
 		var dims [][]flow.Match
-		var dimFields []flow.Field
 		ok := true
 		for i := range conj {
 			cl := &conj[i]
@@ -243,7 +246,7 @@ func (c *Compiler) compileNormal(lf *Lflow, nf Normal, acts []Action, ctx *Conte
 					for j, k := range keys {
 						d[j].Set(f, uint64(k))
 					}
-					dims, dimFields = append(dims, d), append(dimFields, f)
+					dims = append(dims, d)
 				}
 				continue
 			}
@@ -255,19 +258,12 @@ func (c *Compiler) compileNormal(lf *Lflow, nf Normal, acts []Action, ctx *Conte
 			for j, m := range cl.Alts {
 				d[j].SetMaskedU128(f, toFlow(m.Value.Lsh(shift)), toFlow(m.Mask.Lsh(shift)))
 			}
-			dims, dimFields = append(dims, d), append(dimFields, f)
+			dims = append(dims, d)
 		}
 		if !ok {
 			continue
 		}
 		rule := flow.Rule{Table: table, Priority: prio, Cookie: ctx.Cookie}
-		// A cross product smaller than the conjunction it would replace
-		// is cheaper expanded: fold dimensions into each other until
-		// that stops being true.
-		for len(dims) >= 2 && len(dims[0])*len(dims[1]) < len(dims[0])+len(dims[1])+1 {
-			dims[1] = crossMatches(dims[0], dims[1])
-			dims, dimFields = dims[1:], dimFields[1:]
-		}
 		switch len(dims) {
 		case 0:
 			rule.Match, rule.Actions = base, program
@@ -311,20 +307,6 @@ func mergeMatch(m, o *flow.Match) {
 		m.Key.W[i] |= o.Key.W[i]
 		m.Mask.W[i] |= o.Mask.W[i]
 	}
-}
-
-// crossMatches returns every combination of one match from a and one
-// from b.
-func crossMatches(a, b []flow.Match) []flow.Match {
-	out := make([]flow.Match, 0, len(a)*len(b))
-	for i := range a {
-		for j := range b {
-			m := a[i]
-			mergeMatch(&m, &b[j])
-			out = append(out, m)
-		}
-	}
-	return out
 }
 
 // table maps a logical pipeline table to a datapath table.
@@ -584,17 +566,18 @@ func (ac *actionCompiler) call(out []flow.Action, a *CallAction) ([]flow.Action,
 // lookup compiles an action that consults one of OVN's fixed tables:
 // the arguments are moved into the registers the table matches (OVN
 // passes them in outport/inport, reg0 or xxreg0, and eth.src), the table
-// sets flags bit 6 on a hit, and the bit is copied into the result.
+// sets its flags bit on a hit, and the bit is copied into the result.
 // Unlike OVN, argument registers are not saved and restored around the
 // lookup.
 func (ac *actionCompiler) lookup(out []flow.Action, a *CallAction, result *FieldRef) ([]flow.Action, error) {
-	t, ok := ac.c.layout.Lookups[a.Name]
+	lk, ok := ac.c.layout.Lookups[a.Name]
 	if !ok {
 		return nil, &UnsupportedError{Action: a.Name}
 	}
 	flags := ac.c.fieldRange("flags")
-	bit := flow.FieldRange{Field: flags.Field, Ofs: flags.Ofs + flagLookupResult, Bits: 1}
-	if result != nil && result.Sym.Kind != KindString {
+	bit := flow.FieldRange{Field: flags.Field, Ofs: flags.Ofs + uint(max(lk.Flag, 0)), Bits: 1}
+	answers := result != nil && result.Sym.Kind != KindString && lk.Flag >= 0
+	if answers {
 		out = append(out, flow.Load{Dst: bit, Value: flow.U128{}})
 	}
 	// Destinations of the positional arguments by type: a port goes to
@@ -631,8 +614,8 @@ func (ac *actionCompiler) lookup(out []flow.Action, a *CallAction, result *Field
 		srcRange := ac.c.rangeOf(FieldRef{Sym: src})
 		out = append(out, flow.Move{Src: srcRange, Dst: ac.c.fieldRange(dstName)})
 	}
-	out = append(out, flow.Resubmit{Table: t})
-	if result != nil && result.Sym.Kind != KindString {
+	out = append(out, flow.Resubmit{Table: lk.Table})
+	if answers {
 		dst := ac.c.rangeOf(*result)
 		src := bit
 		if dst.Width() != 1 {

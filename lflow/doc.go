@@ -38,8 +38,7 @@
 // flags in reg10, logical registers in the datapath registers of the same
 // number. A conjunction with two or more multi-valued clauses becomes an
 // OpenFlow-style conjunctive match (conjunction(id, k/n) rules plus a
-// conj_id rule, ids from Context) unless the plain cross product is
-// smaller.
+// conj_id rule, ids from Context), as ovn-controller does.
 //
 // Actions map as follows: next is a resubmit to the next (or named) table;
 // output a resubmit to the output stage; assignments are loads and moves;

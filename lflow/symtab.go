@@ -253,6 +253,8 @@ func NewSymtab() (*Symtab, error) {
 	b.nominal("eth.type", 16, "eth_type", "", FmtHex).ReadOnly = true
 	b.predicate("eth.bcast", "eth.dst == ff:ff:ff:ff:ff:ff")
 	b.predicate("eth.mcast", "eth.dst[40]")
+	b.predicate("eth.mcastv4", "eth.dst[24..47] == 0x01005e")
+	b.predicate("eth.mcastv6", "eth.dst[32..47] == 0x3333")
 	tci := b.field("vlan.tci", 16, "vlan_tci", "", FmtHex)
 	b.subfield("vlan.vid", tci, 0, 11, "vlan.present")
 	b.subfield("vlan.pcp", tci, 13, 15, "vlan.present")
@@ -276,21 +278,21 @@ func NewSymtab() (*Symtab, error) {
 	b.field("ip4.src", 32, "nw_src", "ip4", FmtIPv4)
 	b.field("ip4.dst", 32, "nw_dst", "ip4", FmtIPv4)
 	b.predicate("ip4.src_mcast", "ip4.src[28..31] == 0xe")
-	b.predicate("ip4.mcast", "ip4.dst[28..31] == 0xe")
+	b.predicate("ip4.mcast", "eth.mcast && ip4.dst[28..31] == 0xe")
 	b.predicate("igmp", "ip4 && ip.proto == 2")
 
 	// IPv6.
 	b.field("ip6.src", 128, "ipv6_src", "ip6", FmtIPv6)
 	b.field("ip6.dst", 128, "ipv6_dst", "ip6", FmtIPv6)
 	b.field("ip6.label", 20, "ipv6_label", "ip6", FmtHex)
-	// ff00::/8; the link-local all-nodes and reserved-scope predicates
-	// follow RFC 4291's multicast scopes.
-	b.predicate("ip6.mcast", "eth.mcast && ip6.dst[120..127] == 0xff")
-	b.predicate("ip6.mcast_rsvd", "ip6.mcast && ip6.dst[116..119] == 0 && ip6.dst[112..115] <= 2")
-	b.predicate("ip6.mcast_all_nodes", "eth.dst == 33:33:00:00:00:01 && ip6.dst == ff02::1")
-	b.predicate("ip6.mcast_all_rtrs", "eth.dst == 33:33:00:00:00:02 && ip6.dst == ff02::2")
-	b.predicate("ip6.mcast_sol_node", "eth.dst == 33:33:ff:00:00:00/ff:ff:ff:00:00:00 && ip6.dst == ff02::1:ff00:0000/104")
-	b.predicate("ip6.mcast_flood", "eth.mcast && (ip6.mcast_rsvd || ip6.mcast_all_nodes || ip6.mcast_all_rtrs || ip6.mcast_sol_node)")
+	// Multicast predicates as the real ovn-controller 23.03 compiles them
+	// (ovn-sb(5) gives only some; the daemon is the reference).
+	b.predicate("ip6.mcast", "eth.mcastv6 && ip6.dst[120..127] == 0xff")
+	b.predicate("ip6.mcast_rsvd", "ip6.dst[116..119] == 0 && ip6.dst[120..127] == 0xff && ip6.dst[0..111] == 0")
+	b.predicate("ip6.mcast_all_nodes", "ip6.dst == {ff01::1, ff02::1}")
+	b.predicate("ip6.mcast_all_rtrs", "ip6.dst == {ff01::2, ff02::2, ff05::2}")
+	b.predicate("ip6.mcast_sol_node", "ip6.dst == ff02::1:ff00:0/104")
+	b.predicate("ip6.mcast_flood", "eth.mcastv6 && (ip6.mcast_rsvd || ip6.mcast_all_nodes || ip6.mcast_all_rtrs || ip6.mcast_sol_node)")
 
 	// ICMP.
 	b.predicate("icmp4", "ip4 && ip.proto == 1")
@@ -323,7 +325,7 @@ func NewSymtab() (*Symtab, error) {
 	b.field("nd.sll", 48, "nd_sll", "nd_ns", FmtMAC)
 	b.field("nd.tll", 48, "nd_tll", "nd_na", FmtMAC)
 	b.predicate("mldv1", "ip6.src == fe80::/10 && icmp6.type == {130, 131, 132}")
-	b.predicate("mldv2", "ip6.src == fe80::/10 && icmp6.type == 143")
+	b.predicate("mldv2", "ip6.dst == ff02::16 && icmp6.type == 143")
 
 	// Transport.
 	b.predicate("tcp", "ip.proto == 6")
