@@ -17,6 +17,7 @@ const (
 	ErrAborted              = "aborted"
 	ErrNotOwner             = "not owner"
 	ErrSyntax               = "syntax error"
+	ErrUnknownColumn        = "unknown column"
 	ErrUnknownDatabase      = "unknown database"
 	ErrNotAllowed           = "not allowed"
 	ErrPermission           = "permission error"

@@ -67,7 +67,7 @@ func DecodeRow(v any, t *TableSchema, names NameResolver) (map[*ColumnSchema]Dat
 	for name, val := range obj {
 		c := t.Column(name)
 		if c == nil {
-			return nil, Errorf(ErrSyntax, "unknown column %q in table %s", name, t.Name)
+			return nil, Errorf(ErrUnknownColumn, "no column %q in table %s", name, t.Name)
 		}
 		if c.Index < 0 {
 			return nil, Errorf(ErrConstraintViolation, "column %s of table %s is read-only", name, t.Name)

@@ -27,6 +27,12 @@ const testSchema = `{
       },
       "indexes": [["name"]]
     },
+    "Enum": {
+      "isRoot": true,
+      "columns": {
+        "kind": {"type": {"key": {"type": "string", "enum": ["set", ["a", "b"]]}}}
+      }
+    },
     "Child": {
       "columns": {
         "label": {"type": {"key": {"type": "string", "minLength": 1, "maxLength": 4}}},

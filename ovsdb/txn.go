@@ -18,6 +18,9 @@ type TxnOptions struct {
 	// once, whatever its timeout: the caller sets it when it re-runs a
 	// blocked transaction whose time is up.
 	WaitExpired bool
+	// ReadOnly refuses operations that write ("not allowed"), after
+	// parsing them, as ovsdb-server does for its _Server database.
+	ReadOnly bool
 }
 
 // TxnResult is the outcome of Transact.
@@ -188,6 +191,14 @@ func (t *txn) forEach(ts *TableSchema, conds []Condition, fn func(*Row) error) e
 	return nil
 }
 
+// refuseWrite fails a write operation in a read-only database.
+func (t *txn) refuseWrite(op string) error {
+	if t.opts.ReadOnly {
+		return Errorf(ErrNotAllowed, "%s operation not allowed on table in reserved database %s", op, t.db.Schema.Name)
+	}
+	return nil
+}
+
 func (t *txn) resolve(name string) (UUID, error) {
 	if !isIdentifier(name) {
 		return UUID{}, Errorf(ErrSyntax, "%q is not a valid uuid-name", name)
@@ -331,14 +342,31 @@ func (t *txn) insert(b []byte, op map[string]any) ([]byte, error) {
 		}
 	}
 	r := NewRow(ts, uuid)
+	var cols map[*ColumnSchema]Datum
 	if v, ok := op["row"]; ok {
-		cols, err := DecodeRow(v, ts, t.resolve)
-		if err != nil {
+		if cols, err = DecodeRow(v, ts, t.resolve); err != nil {
 			return b, err
 		}
 		for c, d := range cols {
 			r.Data[c.Index] = d
 		}
+	}
+	// Defaults must satisfy the constraints too (an enum without "").
+	for _, c := range ts.Columns {
+		if _, given := cols[c]; given || c.Type.Min == 0 {
+			continue
+		}
+		if err := c.Type.Key.Check(r.Data[c.Index].Keys[0]); err != nil {
+			return b, err
+		}
+		if c.Type.Value != nil {
+			if err := c.Type.Value.Check(r.Data[c.Index].Values[0]); err != nil {
+				return b, err
+			}
+		}
+	}
+	if err := t.refuseWrite("insert"); err != nil {
+		return b, err
 	}
 	t.setRow(ts, uuid, r)
 	b = append(b, `{"uuid":`...)
@@ -435,6 +463,9 @@ func (t *txn) update(b []byte, op map[string]any) ([]byte, error) {
 			return b, Errorf(ErrConstraintViolation, "cannot update immutable column %s in table %s", c.Name, ts.Name)
 		}
 	}
+	if err := t.refuseWrite("update"); err != nil {
+		return b, err
+	}
 	n := 0
 	err = t.forEach(ts, conds, func(r *Row) error {
 		n++
@@ -455,6 +486,9 @@ func (t *txn) deleteOp(b []byte, op map[string]any) ([]byte, error) {
 	}
 	conds, err := t.where(op, ts)
 	if err != nil {
+		return b, err
+	}
+	if err := t.refuseWrite("delete"); err != nil {
 		return b, err
 	}
 	n := 0
@@ -638,6 +672,9 @@ func (t *txn) mutate(b []byte, op map[string]any) ([]byte, error) {
 			return b, err
 		}
 		muts = append(muts, m)
+	}
+	if err := t.refuseWrite("mutate"); err != nil {
+		return b, err
 	}
 	n := 0
 	err = t.forEach(ts, conds, func(r *Row) error {

@@ -56,7 +56,7 @@ func TestTransactErrors(t *testing.T) {
 		{"unknown table", `[{"op":"insert","table":"Nope","row":{}}]`, ErrSyntax},
 		{"unknown op", `[{"op":"frobnicate"}]`, ErrSyntax},
 		{"not object", `[5]`, ErrSyntax},
-		{"bad column", `[{"op":"insert","table":"Root","row":{"nope":1}}]`, ErrSyntax},
+		{"bad column", `[{"op":"insert","table":"Root","row":{"nope":1}}]`, ErrUnknownColumn},
 		{"bad type", `[{"op":"insert","table":"Root","row":{"n":"x"}}]`, ErrSyntax},
 		{"enum", `[{"op":"insert","table":"Root","row":{"color":"blue"}}]`, ErrConstraintViolation},
 		{"abort", `[{"op":"insert","table":"Root","row":{"name":"a"}},{"op":"abort"}]`, ErrAborted},
@@ -68,6 +68,7 @@ func TestTransactErrors(t *testing.T) {
 		{"undeclared name", `[{"op":"insert","table":"Root","row":{"children":["named-uuid","ghost"]}}]`, ErrSyntax},
 		{"immutable update", `[{"op":"update","table":"Root","where":[],"row":{"flag":true}}]`, ErrConstraintViolation},
 		{"wait timeout 0", `[{"op":"wait","table":"Root","where":[],"columns":["name"],"until":"==","rows":[{"name":"zzz"}],"timeout":0}]`, ErrTimedOut},
+		{"default outside enum", `[{"op":"insert","table":"Enum","row":{}}]`, ErrConstraintViolation},
 		{"missing where", `[{"op":"delete","table":"Root"}]`, ErrSyntax},
 	}
 	for _, tt := range tests {
@@ -290,4 +291,25 @@ func FuzzTransact(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestReadOnly(t *testing.T) {
+	db := newTestDB(t)
+	run(t, db, `[{"op":"insert","table":"Root","row":{"name":"a"}}]`, TxnOptions{})
+	ro := TxnOptions{ReadOnly: true}
+	for _, op := range []string{
+		`{"op":"insert","table":"Root","row":{"name":"b"}}`,
+		`{"op":"update","table":"Root","where":[],"row":{"n":1}}`,
+		`{"op":"mutate","table":"Root","where":[],"mutations":[["n","+=",1]]}`,
+		`{"op":"delete","table":"Root","where":[]}`,
+	} {
+		reply, _ := run(t, db, "["+op+"]", ro)
+		if errorTag(reply) != ErrNotAllowed {
+			t.Errorf("%s: %v", op, reply)
+		}
+	}
+	reply, _ := run(t, db, `[{"op":"select","table":"Root","where":[],"columns":["name"]}]`, ro)
+	if errorTag(reply) != "" {
+		t.Errorf("select in a read-only database: %v", reply)
+	}
 }

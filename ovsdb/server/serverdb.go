@@ -11,9 +11,11 @@ import (
 const serverDBName = "_Server"
 
 // serverSchemaJSON is govn's _Server schema: the Database table with the
-// columns ovsdb-server(5) documents.
+// columns ovsdb-server(5) documents. The cksum is the one ovsdb-server
+// reports for its _Server schema, so get-schema output is the same.
 const serverSchemaJSON = `{
   "name": "_Server",
+  "cksum": "3009684573 744",
   "version": "1.2.0",
   "tables": {
     "Database": {

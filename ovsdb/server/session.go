@@ -136,33 +136,6 @@ func (s *session) transact(id json.RawMessage, params []any) {
 		s.replyError(id, errv)
 		return
 	}
-	if d == s.srv.server {
-		// _Server is read-only, as in ovsdb-server.
-		ops := params[1:]
-		for i, op := range ops {
-			o, _ := op.(map[string]any)
-			switch o["op"] {
-			case "select", "wait", "comment", "assert", "commit", "abort":
-				continue
-			}
-			reply := []byte{'['}
-			for j := range ops {
-				if j > 0 {
-					reply = append(reply, ',')
-				}
-				switch {
-				case j < i:
-					reply = append(reply, "{}"...)
-				case j == i:
-					reply = ovsdb.Errorf(ovsdb.ErrNotAllowed, "%v operation not allowed on table in reserved database _Server", o["op"]).AppendJSON(reply)
-				default:
-					reply = append(reply, "null"...)
-				}
-			}
-			s.conn.Reply(id, json.RawMessage(append(reply, ']')))
-			return
-		}
-	}
 	b := &blockedTxn{sess: s, d: d, id: id, ops: params[1:]}
 	d.mu.Lock()
 	b.runLocked(false)
@@ -173,7 +146,7 @@ func (s *session) transact(id json.RawMessage, params []any) {
 // to run again after the next commit. Callers hold b.d.mu.
 func (b *blockedTxn) runLocked(expired bool) (blocked bool) {
 	d := b.d
-	res := d.db.Transact(b.ops, ovsdb.TxnOptions{HasLock: b.sess.hasLock, WaitExpired: expired})
+	res := d.db.Transact(b.ops, ovsdb.TxnOptions{HasLock: b.sess.hasLock, WaitExpired: expired, ReadOnly: d == d.srv.server})
 	if res.Blocked {
 		if !b.queued {
 			// First time blocked: queue it; retries keep their place.
