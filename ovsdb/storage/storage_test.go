@@ -486,3 +486,100 @@ func TestCompaction(t *testing.T) {
 		t.Error("Compact during a running compaction succeeded")
 	}
 }
+
+// TestCompactionUnderLoad compacts while committers keep appending, and
+// checks the compacted file holds the snapshot followed by exactly the
+// records submitted after StartCompaction, in order, none twice.
+func TestCompactionUnderLoad(t *testing.T) {
+	path := create(t)
+	l, _ := openReplay(t, path)
+	var (
+		order   sync.Mutex // orders Submit and StartCompaction, as a server's commit lock does
+		seq     int
+		after   []string // row UUIDs submitted after StartCompaction, in order
+		started bool
+	)
+	submit := func() error {
+		order.Lock()
+		seq++
+		u := uuidN(seq)
+		c, err := l.Submit(Record{Tables: map[string]map[string]json.RawMessage{"U": {u: json.RawMessage(fmt.Sprintf(`{"n":%d}`, seq))}}})
+		if started {
+			after = append(after, u)
+		}
+		order.Unlock()
+		if err != nil {
+			return err
+		}
+		return c.Wait(context.Background())
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := submit(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	for i := 0; i < 20; i++ {
+		if err := submit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	order.Lock()
+	cp, err := l.StartCompaction()
+	started = true
+	order.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshot := Record{Date: time.UnixMilli(1700000000000), Tables: map[string]map[string]json.RawMessage{"T": {uuidN(0): json.RawMessage(`{}`)}}}
+	if err := cp.Finish(context.Background(), snapshot); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20; i++ { // some records surely after the swap
+		if err := submit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	l.Close()
+	_, got, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) == 0 || got[0].Tables["T"] == nil {
+		t.Fatalf("compacted file does not start with the snapshot: %d records", len(got))
+	}
+	var have []string
+	for _, r := range got[1:] {
+		for u := range r.Tables["U"] {
+			have = append(have, u)
+		}
+	}
+	if !reflect.DeepEqual(have, after) {
+		t.Fatalf("after the snapshot the file holds %d records, want the %d submitted after StartCompaction (first difference near %v)",
+			len(have), len(after), firstDiff(have, after))
+	}
+}
+
+func firstDiff(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
