@@ -39,10 +39,17 @@ func (f *Flow) String() string {
 // table keyed by the hash of the masked words.
 type subtable struct {
 	mask  flow.Mask
-	words []uint8 // indexes of the mask's nonzero words
-	slots []slot  // power-of-two sized, linear probing
+	words []maskWord // the mask's nonzero words
+	slots []slot     // power-of-two sized, linear probing
 	n     int
 	hits  uint64
+}
+
+// maskWord is one nonzero word of a mask, kept next to its index so a
+// probe reads one small array instead of the whole mask.
+type maskWord struct {
+	i int
+	m uint64
 }
 
 type slot struct {
@@ -54,7 +61,7 @@ func newSubtable(m *flow.Mask) *subtable {
 	st := &subtable{mask: *m, slots: make([]slot, 8)}
 	for i, w := range m.W {
 		if w != 0 {
-			st.words = append(st.words, uint8(i))
+			st.words = append(st.words, maskWord{i, w})
 		}
 	}
 	return st
@@ -63,8 +70,8 @@ func newSubtable(m *flow.Mask) *subtable {
 // hash hashes k's words under the mask.
 func (st *subtable) hash(k *flow.Key) uint64 {
 	h := uint64(0x9ae16a3b2f90404f)
-	for _, w := range st.words {
-		h = flow.HashWord(h, k.W[w]&st.mask.W[w])
+	for _, mw := range st.words {
+		h = flow.HashWord(h, k.W[mw.i]&mw.m)
 	}
 	h = flow.HashFinish(h)
 	if h == 0 {
@@ -75,8 +82,8 @@ func (st *subtable) hash(k *flow.Key) uint64 {
 
 // equal reports whether k under the mask equals the masked key mk.
 func (st *subtable) equal(k, mk *flow.Key) bool {
-	for _, w := range st.words {
-		if k.W[w]&st.mask.W[w] != mk.W[w] {
+	for _, mw := range st.words {
+		if k.W[mw.i]&mw.m != mk.W[mw.i] {
 			return false
 		}
 	}

@@ -364,3 +364,16 @@ func BenchmarkLookupOneSubtable(b *testing.B) {
 		})
 	}
 }
+
+// TestLookupAllocs keeps the fast path allocation free.
+func TestLookupAllocs(t *testing.T) {
+	c, keys := benchCache(true)
+	for _, emc := range []bool{true, false} {
+		if !emc {
+			c.emc = nil
+		}
+		if n := testing.AllocsPerRun(200, func() { c.Lookup(&keys[7], 1) }); n != 0 {
+			t.Errorf("emc=%v: Lookup allocates %v times", emc, n)
+		}
+	}
+}
