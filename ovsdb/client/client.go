@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -241,7 +242,7 @@ func (c *Client) runSession(ctx context.Context, endpoint string) (synced bool, 
 	c.mu.Lock()
 	c.sess = s
 	close(c.up)
-	locks := slices.Sorted(mapKeys(c.locks))
+	locks := slices.Sorted(maps.Keys(c.locks))
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()

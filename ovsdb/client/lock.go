@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -47,7 +48,7 @@ func (c *Client) HasLock(name string) bool {
 func (c *Client) Locks() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return slices.Sorted(mapKeys(c.locks))
+	return slices.Sorted(maps.Keys(c.locks))
 }
 
 func (c *Client) lockOp(ctx context.Context, method, name string) (bool, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -220,7 +221,7 @@ func appendOp(b []byte, s *ovsdb.Schema, op Operation, names map[ovsdb.UUID]stri
 // appendRow encodes a <row>, columns in name order.
 func appendRow(b []byte, t *ovsdb.TableSchema, row map[string]ovsdb.Datum, names map[ovsdb.UUID]string) ([]byte, error) {
 	b = append(b, '{')
-	for i, name := range slices.Sorted(mapKeys(row)) {
+	for i, name := range slices.Sorted(maps.Keys(row)) {
 		c := t.Column(name)
 		if c == nil {
 			return nil, fmt.Errorf("table %s has no column %q", t.Name, name)
