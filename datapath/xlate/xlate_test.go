@@ -1,6 +1,7 @@
 package xlate
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"strings"
@@ -310,5 +311,52 @@ func TestHairpin(t *testing.T) {
 	res := New(ts).Translate(&k, Options{})
 	if got := flow.DPActionsString(res.Actions); got != "1" {
 		t.Errorf("actions %s, want the second output only", got)
+	}
+}
+
+// TestConcurrentTranslateAndApply translates from several goroutines while
+// bundles change the tables (run with -race): every translation sees one
+// generation, whose rule it applies.
+func TestConcurrentTranslateAndApply(t *testing.T) {
+	ts := classifier.NewTables()
+	tr := New(ts)
+	set := func(port uint32) {
+		var b flow.Bundle
+		b.Add(flow.Rule{Priority: 1, Actions: []flow.Action{flow.Output{Port: port}, flow.CT{Zone: 1, Table: 2}}})
+		if _, err := ts.Apply(b); err != nil {
+			t.Error(err)
+		}
+	}
+	set(10)
+	done := make(chan struct{})
+	errs := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		go func() {
+			k := tcpKey(uint64(g), 80)
+			for {
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+				res := tr.Translate(&k, Options{})
+				// Generation g (g >= 1) installed output:10+g-1.
+				want := fmt.Sprintf("%d,ct(zone=1),recirc(0x1)", 10+res.Generation-1)
+				if got := flow.DPActionsString(res.Actions); got != want {
+					errs <- fmt.Errorf("generation %d: %s, want %s", res.Generation, got, want)
+					return
+				}
+			}
+		}()
+	}
+	for i := uint32(11); i < 60; i++ {
+		set(i)
+	}
+	close(done)
+	for g := 0; g < 4; g++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
