@@ -2,10 +2,59 @@ package main
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/govn/govn/bench/dpbench"
+	"github.com/govn/govn/datapath/systest/traffic"
 )
 
-// runBenchDatapath is not written yet; its owner replaces this file.
+// runBenchDatapath implements "govn bench datapath [--json]": the real OVS
+// userspace datapath and govn's, one after the other, on the same
+// namespaces (see package dpbench). The bench re-executes this binary
+// inside namespaces with the hidden first arguments --internal-traffic
+// (a traffic tool) and --internal-switch (the govn switch).
 func runBenchDatapath(ctx context.Context, args []string) error {
-	return errors.New("not implemented yet")
+	if len(args) > 0 {
+		switch args[0] {
+		case "--internal-traffic":
+			return traffic.Main(ctx, args[1:])
+		case "--internal-switch":
+			return dpbench.SwitchMain(ctx, args[1:])
+		}
+	}
+	fs := flag.NewFlagSet("govn bench datapath", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
+	seconds := fs.Float64("seconds", 5, "duration of each measurement")
+	verbose := fs.Bool("v", false, "log progress to stderr")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 || *seconds <= 0 || *seconds > 30 {
+		return fmt.Errorf("%w: govn bench datapath [--json] [--seconds=N (0<N<=30)] [-v]", errUsage)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding the govn binary: %w", err)
+	}
+	opts := dpbench.Options{
+		Self:     self,
+		SelfArgs: []string{"bench", "datapath"},
+		Duration: time.Duration(*seconds * float64(time.Second)),
+	}
+	if *verbose {
+		opts.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	r, err := dpbench.Run(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(os.Stdout).Encode(r)
+	}
+	r.WriteTable(os.Stdout)
+	return nil
 }

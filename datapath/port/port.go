@@ -35,6 +35,7 @@ type Stats struct {
 	RxPackets, RxBytes, RxDropped uint64
 	TxPackets, TxBytes, TxDropped uint64
 	RxErrors, TxErrors            uint64
+	RxBatches, TxBatches          uint64 // receive and send calls that moved frames
 }
 
 // counters is the atomically updated form of Stats, embedded in ports.
@@ -42,6 +43,7 @@ type counters struct {
 	rxPackets, rxBytes, rxDropped atomic.Uint64
 	txPackets, txBytes, txDropped atomic.Uint64
 	rxErrors, txErrors            atomic.Uint64
+	rxBatches, txBatches          atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -49,5 +51,6 @@ func (c *counters) snapshot() Stats {
 		RxPackets: c.rxPackets.Load(), RxBytes: c.rxBytes.Load(), RxDropped: c.rxDropped.Load(),
 		TxPackets: c.txPackets.Load(), TxBytes: c.txBytes.Load(), TxDropped: c.txDropped.Load(),
 		RxErrors: c.rxErrors.Load(), TxErrors: c.txErrors.Load(),
+		RxBatches: c.rxBatches.Load(), TxBatches: c.txBatches.Load(),
 	}
 }
