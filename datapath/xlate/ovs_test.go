@@ -44,8 +44,15 @@ func TestMegaflowsAgainstOVS(t *testing.T) {
 		"table=1,priority=10,reg0=0x50 actions=output:2",
 		"table=1,priority=0 actions=output:1",
 	}
+	ipv6 := []string{
+		"table=0,priority=30,ipv6,ipv6_dst=fd00::5 actions=output:2",
+		"table=0,priority=20,ipv6,ipv6_dst=fd00::/64 actions=output:1",
+		"table=0,priority=10,tcp6,ipv6_src=fd01::/16,tp_dst=443 actions=output:2",
+		"table=0,priority=0 actions=drop",
+	}
 	c2s := "in_port=1,eth_src=02:00:00:00:00:0a,eth_dst=02:00:00:00:00:0b,"
 	exact := []flow.Field{flow.InPort, flow.EthSrc, flow.EthDst, flow.NWSrc, flow.NWDst, flow.NWTOS, flow.TPSrc}
+	exact6 := []flow.Field{flow.InPort, flow.EthDst, flow.IPv6Src, flow.IPv6Dst, flow.TPSrc, flow.TPDst}
 	tests := []struct {
 		name    string
 		rules   []string
@@ -60,10 +67,17 @@ func TestMegaflowsAgainstOVS(t *testing.T) {
 		{"prefixes: none", prefixes, c2s + "tcp,nw_src=8.8.8.8,nw_dst=11.0.0.1,tp_src=1,tp_dst=2", exact},
 		{"staged: tcp fails udp rule at L3", staged, c2s + "tcp,nw_src=1.1.1.1,nw_dst=2.2.2.2,tp_src=1,tp_dst=53", exact},
 		{"staged: udp reaches L4", staged, c2s + "udp,nw_src=1.1.1.1,nw_dst=2.2.2.2,udp_src=1,udp_dst=53", exact},
+		{"ipv6: off the host route", ipv6, c2s + "tcp6,ipv6_src=fd01::1,ipv6_dst=fd00::8000:0:0:1,tp_src=1,tp_dst=442", exact6},
+		{"ipv6: outside the /64", ipv6, c2s + "tcp6,ipv6_src=fd02::1,ipv6_dst=fd00:0:0:1::1,tp_src=1,tp_dst=443", exact6},
 		{"move: tcp_dst and nw_src into registers", moves, c2s + "tcp,nw_src=1.1.1.1,nw_dst=2.2.2.2,tp_src=1,tp_dst=80", exact},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			prefixes := "nw_dst,nw_src"
+			if strings.HasPrefix(tt.name, "ipv6") {
+				prefixes = "ipv6_dst,ipv6_src" // OVS does not track IPv6 by default
+			}
+			o.SetPrefixes(t, prefixes)
 			o.SetFlows(t, tt.rules)
 			ts := classifier.NewTables()
 			var b flow.Bundle

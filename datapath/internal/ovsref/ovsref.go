@@ -58,7 +58,7 @@ func Start(t *testing.T, otherConfig ...string) *Switch {
 	s.daemon(t, "ovs-vswitchd", db, "--enable-dummy=override", "--disable-system",
 		"--unixctl="+filepath.Join(dir, "vs.ctl"), "--log-file="+filepath.Join(dir, "vs.log"), "--no-chdir")
 	s.waitFor(t, filepath.Join(dir, "vs.ctl"))
-	s.run(t, "ovs-vsctl", "--db="+db, "--timeout=10", "add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=dummy",
+	s.run(t, "ovs-vsctl", "--db="+db, "--timeout=30", "add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=dummy",
 		"--", "add-port", "br0", "p1", "--", "set", "interface", "p1", "type=dummy", "ofport_request=1",
 		"--", "add-port", "br0", "p2", "--", "set", "interface", "p2", "type=dummy", "ofport_request=2",
 		"--", "add-port", "br0", "p3", "--", "set", "interface", "p3", "type=dummy", "ofport_request=3")
@@ -68,7 +68,7 @@ func Start(t *testing.T, otherConfig ...string) *Switch {
 
 func (s *Switch) run(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c := exec.CommandContext(ctx, name, args...)
 	c.Env, c.Dir = s.env, s.dir
@@ -94,13 +94,22 @@ func (s *Switch) daemon(t *testing.T, name string, args ...string) {
 
 func (s *Switch) waitFor(t *testing.T, path string) {
 	t.Helper()
-	for i := 0; i < 400; i++ {
+	for i := 0; i < 1200; i++ { // 30 s: the machine may be busy
 		if _, err := os.Stat(path); err == nil {
 			return
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
 	t.Fatalf("%s did not appear", path)
+}
+
+// SetPrefixes chooses the fields (up to 3) whose prefixes br0's table 0
+// tracks; OVS's default is nw_dst,nw_src.
+func (s *Switch) SetPrefixes(t *testing.T, fields string) {
+	t.Helper()
+	db := "--db=unix:" + filepath.Join(s.dir, "db.sock")
+	s.run(t, "ovs-vsctl", db, "--timeout=30", "--", "--id=@ft", "create", "Flow_Table", "prefixes="+fields,
+		"--", "set", "Bridge", "br0", "flow_tables:0=@ft")
 }
 
 // SetFlows replaces br0's flows with rules in ovs-ofctl syntax.
