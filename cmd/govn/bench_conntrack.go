@@ -82,9 +82,10 @@ func printGovnRows(w io.Writer, r *ctbench.Report) {
 	fmt.Fprintf(w, "  flush call to reclaimed (wall, reclaimer polls every 2 ms)\tp50 %.2f µs, p99 %.2f µs\t\t\n", r.BigReclaimAfter.P50, r.BigReclaimAfter.P99)
 	fmt.Fprintf(w, "flush 1,000-entry zone (%d entries, 500 zones)\tp50 %.2f µs, p99 %.2f µs\t≤ 10 µs: %s\t\n", r.MedEntries, r.MedFlush.P50, r.MedFlush.P99, goalMet(r.MedFlush.P50 <= 10))
 	fmt.Fprintf(w, "flush empty zone\tp50 %.3f µs, p99 %.3f µs\t≤ 10 µs: %s\t\n", r.MedEmpty.P50, r.MedEmpty.P99, goalMet(r.MedEmpty.P50 <= 10))
-	fmt.Fprintf(w, "packet goroutine worst stall while a %d-entry zone is flushed and reclaimed (%d runs)\tmin over runs %.1f µs (bounds the flush's share), median %.1f µs, max %.1f µs; window %.0f µs\t≤ 100 µs: %s\t\n",
-		r.PauseEntries, len(r.PauseRuns), r.PauseMinUs, r.PauseMedianUs, r.PauseMaxUs, r.PauseWindowUs, goalMet(r.PauseMinUs <= 100))
-	fmt.Fprintf(w, "  same windows without a flush (machine noise)\tmin %.1f µs, max %.1f µs\t\t\n", r.BaselineMinUs, r.BaselineMaxUs)
-	fmt.Fprintf(w, "established lookups, one goroutine, 500k entries in random order\t%.2f M/s wall, %.2f M per CPU-second\t≥ 2 M/s per core: %s\t\n", r.LookupsPerSec/1e6, r.LookupsPerCPUSec/1e6, goalMet(r.LookupsPerCPUSec >= 2e6))
+	fmt.Fprintf(w, "packet goroutine worst stall while a %d-entry zone is flushed and reclaimed (%d runs)\tmax %.1f µs excluding OS run-queue wait (raw %.1f µs); window %.0f µs\t≤ 100 µs: %s\t\n",
+		r.PauseEntries, len(r.PauseRuns), r.PauseOwnMaxUs, r.PauseMaxUs, r.PauseWindowUs, goalMet(r.PauseOwnMaxUs <= 100))
+	fmt.Fprintf(w, "  same windows without a flush (machine noise)\tmax %.1f µs excluding run-queue wait (raw %.1f µs)\t\t\n", r.BaselineOwnMaxUs, r.BaselineMaxUs)
+	fmt.Fprintf(w, "established lookups, one goroutine, 1,000 connections (cache-resident)\t%.2f M/s wall, %.2f M per CPU-second\t≥ 2 M/s per core: %s\t\n", r.HotLookupsPerSec/1e6, r.HotLookupsPerCPUSec/1e6, goalMet(r.HotLookupsPerCPUSec >= 2e6))
+	fmt.Fprintf(w, "established lookups, one goroutine, 500k entries in random order (2 DRAM misses each)\t%.2f M/s wall, %.2f M per CPU-second\t≥ 2 M/s per core: %s\t\n", r.LookupsPerSec/1e6, r.LookupsPerCPUSec/1e6, goalMet(r.LookupsPerCPUSec >= 2e6))
 	fmt.Fprintf(w, "new connections (commit), one goroutine\t%.0f k/s wall, %.0f k per CPU-second\t≥ 500 k/s per core: %s\t\n", r.NewConnsPerSec/1e3, r.NewConnsPerCPUSec/1e3, goalMet(r.NewConnsPerCPUSec >= 5e5))
 }

@@ -114,6 +114,7 @@ func (z *zone) alloc(pool *chunkPool) uint32 {
 		z.chunks = append(z.chunks, pool.get())
 	}
 	z.next++
+	*z.at(idx) = conn{} // pooled chunks come back dirty
 	return idx
 }
 
@@ -181,7 +182,8 @@ func (p *chunkPool) get() []conn {
 	return make([]conn, chunkSize)
 }
 
-// put takes a cleared chunk; it reports false if the pool is full.
+// put takes a chunk of a dead zone (not cleared: alloc zeroes each slot
+// it hands out); it reports false if the pool is full.
 func (p *chunkPool) put(c []conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()

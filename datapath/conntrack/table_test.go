@@ -233,3 +233,26 @@ func TestEstablishedPathAllocs(t *testing.T) {
 		t.Errorf("established lookup allocates %v times", n)
 	}
 }
+
+// TestPooledChunks: a zone built from a flushed zone's recycled chunks shows
+// only its own entries.
+func TestPooledChunks(t *testing.T) {
+	tr := newTracker(t, Config{})
+	for i := range 600 {
+		s, p := udpTo(1, i)
+		tr.Process(build(s), 0, p, time.Second)
+	}
+	tr.Flush(1)
+	waitReclaimed(t, tr)
+	for i := range 10 {
+		s, p := udpTo(2, 1000+i)
+		tr.Process(build(s), 0, p, time.Second)
+	}
+	if n := count(tr, 2); n != 10 {
+		t.Errorf("zone on recycled chunks dumps %d entries, want 10", n)
+	}
+	s, _ := udpTo(2, 5)
+	if r := tr.Process(build(s), 0, Params{Zone: 2}, 2*time.Second); r.State != trkNew {
+		t.Errorf("stale entry visible: %v", r.State)
+	}
+}

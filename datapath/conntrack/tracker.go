@@ -44,6 +44,7 @@ type Tracker struct {
 	zones    [1 << 16]atomic.Pointer[zone]
 	limits   [1 << 16]atomic.Uint32
 	entries  atomic.Int64
+	nzones   atomic.Int64
 	pool     chunkPool
 
 	pendMu  sync.Mutex
@@ -294,6 +295,7 @@ func (t *Tracker) create(pkt []byte, pk *packet, h uint64, p *Params, now int64,
 		if !t.zones[p.Zone].CompareAndSwap(nil, nz) {
 			return res, true
 		}
+		t.nzones.Add(1)
 		z = nz
 	}
 	z.mu.Lock()
@@ -460,6 +462,7 @@ func (t *Tracker) Expire(now time.Duration) int {
 // of the zone or of the others.
 func (t *Tracker) Flush(zone uint16) {
 	if z := t.zones[zone].Swap(nil); z != nil {
+		t.nzones.Add(-1)
 		t.retire(z)
 	}
 }
@@ -539,8 +542,9 @@ func (t *Tracker) reclaimer() {
 
 // reclaim frees a detached zone. Marking it dead under its lock waits out
 // the lookups that loaded it before the swap; later ones see dead and retry
-// on the new table. After that nothing else touches it, and the chunks are
-// cleared and pooled a slice at a time.
+// on the new table. After that nothing else touches it: its chunks go back
+// to the pool a slice at a time (alloc zeroes a slot when it reuses one) and
+// the garbage collector takes its index.
 func (t *Tracker) reclaim(z *zone) {
 	start := time.Now()
 	z.mu.Lock()
@@ -551,7 +555,6 @@ func (t *Tracker) reclaim(z *zone) {
 	t.entries.Add(-int64(n))
 	for i := 0; i < len(chunks); i += reclaimSlice {
 		for _, ch := range chunks[i:min(i+reclaimSlice, len(chunks))] {
-			clear(ch)
 			t.pool.put(ch)
 		}
 		t.reclaimSlices.Add(1)
@@ -561,8 +564,8 @@ func (t *Tracker) reclaim(z *zone) {
 	t.reclaimNanos.Add(int64(time.Since(start)))
 }
 
-// Stats returns the tracker's counters. It walks the zone pointers (not
-// the entries).
+// Stats returns the tracker's counters. Entries counts a flushed zone's
+// entries until the reclaimer has taken the zone.
 func (t *Tracker) Stats() Stats {
 	s := Stats{
 		Entries:       t.entries.Load(),
@@ -571,11 +574,7 @@ func (t *Tracker) Stats() Stats {
 		ReclaimSlices: t.reclaimSlices.Load(),
 		Expired:       t.expired.Load(),
 	}
-	for i := range t.zones {
-		if t.zones[i].Load() != nil {
-			s.Zones++
-		}
-	}
+	s.Zones = int(t.nzones.Load())
 	t.pendMu.Lock()
 	s.PendingZones = len(t.pending)
 	t.pendMu.Unlock()
@@ -597,7 +596,8 @@ func (t *Tracker) Dump(zone uint16, fn func(Entry) bool) {
 			z.mu.RUnlock()
 			return
 		}
-		for i := range z.chunks[ci] {
+		for i := range min(chunkSize, int(z.next)-ci*chunkSize) {
+			// Slots past z.next may hold a dead zone's data (pooled chunks).
 			c := &z.chunks[ci][i]
 			c.mu.Lock()
 			if c.flags&flagUsed != 0 {
