@@ -11,13 +11,19 @@ import (
 
 // BenchmarkInsert measures single-row insert transactions, each waited on
 // until durable, from parallel clients over a unix socket.
-func BenchmarkInsert(b *testing.B) { benchmarkInsert(b, true) }
+func BenchmarkInsert(b *testing.B) { benchmarkInsert(b, true, 8) }
+
+// BenchmarkInsertOneClient is BenchmarkInsert from one client: the latency
+// of one durable commit.
+func BenchmarkInsertOneClient(b *testing.B) { benchmarkInsert(b, true, 0) }
 
 // BenchmarkInsertMemory is BenchmarkInsert without a log: the cost of
 // everything but the disk.
-func BenchmarkInsertMemory(b *testing.B) { benchmarkInsert(b, false) }
+func BenchmarkInsertMemory(b *testing.B) { benchmarkInsert(b, false, 8) }
 
-func benchmarkInsert(b *testing.B, durable bool) {
+// benchmarkInsert runs parallelism*GOMAXPROCS clients, or one when
+// parallelism is 0.
+func benchmarkInsert(b *testing.B, durable bool, parallelism int) {
 	dir := b.TempDir()
 	path := filepath.Join(dir, "test.db")
 	if err := CreateFile(path, []byte(testSchema)); err != nil {
@@ -43,7 +49,18 @@ func benchmarkInsert(b *testing.B, durable bool) {
 	}
 	go srv.Serve(ctx, l)
 	var n atomic.Int64
-	b.SetParallelism(8) // 16 clients on 2 CPUs
+	if parallelism == 0 {
+		c := dial(&testing.T{}, sock)
+		defer c.conn.Close()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := c.conn.CallRaw(ctx, "transact", json.RawMessage(fmt.Sprintf(`["Test",{"op":"insert","table":"Box","row":{"name":"n%d"}}]`, i))); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return
+	}
+	b.SetParallelism(parallelism)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		t := &testing.T{}
