@@ -473,13 +473,17 @@ func parseTree(lines []string, depth int) []string {
 
 func indent(line string) int { return len(line) - len(strings.TrimLeft(line, " ")) }
 
-// sortLinesInBlocks sorts the lines within each blank-line separated block
-// of out, keeping the blocks in order: a table-format monitor prints one
-// block per table of an update, its rows in hash order.
+// sortLinesInBlocks sorts the rows within each blank-line separated block
+// of out, keeping the blocks in order and each block's first three lines
+// (table name, headings, rule): a table-format monitor prints one block
+// per table of an update, its rows in hash order.
 func sortLinesInBlocks(out string) string {
 	blocks := strings.Split(strings.TrimRight(out, "\n"), "\n\n")
 	for i, b := range blocks {
-		blocks[i] = strings.TrimSuffix(sortLines(b), "\n")
+		lines := strings.Split(b, "\n")
+		if len(lines) > 3 {
+			blocks[i] = strings.Join(lines[:3], "\n") + "\n" + strings.TrimSuffix(sortLines(strings.Join(lines[3:], "\n")), "\n")
+		}
 	}
 	return strings.Join(blocks, "\n\n") + "\n"
 }

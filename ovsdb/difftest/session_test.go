@@ -17,11 +17,12 @@ import (
 // created. sort, if set, reorders the command's standard output where the
 // tool prints rows in hash order. A step with during runs its command in
 // the background (a monitor), waits for its first line of output, runs
-// the during steps, then collects what it printed.
+// the during steps, then collects what it printed until it shows until.
 type step struct {
 	args   []string
 	sort   func(string) string
 	during []step
+	until  string
 }
 
 func cmd(args ...string) step     { return step{args: args} }
@@ -32,13 +33,17 @@ func bareUUIDs(args ...string) step {
 	return step{args: append([]string{"--bare", "--columns=_uuid"}, args...), sort: sortLines}
 }
 
-// monitor runs args in the background while the during steps run.
-func monitor(args []string, during ...step) step { return step{args: args, during: during} }
+// monitor runs args in the background while the during steps run, and
+// collects its output until it contains until (the last step's update;
+// at most 10s) and then stays quiet for a moment.
+func monitor(until string, args []string, during ...step) step {
+	return step{args: args, during: during, until: until}
+}
 
 // sortedMonitor is monitor for table-format output of updates with many
 // rows, which come in hash order: the lines of each table are sorted.
-func sortedMonitor(args []string, during ...step) step {
-	return step{args: args, during: during, sort: sortLinesInBlocks}
+func sortedMonitor(until string, args []string, during ...step) step {
+	return step{args: args, during: during, until: until, sort: sortLinesInBlocks}
 }
 
 // session runs one program's steps against one server.
@@ -89,8 +94,8 @@ func (s *session) run(steps []step) {
 
 // runMonitor starts st's command, waits for its first line (the initial
 // contents, so it is surely registered), runs st.during, waits until the
-// output has been quiet for a moment, stops the command and records all
-// it printed after the during steps' transcripts.
+// output shows st.until and has then been quiet for a moment, stops the
+// command and records all it printed after the during steps' transcripts.
 func (s *session) runMonitor(st step) {
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 	defer cancel()
@@ -132,8 +137,13 @@ func (s *session) runMonitor(st step) {
 		out.WriteString("[no initial output in 10s]\n")
 	}
 	collect(300 * time.Millisecond) // the rest of the initial contents
+	initial := out.Len()
 	s.run(st.during)
-	collect(700 * time.Millisecond)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String()[initial:], st.until) && time.Now().Before(deadline) {
+		collect(100 * time.Millisecond)
+	}
+	collect(300 * time.Millisecond) // anything after it would be a difference too
 	c.Process.Kill()
 	c.Wait()
 	text := out.String()
