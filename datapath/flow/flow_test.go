@@ -236,3 +236,19 @@ func TestHotInlinable(t *testing.T) {
 		}
 	}
 }
+
+func TestKeyMaskString(t *testing.T) {
+	var k Key
+	k.Set(InPort, 1)
+	k.Set(EthType, 0x800)
+	k.Set(NWSrc, IPv4(netip.MustParseAddr("10.0.0.1")))
+	if got, want := k.String(), "in_port=1,eth_type=0x800,nw_src=10.0.0.1"; got != want {
+		t.Errorf("Key.String = %q, want %q", got, want)
+	}
+	var m Mask
+	m.SetField(InPort)
+	m.SetBits(NWDst, OnesU128(8).Shl(24))
+	if got, want := m.String(), "in_port,nw_dst/255.0.0.0"; got != want {
+		t.Errorf("Mask.String = %q, want %q", got, want)
+	}
+}

@@ -196,3 +196,40 @@ func MAC(a [6]byte) uint64 {
 func MACBytes(v uint64) [6]byte {
 	return [6]byte{byte(v >> 40), byte(v >> 32), byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}
 }
+
+// String formats the nonzero fields of k as field=value terms, in field
+// order, e.g. "in_port=1,eth_type=0x800,nw_src=10.0.0.1".
+func (k *Key) String() string {
+	var m Match
+	for f := FieldInvalid + 1; f < numFields; f++ {
+		if isAliasSlot(f) {
+			continue
+		}
+		if v := k.GetU128(f); !v.IsZero() {
+			m.SetU128(f, v)
+		}
+	}
+	return m.String()
+}
+
+// String formats the fields m covers, with their masks, as field/mask terms.
+func (m *Mask) String() string {
+	var b strings.Builder
+	for f := FieldInvalid + 1; f < numFields; f++ {
+		if isAliasSlot(f) {
+			continue
+		}
+		v := m.Get(f)
+		if v.IsZero() {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(f.String())
+		if v != fieldOnes(f) {
+			b.WriteString("/" + FormatValue(f, v, fieldOnes(f)))
+		}
+	}
+	return b.String()
+}
