@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -59,9 +58,6 @@ func runDB(ctx context.Context, args []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	// Rows are long-lived and transactions allocate little that survives;
-	// collecting less often trades some memory for commit throughput.
-	debug.SetGCPercent(200)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	srv := server.New(server.Options{Logger: logger})
