@@ -1,6 +1,7 @@
 package port
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net"
 	"os"
@@ -48,7 +49,11 @@ type mmsgBatch struct {
 	msgs  []mmsghdr
 	iovs  [][2]unix.Iovec
 	vnets [][vnetHdrLen]byte
+	cmsgs [][auxCmsgSpace]byte // receive only: PACKET_AUXDATA
 }
+
+// auxCmsgSpace fits one control message carrying struct tpacket_auxdata.
+const auxCmsgSpace = 64
 
 func newMmsgBatch(n int) mmsgBatch {
 	b := mmsgBatch{
@@ -65,6 +70,12 @@ func newMmsgBatch(n int) mmsgBatch {
 	return b
 }
 
+func newRxBatch(n int) mmsgBatch {
+	b := newMmsgBatch(n)
+	b.cmsgs = make([][auxCmsgSpace]byte, n)
+	return b
+}
+
 // setData points message i's data buffer at b.
 func (m *mmsgBatch) setData(i int, b []byte) {
 	if len(b) == 0 {
@@ -75,6 +86,58 @@ func (m *mmsgBatch) setData(i int, b []byte) {
 	m.iovs[i][1].SetLen(len(b))
 	m.msgs[i].hdr.Flags = 0
 	m.msgs[i].n = 0
+	if m.cmsgs != nil {
+		m.msgs[i].hdr.Control = &m.cmsgs[i][0]
+		m.msgs[i].hdr.SetControllen(auxCmsgSpace)
+	}
+}
+
+// vlanFromAux returns the VLAN tag the kernel took off a received frame
+// (veth and most NICs strip it into the socket buffer's metadata), from a
+// PACKET_AUXDATA control message.
+func vlanFromAux(b []byte) (tpid, tci uint16, ok bool) {
+	for len(b) >= unix.SizeofCmsghdr {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
+		l := int(h.Len)
+		if l < unix.SizeofCmsghdr || l > len(b) {
+			return 0, 0, false
+		}
+		if h.Level == unix.SOL_PACKET && h.Type == unix.PACKET_AUXDATA && l >= unix.SizeofCmsghdr+int(unsafe.Sizeof(unix.TpacketAuxdata{})) {
+			aux := (*unix.TpacketAuxdata)(unsafe.Pointer(&b[unix.SizeofCmsghdr]))
+			if aux.Status&unix.TP_STATUS_VLAN_VALID == 0 {
+				return 0, 0, false
+			}
+			tpid = etherTypeVLAN
+			if aux.Status&unix.TP_STATUS_VLAN_TPID_VALID != 0 && aux.Vlan_tpid != 0 {
+				tpid = aux.Vlan_tpid
+			}
+			return tpid, aux.Vlan_tci, true
+		}
+		l = (l + 7) &^ 7
+		if l >= len(b) {
+			break
+		}
+		b = b[l:]
+	}
+	return 0, 0, false
+}
+
+// insertVLAN puts a VLAN tag back behind the MAC addresses.
+func (p *Packet) insertVLAN(tpid, tci uint16) {
+	if len(p.Data) < 12 {
+		return
+	}
+	p.Push(4)
+	d := p.Data
+	copy(d[0:12], d[4:16])
+	binary.BigEndian.PutUint16(d[12:], tpid)
+	binary.BigEndian.PutUint16(d[14:], tci)
+	if p.Offload.NeedsCsum || p.Offload.IsGSO() {
+		p.Offload.CsumStart += 4
+		if p.Offload.HdrLen != 0 {
+			p.Offload.HdrLen += 4
+		}
+	}
 }
 
 // NewAFPacket opens an AF_PACKET port on the device called name, which
@@ -98,6 +161,7 @@ func NewAFPacket(name string) (*AFPacket, error) {
 		what            string
 	}{
 		{unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1, "PACKET_VNET_HDR"},
+		{unix.SOL_PACKET, unix.PACKET_AUXDATA, 1, "PACKET_AUXDATA"},
 		{unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1, "PACKET_IGNORE_OUTGOING"},
 		{unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1, "PACKET_QDISC_BYPASS"},
 	}
@@ -140,7 +204,7 @@ func NewAFPacket(name string) (*AFPacket, error) {
 	}
 	return &AFPacket{
 		name: name, ifindex: ifi.Index, file: f, raw: raw,
-		rx: newMmsgBatch(BatchSize), tx: newMmsgBatch(BatchSize),
+		rx: newRxBatch(BatchSize), tx: newMmsgBatch(BatchSize),
 	}, nil
 }
 
@@ -196,6 +260,12 @@ func (a *AFPacket) Recv(pkts []*Packet) (int, error) {
 		}
 		p.setLen(size)
 		p.Offload = decodeVnetHdr(a.rx.vnets[i][:])
+		if cl := int(m.hdr.Controllen); cl > 0 {
+			if tpid, tci, ok := vlanFromAux(a.rx.cmsgs[i][:min(cl, auxCmsgSpace)]); ok {
+				p.insertVLAN(tpid, tci)
+				size += 4
+			}
+		}
 		a.rxBytes.Add(uint64(size))
 		k++
 	}
