@@ -34,12 +34,13 @@ const benchSchema = `{
 
 // Config sizes a run. Zero fields take the defaults of "govn bench ovsdb".
 type Config struct {
-	Duration     time.Duration // per insert-throughput measurement; 3s
+	Duration     time.Duration // per insert-throughput measurement; 2s
+	Rounds       int           // alternating rounds of each measurement (median taken); 3
 	Clients      int           // concurrent inserting clients; 16
 	Monitors     int           // monitoring clients for fan-out; 200
 	Commits      int           // commits timed for fan-out; 50
 	BigRows      int           // rows of the initial-monitor table; 100000
-	MonitorRuns  int           // initial monitors timed (median); 3
+	MonitorRuns  int           // initial monitors timed per round; 1
 	Logger       *slog.Logger  // progress; discarded if nil
 	TempDir      string        // parent of the servers' directories; os.TempDir() if ""
 	KeepTempDirs bool          // leave the servers' directories for inspection
@@ -50,7 +51,10 @@ type Config struct {
 
 func (c *Config) defaults() {
 	if c.Duration <= 0 {
-		c.Duration = 3 * time.Second
+		c.Duration = 2 * time.Second
+	}
+	if c.Rounds <= 0 {
+		c.Rounds = 3
 	}
 	if c.Clients <= 0 {
 		c.Clients = 16
@@ -65,7 +69,7 @@ func (c *Config) defaults() {
 		c.BigRows = 100000
 	}
 	if c.MonitorRuns <= 0 {
-		c.MonitorRuns = 3
+		c.MonitorRuns = 1
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -133,61 +137,100 @@ func Run(ctx context.Context, subject, baseline Target, cfg Config) (*Report, er
 	for i, s := range servers {
 		r.Results[i].Server = s.target.Name
 	}
-	each := func(what string, f func(s *server, res *Result) error) error {
-		for i, s := range servers {
-			cfg.Logger.Info("measuring", "what", what, "server", s.target.Name)
-			if err := f(s, &r.Results[i]); err != nil {
-				return fmt.Errorf("%s, %s: %w", what, s.target.Name, err)
+	// each runs f on both servers, one after the other, rounds times, so
+	// that load from elsewhere on the machine hits both alike.
+	each := func(what string, rounds int, f func(s *server, i int) error) error {
+		for round := range rounds {
+			for i, s := range servers {
+				cfg.Logger.Info("measuring", "what", what, "server", s.target.Name, "round", round+1)
+				if err := f(s, i); err != nil {
+					return fmt.Errorf("%s, %s: %w", what, s.target.Name, err)
+				}
 			}
 		}
 		return nil
 	}
-	steps := []struct {
-		what string
-		f    func(s *server, res *Result) error
-	}{
-		{"inserts from 1 client", func(s *server, res *Result) error {
-			tps, n, err := insertThroughput(ctx, s, 1, cfg.Duration, cfg.Durable)
-			res.InsertTPS1, res.InsertTransactions = tps, res.InsertTransactions+n
+	var tps1, tpsN, monitorTimes [2][]float64
+	var fanoutLat [2][]time.Duration
+	insert := func(clients int, into *[2][]float64) func(s *server, i int) error {
+		return func(s *server, i int) error {
+			tps, n, err := insertThroughput(ctx, s, clients, cfg.Duration, cfg.Durable)
+			into[i] = append(into[i], tps)
+			r.Results[i].InsertTransactions += n
 			return err
-		}},
-		{fmt.Sprintf("inserts from %d clients", cfg.Clients), func(s *server, res *Result) error {
-			tps, n, err := insertThroughput(ctx, s, cfg.Clients, cfg.Duration, cfg.Durable)
-			res.InsertTPSN, res.InsertTransactions = tps, res.InsertTransactions+n
-			return err
-		}},
-		{"fan-out", func(s *server, res *Result) error {
-			lat, err := fanout(ctx, s, cfg.Monitors, cfg.Commits)
-			if err != nil {
-				return err
-			}
-			res.FanoutP50Ms = ms(percentile(lat, 50))
-			res.FanoutP99Ms = ms(percentile(lat, 99))
-			return nil
-		}},
-		{"loading the big table", func(s *server, res *Result) error {
-			return loadBig(ctx, s, cfg.BigRows)
-		}},
-		{"initial monitor", func(s *server, res *Result) error {
-			d, err := initialMonitor(ctx, s, cfg.BigRows, cfg.MonitorRuns)
-			res.InitialMonitorMs = ms(d)
-			return err
-		}},
-		{"memory", func(s *server, res *Result) error {
-			peak, cur, err := s.memory()
-			res.PeakRSSMiB, res.RSSMiB = float64(peak)/(1<<20), float64(cur)/(1<<20)
-			return err
-		}},
-	}
-	for _, st := range steps {
-		if err := each(st.what, st.f); err != nil {
-			return nil, err
 		}
+	}
+	if err := each("inserts from 1 client", cfg.Rounds, insert(1, &tps1)); err != nil {
+		return nil, err
+	}
+	if err := each(fmt.Sprintf("inserts from %d clients", cfg.Clients), cfg.Rounds, insert(cfg.Clients, &tpsN)); err != nil {
+		return nil, err
+	}
+	var rigs [2]*fanoutRig
+	defer func() {
+		for _, f := range rigs {
+			if f != nil {
+				f.close()
+			}
+		}
+	}()
+	err = each("connecting monitors", 1, func(s *server, i int) (err error) {
+		rigs[i], err = newFanout(ctx, s, cfg.Monitors)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	perRound := max(1, cfg.Commits/cfg.Rounds)
+	err = each("fan-out", cfg.Rounds, func(s *server, i int) error {
+		lat, err := rigs[i].commits(ctx, perRound)
+		fanoutLat[i] = append(fanoutLat[i], lat...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, f := range rigs {
+		f.close()
+		rigs[i] = nil
+	}
+	if err := each("loading the big table", 1, func(s *server, i int) error { return loadBig(ctx, s, cfg.BigRows) }); err != nil {
+		return nil, err
+	}
+	err = each("initial monitor", cfg.Rounds*cfg.MonitorRuns, func(s *server, i int) error {
+		d, err := initialMonitor(ctx, s, cfg.BigRows)
+		monitorTimes[i] = append(monitorTimes[i], ms(d))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range servers {
+		res := &r.Results[i]
+		res.InsertTPS1, res.InsertTPSN = median(tps1[i]), median(tpsN[i])
+		res.FanoutP50Ms = ms(percentile(fanoutLat[i], 50))
+		res.FanoutP99Ms = ms(percentile(fanoutLat[i], 99))
+		res.InitialMonitorMs = median(monitorTimes[i])
+		peak, cur, err := s.memory()
+		if err != nil {
+			return nil, fmt.Errorf("memory of %s: %w", s.target.Name, err)
+		}
+		res.PeakRSSMiB, res.RSSMiB = float64(peak)/(1<<20), float64(cur)/(1<<20)
 	}
 	return r, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// median returns the median of xs (the lower middle one for an even count).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
+}
 
 // percentile returns the p-th percentile (nearest rank) of ds.
 func percentile(ds []time.Duration, p int) time.Duration {
@@ -260,72 +303,93 @@ type round struct {
 	done chan struct{}
 }
 
-// fanout connects monitors clients monitoring table Fan, then times
-// commits commits, each until every monitor has its update.
-func fanout(ctx context.Context, s *server, monitors, commits int) ([]time.Duration, error) {
-	writer, err := s.dial(ctx)
-	if err != nil {
+// fanoutRig is a writer and monitors clients monitoring table Fan's one
+// row, which the writer updates.
+type fanoutRig struct {
+	writer   *jsonrpc.Conn
+	monitors []*jsonrpc.Conn
+	row      string
+	seq      int
+	current  atomic.Pointer[round]
+}
+
+// newFanout connects the writer and the monitors.
+func newFanout(ctx context.Context, s *server, monitors int) (*fanoutRig, error) {
+	f := &fanoutRig{}
+	var err error
+	if f.writer, err = s.dial(ctx); err != nil {
 		return nil, err
 	}
-	defer writer.Close()
-	raw, err := transact(ctx, writer, json.RawMessage(`["Bench",{"op":"insert","table":"Fan","row":{"seq":0}}]`))
+	raw, err := transact(ctx, f.writer, json.RawMessage(`["Bench",{"op":"insert","table":"Fan","row":{"seq":0}}]`))
 	if err != nil {
+		f.close()
 		return nil, err
 	}
 	var res []struct {
 		UUID [2]string `json:"uuid"`
 	}
 	if err := json.Unmarshal(raw, &res); err != nil || len(res) != 1 {
+		f.close()
 		return nil, fmt.Errorf("insert reply %.200s: %v", raw, err)
 	}
-	row := res[0].UUID[1]
-
-	var current atomic.Pointer[round]
+	f.row = res[0].UUID[1]
 	onUpdate := func(ctx context.Context, c *jsonrpc.Conn, m *jsonrpc.Message) {
 		if m.Method != "update" && m.Method != "update2" && m.Method != "update3" {
 			return
 		}
-		if r := current.Load(); r != nil && r.got.Add(1) == r.want {
+		if r := f.current.Load(); r != nil && r.got.Add(1) == r.want {
 			close(r.done)
 		}
 	}
-	conns := make([]*jsonrpc.Conn, 0, monitors)
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
 	request := json.RawMessage(`["Bench","fan",{"Fan":[{"columns":["seq"]}]}]`)
 	for range monitors {
 		c, err := s.dialHandler(ctx, onUpdate)
 		if err != nil {
+			f.close()
 			return nil, err
 		}
-		conns = append(conns, c)
+		f.monitors = append(f.monitors, c)
 		if err := c.Call(ctx, "monitor_cond", request, nil); err != nil {
+			f.close()
 			return nil, fmt.Errorf("monitor_cond: %w", err)
 		}
 	}
-	lat := make([]time.Duration, 0, commits)
-	for i := 1; i <= commits; i++ {
-		r := &round{want: int32(monitors), done: make(chan struct{})}
-		current.Store(r)
-		params := json.RawMessage(`["Bench",{"op":"update","table":"Fan","where":[["_uuid","==",["uuid","` + row + `"]]],"row":{"seq":` + strconv.Itoa(i) + `}}]`)
+	return f, nil
+}
+
+// commits times n commits, each from sending it until every monitor has
+// its update.
+func (f *fanoutRig) commits(ctx context.Context, n int) ([]time.Duration, error) {
+	lat := make([]time.Duration, 0, n)
+	defer f.current.Store(nil)
+	for range n {
+		f.seq++
+		r := &round{want: int32(len(f.monitors)), done: make(chan struct{})}
+		f.current.Store(r)
+		params := json.RawMessage(`["Bench",{"op":"update","table":"Fan","where":[["_uuid","==",["uuid","` + f.row + `"]]],"row":{"seq":` + strconv.Itoa(f.seq) + `}}]`)
 		start := time.Now()
-		if _, err := transact(ctx, writer, params); err != nil {
+		if _, err := transact(ctx, f.writer, params); err != nil {
 			return nil, err
 		}
 		select {
 		case <-r.done:
 		case <-time.After(30 * time.Second):
-			return nil, fmt.Errorf("commit %d: only %d of %d monitors got the update within 30s", i, r.got.Load(), monitors)
+			return nil, fmt.Errorf("commit %d: only %d of %d monitors got the update within 30s", f.seq, r.got.Load(), len(f.monitors))
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 		lat = append(lat, time.Since(start))
 	}
-	current.Store(nil)
 	return lat, nil
+}
+
+func (f *fanoutRig) close() {
+	if f.writer != nil {
+		f.writer.Close()
+	}
+	for _, c := range f.monitors {
+		c.Close()
+	}
 }
 
 // loadBig fills table Big with rows rows, a few thousand per transaction.
@@ -356,26 +420,22 @@ func loadBig(ctx context.Context, s *server, rows int) error {
 }
 
 // initialMonitor times monitor_cond of the whole Big table from a fresh
-// connection, runs times, and returns the median.
-func initialMonitor(ctx context.Context, s *server, rows, runs int) (time.Duration, error) {
-	var times []time.Duration
+// connection, until the whole reply has arrived.
+func initialMonitor(ctx context.Context, s *server, rows int) (time.Duration, error) {
 	request := json.RawMessage(`["Bench","big",{"Big":[{"columns":["external_ids","n","name"]}]}]`)
-	for range runs {
-		c, err := s.dial(ctx)
-		if err != nil {
-			return 0, err
-		}
-		start := time.Now()
-		raw, err := c.CallRaw(ctx, "monitor_cond", request)
-		d := time.Since(start)
-		c.Close()
-		if err != nil {
-			return 0, fmt.Errorf("monitor_cond: %w", err)
-		}
-		if got := bytes.Count(raw, []byte(`"initial"`)); got != rows {
-			return 0, fmt.Errorf("initial monitor sent %d rows, want %d", got, rows)
-		}
-		times = append(times, d)
+	c, err := s.dial(ctx)
+	if err != nil {
+		return 0, err
 	}
-	return percentile(times, 50), nil
+	defer c.Close()
+	start := time.Now()
+	raw, err := c.CallRaw(ctx, "monitor_cond", request)
+	d := time.Since(start)
+	if err != nil {
+		return 0, fmt.Errorf("monitor_cond: %w", err)
+	}
+	if got := bytes.Count(raw, []byte(`"initial"`)); got != rows {
+		return 0, fmt.Errorf("initial monitor sent %d rows, want %d", got, rows)
+	}
+	return d, nil
 }

@@ -4,16 +4,17 @@
 //
 // Both servers run at once, each on its own temporary database with a small
 // test schema, and every measurement is taken on one and then on the other,
-// so that slow drifts of a shared machine hit both alike. The figures are:
+// in several rounds (3 by default, the median kept), so that slow drifts of
+// a shared machine hit both alike. The figures are:
 //
 //   - single-row insert transactions per second, from 1 client and from 16
 //     clients each sending its next transaction when the previous is
-//     answered;
+//     answered, over 2 seconds;
 //   - fan-out latency: the time from sending a commit until all of 200
 //     monitoring clients have received its update, p50 and p99 over 50
-//     commits made one after another;
+//     commits made one after another (spread over the rounds);
 //   - the time to serve an initial monitor (monitor_cond) of a 100k-row
-//     table, until the whole reply has been received (median of 3);
+//     table to a new connection, until the whole reply has been received;
 //   - the server's memory: peak and final resident set size (VmHWM and
 //     VmRSS from /proc/PID/status) at the end.
 //
