@@ -18,8 +18,8 @@ type Flow struct {
 	Reasons    []xlate.Reason
 	Generation uint64 // the flow-table generation Actions were computed at
 	Hits       uint64
-	Used       int64 // time of the last hit, in the caller's clock (ns)
-	Created    int64
+	Used       time.Duration // time of the last hit, on the caller's clock
+	Created    time.Duration
 
 	st   *subtable
 	hash uint64
@@ -219,7 +219,7 @@ func (c *Cache) SetGeneration(gen uint64) { c.gen = gen }
 // Lookup returns the megaflow matching k, or nil, and counts the hit at
 // time now. A megaflow translated at an older generation than the cache's
 // is a miss.
-func (c *Cache) Lookup(k *flow.Key, now int64) *Flow {
+func (c *Cache) Lookup(k *flow.Key, now time.Duration) *Flow {
 	var e *emcEntry
 	var h uint64
 	if c.emc != nil && len(c.subtables) > emcMinSubtables {
@@ -273,7 +273,7 @@ func (c *Cache) rank() {
 
 // Insert installs the translation of key k, replacing a megaflow with the
 // same mask and masked key. It returns the megaflow.
-func (c *Cache) Insert(res *xlate.Result, now int64) *Flow {
+func (c *Cache) Insert(res *xlate.Result, now time.Duration) *Flow {
 	st := c.byMask[res.Mask]
 	if st == nil {
 		st = newSubtable(&res.Mask)
@@ -379,10 +379,10 @@ func (c *Cache) Flush() {
 }
 
 // Expire deletes megaflows not hit since now-idle and returns how many.
-func (c *Cache) Expire(now int64, idle time.Duration) int {
+func (c *Cache) Expire(now, idle time.Duration) int {
 	n := 0
 	c.Flows(func(f *Flow) {
-		if now-f.Used > int64(idle) {
+		if now-f.Used > idle {
 			c.remove(f)
 			n++
 		}

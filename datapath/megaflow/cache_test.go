@@ -118,7 +118,7 @@ type datapath struct {
 	tr      *xlate.Translator
 	tables  *classifier.Tables
 	upcalls int
-	now     int64
+	now     time.Duration
 }
 
 func (d *datapath) process(t testing.TB, k *flow.Key) []flow.DPAction {
@@ -225,7 +225,7 @@ func TestRevalidation(t *testing.T) {
 		t.Errorf("stats %+v", s)
 	}
 	// Idle expiry.
-	if n := d.cache.Expire(d.now+int64(time.Hour), time.Second); n != 2 || d.cache.Len() != 0 {
+	if n := d.cache.Expire(d.now+time.Hour, time.Second); n != 2 || d.cache.Len() != 0 {
 		t.Errorf("expired %d, %d left", n, d.cache.Len())
 	}
 }
