@@ -73,6 +73,11 @@
 //     slot and re-files those whose expiry moved (lazy rescheduling), so no
 //     code ever sweeps a whole table.
 //
+// The transcripts in testdata/ (run by TestScripts, rewritten with
+// "go test -run TestScripts -args -update") show the state machine at work,
+// packet by packet: the TIME_WAIT port-reuse case, SNAT exhaustion, hairpin
+// NAT, ICMPv6 errors.
+//
 // TCP tracking follows the window-tracking rules of van Rooij ("Real
 // stateful TCP packet filtering in IP Filter"): each direction remembers the
 // highest sequence it sent, the highest sequence the peer allows it to send

@@ -3,7 +3,6 @@ package conntrack
 import (
 	"encoding/binary"
 	"hash/crc32"
-	"hash/maphash"
 )
 
 // maxNATTries bounds the candidate tuples one commit tries before it gives
@@ -15,29 +14,40 @@ func hasPorts(proto uint8) bool {
 	return proto == protoTCP || proto == protoUDP || proto == protoSCTP
 }
 
-// lbHash hashes the chosen fields of k.
-func lbHash(seed maphash.Seed, k *key, f HashFields) uint64 {
+// lbHash hashes the chosen fields of k. It is deterministic (no per-process
+// seed), so a backend or NAT port choice is reproducible across restarts and
+// in tests.
+func lbHash(k *key, f HashFields) uint64 {
 	if f == 0 {
 		f = Hash5Tuple
 	}
-	var sel key
+	h := uint64(0x243f6a8885a308d3)
 	if f&HashSrcAddr != 0 {
-		sel.src = k.src
+		h = mix(mix(h, binary.BigEndian.Uint64(k.src[:8])), binary.BigEndian.Uint64(k.src[8:]))
 	}
 	if f&HashDstAddr != 0 {
-		sel.dst = k.dst
+		h = mix(mix(h, binary.BigEndian.Uint64(k.dst[:8])), binary.BigEndian.Uint64(k.dst[8:]))
 	}
+	var ports uint64
 	if f&HashSrcPort != 0 {
-		sel.sport = k.sport
+		ports |= uint64(k.sport) << 16
 	}
 	if f&HashDstPort != 0 {
-		sel.dport = k.dport
+		ports |= uint64(k.dport)
 	}
 	if f&HashProto != 0 {
-		sel.proto = k.proto
+		ports |= uint64(k.proto) << 32
 	}
-	sel.v6 = k.v6
-	return maphash.Comparable(seed, sel)
+	return mix(h, ports)
+}
+
+// mix folds v into h (a multiply-xorshift round, as in splitmix64).
+func mix(h, v uint64) uint64 {
+	h ^= v
+	h *= 0x9e3779b97f4a7c15
+	h ^= h >> 31
+	h *= 0xbf58476d1ce4e5b9
+	return h ^ h>>29
 }
 
 // addrSpan is an address range as a base and a count.
@@ -92,7 +102,7 @@ func (t *Tracker) natSetup(z *zone, pk *packet, p *Params, reply key) (key, uint
 	backend := -1
 	var dst, src *NATRange
 	if p.LB != nil && len(p.LB.Backends) > 0 {
-		backend = int(lbHash(t.seed, k, p.LB.Hash) % uint64(len(p.LB.Backends)))
+		backend = int(lbHash(k, p.LB.Hash) % uint64(len(p.LB.Backends)))
 		b := p.LB.Backends[backend]
 		dst = &NATRange{MinAddr: b.Addr, MaxAddr: b.Addr, MinPort: b.Port, MaxPort: b.Port}
 	} else if p.NAT != nil {
@@ -102,10 +112,9 @@ func (t *Tracker) natSetup(z *zone, pk *packet, p *Params, reply key) (key, uint
 		src = p.NAT.Src
 	}
 	var flags uint16
-	h := maphash.Comparable(t.seed, struct {
-		src, dst [16]byte
-		port     uint16
-	}{k.src, k.dst, k.dport})
+	// Where the address and port search starts: a hash of the addresses
+	// and the destination port (the fields NAT does not choose).
+	h := lbHash(k, HashSrcAddr|HashDstAddr|HashDstPort|HashProto)
 	if dst != nil {
 		span, ok := spanOf(dst, k.v6)
 		if !ok {
