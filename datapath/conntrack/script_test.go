@@ -23,6 +23,7 @@ var update = flag.Bool("update", false, "rewrite the expected output of testdata
 //
 // quote puts the previous packet, as the tracker left it, inside an ICMP
 // error.
+//
 //	> dump ZONE
 //	> expire DUR
 //	> flush ZONE
@@ -105,9 +106,9 @@ func runScriptLine(t *testing.T, tr *Tracker, cmd string, st *scriptState) []str
 		return []string{"flushed"}
 	}
 	var (
-		p    Params
-		s    spec
-		dir  int
+		p   Params
+		s   spec
+		dir int
 	)
 	endpoint := func(v string) (string, uint16) {
 		ap, err := netip.ParseAddrPort(v)
