@@ -15,21 +15,19 @@ import (
 var update = flag.Bool("update", false, "rewrite the expected output of testdata/*.txt")
 
 // TestScripts runs the transcripts in testdata/: each "> command" line is
-// followed by the output it must produce. go test -run TestScripts -update
-// rewrites the outputs. Commands:
+// followed by the output it must produce; "go test -run TestScripts -args
+// -update" rewrites the outputs. Commands:
 //
 //	> [t=DUR] zone=N [commit] [force] [nat] [snat=A[-B][:P-Q]] [dnat=A[-B][:P-Q]] [mark=V]
 //	  PROTO SRC[:PORT] > DST[:PORT] [flags=SAFRP] [seq=N] [ack=N] [win=N] [len=N] [type=N] [code=N] [id=N] [quote]
-//
-// quote puts the previous packet, as the tracker left it, inside an ICMP
-// error.
-//
 //	> dump ZONE
 //	> expire DUR
 //	> flush ZONE
 //
-// A packet's output is its ct_state, then the reason when invalid, then the
-// packet's addresses after translation when they changed.
+// t= advances the clock before the packet; quote puts the previous packet,
+// as the tracker left it, inside an ICMP error. A packet's output is its
+// ct_state, the reason when invalid, and the packet's addresses after
+// translation when they changed.
 func TestScripts(t *testing.T) {
 	files, _ := filepath.Glob("testdata/*.txt")
 	if len(files) == 0 {
