@@ -85,6 +85,15 @@ type RowChange struct {
 	Old, New *Row
 }
 
+// Len returns the number of rows cs changes.
+func (cs *ChangeSet) Len() int {
+	n := 0
+	for _, rows := range cs.Tables {
+		n += len(rows)
+	}
+	return n
+}
+
 // Empty reports whether cs changes nothing.
 func (cs *ChangeSet) Empty() bool {
 	if cs == nil {

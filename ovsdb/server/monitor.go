@@ -446,6 +446,10 @@ func (d *dbState) notifyLocked(cs *ovsdb.ChangeSet, txnID ovsdb.UUID) {
 // composeSince merges the history after txn id into one change set; ok is
 // false when id is not in the history.
 func (d *dbState) composeSince(id ovsdb.UUID) (map[string]map[ovsdb.UUID]*ovsdb.RowChange, bool) {
+	if id == d.lastTxn {
+		// The client is up to date, even if the history was trimmed.
+		return map[string]map[ovsdb.UUID]*ovsdb.RowChange{}, true
+	}
 	start := -1
 	for i := len(d.history) - 1; i >= 0; i-- {
 		if d.history[i].id == id {

@@ -31,6 +31,9 @@ type Options struct {
 	// HistoryLength is how many recent commits each database keeps for
 	// monitor_cond_since; 0 means 1000.
 	HistoryLength int
+	// HistoryRows bounds the row changes those commits may hold in total;
+	// 0 means 100000.
+	HistoryRows int
 	// MaxMessageSize caps one incoming JSON-RPC message; 0 means
 	// jsonrpc.DefaultMaxMessageSize (64 MiB).
 	MaxMessageSize int
@@ -65,6 +68,9 @@ func New(opts Options) *Server {
 	if opts.HistoryLength == 0 {
 		opts.HistoryLength = 1000
 	}
+	if opts.HistoryRows == 0 {
+		opts.HistoryRows = 100000
+	}
 	if opts.ProbeInterval == 0 {
 		opts.ProbeInterval = 5 * time.Second
 	}
@@ -90,7 +96,8 @@ type dbState struct {
 	db       *ovsdb.Database
 	monitors map[*monitor]struct{}
 	// history holds the last commits, oldest first, for monitor_cond_since.
-	history []commitEntry
+	history     []commitEntry
+	historyRows int
 	lastTxn ovsdb.UUID
 	blocked []*blockedTxn
 	replies replyQueue
@@ -98,8 +105,27 @@ type dbState struct {
 }
 
 type commitEntry struct {
-	id ovsdb.UUID
-	cs *ovsdb.ChangeSet
+	id   ovsdb.UUID
+	cs   *ovsdb.ChangeSet
+	rows int // rows changed, for bounding the history's memory
+}
+
+// appendHistoryLocked records a commit and drops the oldest ones beyond
+// Options.HistoryLength commits or Options.HistoryRows changed rows (old
+// row versions stay alive while the history holds them).
+func (d *dbState) appendHistoryLocked(e commitEntry) {
+	d.history = append(d.history, e)
+	d.historyRows += e.rows
+	drop := 0
+	for drop < len(d.history) && (len(d.history)-drop > d.srv.opts.HistoryLength || d.historyRows > d.srv.opts.HistoryRows) {
+		d.historyRows -= d.history[drop].rows
+		drop++
+	}
+	if drop > 0 {
+		n := copy(d.history, d.history[drop:])
+		clear(d.history[n:])
+		d.history = d.history[:n]
+	}
 }
 
 func (s *Server) newDBState(db *ovsdb.Database, log Log) *dbState {
@@ -219,12 +245,7 @@ func (d *dbState) commitLocked(cs *ovsdb.ChangeSet) (*storage.Commit, error) {
 	d.db.Apply(cs)
 	id := d.uuids.New()
 	d.lastTxn = id
-	d.history = append(d.history, commitEntry{id: id, cs: cs})
-	if n := d.srv.opts.HistoryLength; len(d.history) > n {
-		copy(d.history, d.history[len(d.history)-n:])
-		clear(d.history[n:])
-		d.history = d.history[:n]
-	}
+	d.appendHistoryLocked(commitEntry{id: id, cs: cs, rows: cs.Len()})
 	d.notifyLocked(cs, id)
 	var c *storage.Commit
 	var err error

@@ -313,3 +313,38 @@ func TestBadInputKeepsServing(t *testing.T) {
 		t.Fatalf("server stopped serving others: %s", got)
 	}
 }
+
+func TestHistoryBounds(t *testing.T) {
+	srv := New(Options{Logger: quietLogger(), ProbeInterval: -1, HistoryLength: 3, HistoryRows: 5})
+	srv.AddDatabase(ovsdb.NewDatabase(ovsdb.MustParseSchema([]byte(testSchema))), nil)
+	d := srv.database("Test")
+	commit := func(n int) {
+		ops := `[`
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				ops += ","
+			}
+			ops += `{"op":"insert","table":"Box","row":{"name":"` + ovsdb.NewUUID().String() + `"}}`
+		}
+		v, _ := ovsdb.DecodeJSON([]byte(ops + "]"))
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if _, err := d.commitLocked(d.db.Transact(v.([]any), ovsdb.TxnOptions{}).Changes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 5; i++ {
+		commit(1)
+	}
+	if len(d.history) != 3 {
+		t.Fatalf("history has %d commits, want 3", len(d.history))
+	}
+	commit(4)
+	if len(d.history) != 2 || d.historyRows != 5 {
+		t.Fatalf("history has %d commits of %d rows, want 2 of 5", len(d.history), d.historyRows)
+	}
+	commit(6)
+	if len(d.history) != 0 || d.historyRows != 0 {
+		t.Fatalf("a commit larger than the bound must leave the history empty, got %d", len(d.history))
+	}
+}
