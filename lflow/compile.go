@@ -36,7 +36,7 @@ type Lookup struct {
 func DefaultLayout() Layout {
 	return Layout{
 		IngressBase:   8,
-		EgressBase:    40,
+		EgressBase:    42,
 		IngressOutput: 37,
 		EgressOutput:  64,
 		Lookups: map[string]Lookup{
@@ -90,6 +90,14 @@ type UnsupportedError struct{ Action string }
 
 func (e *UnsupportedError) Error() string {
 	return fmt.Sprintf("action %s is not supported by the datapath yet", e.Action)
+}
+
+// LocalPorts may be implemented by an Env to say which logical ports are
+// present on this chassis. A rule whose match names a port that is not
+// local (in inport or outport) can never match here, so, as
+// ovn-controller does, Compile leaves it out.
+type LocalPorts interface {
+	IsLocalPort(name string) bool
 }
 
 // Compiler turns logical flows into datapath rules. It is immutable and
@@ -180,9 +188,38 @@ func (c *Compiler) actionPrereqs(acts []Action) []Expr {
 			if a.Name == "clone" {
 				out = append(out, c.actionPrereqs(a.Body)...)
 			}
+			if p := actionPrereq(a.Name); p != "" {
+				out = append(out, c.symtab.Lookup(p).mention)
+			}
+		case *CallAction:
+			if p := actionPrereq(a.Name); p != "" {
+				out = append(out, c.symtab.Lookup(p).mention)
+			}
 		}
 	}
 	return out
+}
+
+// actionPrereq names the predicate an action implies, as OVN adds it to
+// the match: connection tracking needs IP, icmp4 { } an IPv4 packet, and
+// so on.
+func actionPrereq(name string) string {
+	switch name {
+	case "ct_next", "ct_commit", "ct_commit_nat", "ct_dnat", "ct_snat", "ct_dnat_in_czone",
+		"ct_snat_in_czone", "ct_lb", "ct_lb_mark":
+		return "ip"
+	case "icmp4", "icmp4_error", "arp":
+		return "ip4"
+	case "icmp6", "icmp6_error", "nd_ns":
+		return "ip6"
+	case "nd_na", "nd_na_router":
+		return "nd_ns"
+	case "tcp_reset":
+		return "tcp"
+	case "sctp_abort":
+		return "sctp"
+	}
+	return ""
 }
 
 // CompileNormal compiles an already normalized match with parsed actions.
@@ -213,6 +250,7 @@ func (c *Compiler) compileNormal(lf *Lflow, nf Normal, acts []Action, ctx *Conte
 		program = []flow.Action{flow.Drop{}}
 	}
 	prio := uint16(lf.Priority)
+	local, _ := ctx.Env.(LocalPorts)
 	var base flow.Match
 	meta, _ := flow.FieldByName(DPLogicalDatapath)
 	for _, conj := range nf {
@@ -220,7 +258,7 @@ func (c *Compiler) compileNormal(lf *Lflow, nf Normal, acts []Action, ctx *Conte
 		base.Set(meta, uint64(ctx.Datapath))
 		// Clauses with one alternative go into every rule; the others are
 		// the dimensions of the conjunction.
-		var dims [][]flow.Match
+		var dims, cross [][]flow.Match
 		ok := true
 		for i := range conj {
 			cl := &conj[i]
@@ -231,6 +269,14 @@ func (c *Compiler) compileNormal(lf *Lflow, nf Normal, acts []Action, ctx *Conte
 				for _, p := range cl.Ports {
 					if ctx.Env == nil {
 						return fmt.Errorf("port %q: no environment to resolve it", p)
+					}
+					if p == "none" {
+						// OVN's name for "no port": key 0.
+						keys = append(keys, 0)
+						continue
+					}
+					if local != nil && !local.IsLocalPort(p) {
+						continue
 					}
 					if k, found := ctx.Env.PortKey(p); found {
 						keys = append(keys, k)
@@ -258,45 +304,76 @@ func (c *Compiler) compileNormal(lf *Lflow, nf Normal, acts []Action, ctx *Conte
 			for j, m := range cl.Alts {
 				d[j].SetMaskedU128(f, toFlow(m.Value.Lsh(shift)), toFlow(m.Mask.Lsh(shift)))
 			}
+			if cl.Field.Nominal {
+				// Nominal fields (eth.type, ip.proto) are never a
+				// dimension of a conjunction: like ovn-controller, cross
+				// them into every rule instead.
+				cross = append(cross, d)
+				continue
+			}
 			dims = append(dims, d)
 		}
 		if !ok {
 			continue
 		}
-		rule := flow.Rule{Table: table, Priority: prio, Cookie: ctx.Cookie}
-		switch len(dims) {
-		case 0:
-			rule.Match, rule.Actions = base, program
-			res.Rules = append(res.Rules, rule)
-		case 1:
-			for j := range dims[0] {
-				rule.Match = base
-				mergeMatch(&rule.Match, &dims[0][j])
-				rule.Actions = program
-				res.Rules = append(res.Rules, rule)
-			}
-		default:
-			if len(dims) > 64 {
-				return fmt.Errorf("conjunction of %d clauses exceeds 64", len(dims))
-			}
-			// A conjunctive match: one rule per alternative of each
-			// dimension, plus the rule that matches the conjunction id.
-			id := ctx.NextConjID
-			ctx.NextConjID++
-			for k, d := range dims {
+		bases := []flow.Match{base}
+		for _, d := range cross {
+			next := make([]flow.Match, 0, len(bases)*len(d))
+			for i := range bases {
 				for j := range d {
-					rule.Match = base
-					mergeMatch(&rule.Match, &d[j])
-					rule.Actions = []flow.Action{flow.Conjunction{ID: id, Clause: uint8(k + 1), NClauses: uint8(len(dims))}}
-					res.Rules = append(res.Rules, rule)
+					m := bases[i]
+					mergeMatch(&m, &d[j])
+					next = append(next, m)
 				}
 			}
-			conjID, _ := flow.FieldByName("conj_id")
-			rule.Match = base
-			rule.Match.Set(conjID, uint64(id))
+			bases = next
+		}
+		for i := range bases {
+			if err := emitRules(&bases[i], dims, program, table, prio, ctx, res); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// emitRules appends the rules of one conjunction: base plus each
+// alternative of a single multi-valued clause, or a conjunctive match when
+// there are several.
+func emitRules(base *flow.Match, dims [][]flow.Match, program []flow.Action, table uint8, prio uint16, ctx *Context, res *Result) error {
+	rule := flow.Rule{Table: table, Priority: prio, Cookie: ctx.Cookie}
+	switch len(dims) {
+	case 0:
+		rule.Match, rule.Actions = *base, program
+		res.Rules = append(res.Rules, rule)
+	case 1:
+		for j := range dims[0] {
+			rule.Match = *base
+			mergeMatch(&rule.Match, &dims[0][j])
 			rule.Actions = program
 			res.Rules = append(res.Rules, rule)
 		}
+	default:
+		if len(dims) > 64 {
+			return fmt.Errorf("conjunction of %d clauses exceeds 64", len(dims))
+		}
+		// A conjunctive match: one rule per alternative of each
+		// dimension, plus the rule that matches the conjunction id.
+		id := ctx.NextConjID
+		ctx.NextConjID++
+		for k, d := range dims {
+			for j := range d {
+				rule.Match = *base
+				mergeMatch(&rule.Match, &d[j])
+				rule.Actions = []flow.Action{flow.Conjunction{ID: id, Clause: uint8(k + 1), NClauses: uint8(len(dims))}}
+				res.Rules = append(res.Rules, rule)
+			}
+		}
+		conjID, _ := flow.FieldByName("conj_id")
+		rule.Match = *base
+		rule.Match.Set(conjID, uint64(id))
+		rule.Actions = program
+		res.Rules = append(res.Rules, rule)
 	}
 	return nil
 }
@@ -392,7 +469,7 @@ func (ac *actionCompiler) assign(out []flow.Action, a *AssignAction) ([]flow.Act
 		return append(out, flow.Move{Src: ac.c.rangeOf(*a.Src), Dst: dst}), nil
 	}
 	if a.Value.IsStr {
-		if a.Value.Str == "" {
+		if a.Value.Str == "" || a.Value.Str == "none" {
 			// outport = ""; clears the port.
 			return append(out, flow.Load{Dst: dst, Value: flow.U128{}}), nil
 		}
