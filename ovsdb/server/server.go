@@ -98,10 +98,10 @@ type dbState struct {
 	// history holds the last commits, oldest first, for monitor_cond_since.
 	history     []commitEntry
 	historyRows int
-	lastTxn ovsdb.UUID
-	blocked []*blockedTxn
-	replies replyQueue
-	uuids   *ovsdb.UUIDSource
+	lastTxn     ovsdb.UUID
+	blocked     []*blockedTxn
+	replies     replyQueue
+	uuids       *ovsdb.UUIDSource
 }
 
 type commitEntry struct {
