@@ -1,6 +1,7 @@
 package megaflow
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"testing"
@@ -375,5 +376,53 @@ func TestLookupAllocs(t *testing.T) {
 		if n := testing.AllocsPerRun(200, func() { c.Lookup(&keys[7], 1) }); n != 0 {
 			t.Errorf("emc=%v: Lookup allocates %v times", emc, n)
 		}
+	}
+}
+
+// tcpFrame builds the Ethernet/IPv4/TCP frame of one segment.
+func tcpFrame(toServer bool, clientSport uint16, flags uint16) []byte {
+	k := tcpKey(toServer, clientSport, 0)
+	b := make([]byte, 14+20+20)
+	dst, src := flow.MACBytes(k.Get(flow.EthDst)), flow.MACBytes(k.Get(flow.EthSrc))
+	copy(b[0:], dst[:])
+	copy(b[6:], src[:])
+	binary.BigEndian.PutUint16(b[12:], 0x0800)
+	ip := b[14:]
+	ip[0], ip[8], ip[9] = 0x45, 64, 6
+	binary.BigEndian.PutUint16(ip[2:], 40)
+	binary.BigEndian.PutUint32(ip[12:], uint32(k.Get(flow.NWSrc)))
+	binary.BigEndian.PutUint32(ip[16:], uint32(k.Get(flow.NWDst)))
+	tcp := ip[20:]
+	binary.BigEndian.PutUint16(tcp[0:], uint16(k.Get(flow.TPSrc)))
+	binary.BigEndian.PutUint16(tcp[2:], uint16(k.Get(flow.TPDst)))
+	binary.BigEndian.PutUint16(tcp[12:], 5<<12|flags)
+	return b
+}
+
+// TestShortLivedConnectionsFromFrames runs the acceptance pipeline on real
+// frames parsed by packet.Extract, as the datapath does.
+func TestShortLivedConnectionsFromFrames(t *testing.T) {
+	ts := lbPipeline(t, false)
+	d := &datapath{cache: New(true), tr: xlate.New(ts), tables: ts}
+	const n = 2000
+	for i := 0; i < n; i++ {
+		for _, p := range connection {
+			f := tcpFrame(p.toServer, uint16(20000+i), uint16(p.flags))
+			var k flow.Key
+			port := uint64(clientPort)
+			if !p.toServer {
+				port = serverPort
+			}
+			k.Set(flow.InPort, port)
+			packet.Extract(f, &k)
+			acts := d.process(t, &k)
+			want := map[bool]string{true: "2", false: "1"}[p.toServer]
+			if got := flow.DPActionsString(acts); got != want {
+				t.Fatalf("connection %d: %s, want %s", i, got, want)
+			}
+		}
+	}
+	if d.cache.Len() > 4 || d.upcalls > 6 {
+		t.Errorf("%d megaflows, %d upcalls\n%s", d.cache.Len(), d.upcalls, d.cache.Dump(true))
 	}
 }

@@ -360,3 +360,52 @@ func TestConcurrentTranslateAndApply(t *testing.T) {
 		}
 	}
 }
+
+func TestActionTable(t *testing.T) {
+	vlanKey := tcpKey(1, 2)
+	vlanKey.Set(flow.VLANTCI, 0x1005)
+	ttl1 := tcpKey(1, 2)
+	ttl1.Set(flow.NWTTL, 1)
+	tests := []struct {
+		name string
+		k    flow.Key
+		acts []flow.Action
+		want string
+		mask flow.Field // a field the megaflow must match
+	}{
+		{"push vlan then set vid", tcpKey(1, 2), []flow.Action{flow.PushVLAN{TPID: 0x8100},
+			flow.Load{Dst: flow.FieldRange{Field: flow.VLANTCI, Bits: 12}, Value: flow.U128{Lo: 7}}, flow.Output{Port: 2}},
+			"push_vlan(tpid=0x8100,tci=0x1000),set(vlan_tci=0x7/0xfff),2", flow.InPort},
+		{"pop vlan", vlanKey, []flow.Action{flow.PopVLAN{}, flow.Output{Port: 2}}, "pop_vlan,2", flow.VLANTCI},
+		{"pop without vlan", tcpKey(1, 2), []flow.Action{flow.PopVLAN{}, flow.Output{Port: 2}}, "2", flow.VLANTCI},
+		{"dec_ttl expired", ttl1, []flow.Action{flow.DecTTL{ToController: true}, flow.Output{Port: 2}}, "userspace(userdata=6465635f74746c)", flow.NWTTL},
+		{"controller pause", tcpKey(1, 2), []flow.Action{flow.Controller{UserData: []byte{9}, Pause: true}, flow.Output{Port: 2}}, "userspace(userdata=09)", flow.InPort},
+		{"exit", tcpKey(1, 2), []flow.Action{flow.Output{Port: 2}, flow.Exit{}, flow.Output{Port: 3}}, "2", flow.InPort},
+		{"ct_clear", tcpKey(1, 2), []flow.Action{flow.CTClear{}, flow.Output{Port: 2}}, "ct_clear,2", flow.InPort},
+		{"group all", tcpKey(1, 2), []flow.Action{flow.Group{ID: 5}}, "2,clone(set(eth_dst=00:00:00:00:00:0c),3)", flow.InPort},
+		{"missing group", tcpKey(1, 2), []flow.Action{flow.Group{ID: 6}}, "drop", flow.InPort},
+		{"output from register", tcpKey(1, 2), []flow.Action{flow.Load{Dst: flow.Whole(flow.Reg15), Value: flow.U128{Lo: 4}},
+			flow.Output{PortField: flow.Whole(flow.Reg15)}}, "4", flow.InPort},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ts := program(t, ruleSpec{0, 1, matchAll, tt.acts})
+			var b flow.Bundle
+			b.AddGroup(flow.GroupDef{ID: 5, Type: flow.GroupAll, Buckets: []flow.Bucket{
+				{Actions: []flow.Action{flow.Output{Port: 2}}},
+				{Actions: []flow.Action{flow.Load{Dst: flow.Whole(flow.EthDst), Value: flow.U128{Lo: 0x0c}}, flow.Output{Port: 3}}},
+			}})
+			if _, err := ts.Apply(b); err != nil {
+				t.Fatal(err)
+			}
+			k := tt.k
+			res := New(ts).Translate(&k, Options{})
+			if got := flow.DPActionsString(res.Actions); got != tt.want {
+				t.Errorf("actions %s, want %s", got, tt.want)
+			}
+			if res.Mask.Get(tt.mask).IsZero() {
+				t.Errorf("megaflow does not match %s: %s", tt.mask, res.String())
+			}
+		})
+	}
+}
