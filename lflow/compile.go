@@ -10,7 +10,7 @@ import (
 
 // Layout says which datapath tables implement the logical pipelines and
 // OVN's fixed tables. DefaultLayout is OVN's: logical ingress table N is
-// table 8+N, egress table N is 40+N.
+// table 8+N, egress table N is 42+N (OVN 23.03; ovn-sb(5) predates the two extra output tables).
 type Layout struct {
 	IngressBase uint8 // first table of the logical ingress pipeline
 	EgressBase  uint8 // first table of the logical egress pipeline

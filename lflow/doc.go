@@ -33,7 +33,7 @@
 // # Compilation
 //
 // Compiler maps a logical pipeline table onto a datapath table through a
-// Layout (OVN's by default: ingress table N is 8+N, egress 40+N). The
+// Layout (OVN's by default: ingress table N is 8+N, egress 42+N). The
 // logical datapath is matched in metadata, inport/outport in reg14/reg15,
 // flags in reg10, logical registers in the datapath registers of the same
 // number. A conjunction with two or more multi-valued clauses becomes an
