@@ -202,13 +202,20 @@ func runScriptLine(t *testing.T, tr *Tracker, cmd string, st *scriptState) []str
 	}
 	pkt := build(s)
 	res := tr.Process(pkt, 0, p, *now)
+	checkChecksums(t, pkt) // translated or not, they must stay right
 	st.last = pkt
 	out := res.State.String()
 	if res.Reason != ReasonNone {
 		out += " (" + res.Reason.String() + ")"
 	}
 	src, dst, sport, dport := addrs(pkt)
-	if src.String() != s.src || dst.String() != s.dst || sport != s.sport || dport != s.dport {
+	if s.proto == protoICMP || s.proto == protoICMPv6 {
+		l4, _, _, _ := l4Layout(pkt)
+		id := uint16(l4[4])<<8 | uint16(l4[5])
+		if src.String() != s.src || dst.String() != s.dst || id != s.icmpID {
+			out += fmt.Sprintf(" -> %s > %s id=%d", src, dst, id)
+		}
+	} else if src.String() != s.src || dst.String() != s.dst || sport != s.sport || dport != s.dport {
 		out += fmt.Sprintf(" -> %s > %s", netip.AddrPortFrom(src, sport), netip.AddrPortFrom(dst, dport))
 	}
 	return []string{out}

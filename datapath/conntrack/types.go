@@ -73,7 +73,16 @@ type Tuple struct {
 
 // String formats t as "proto,src=..,dst=..,sport=..,dport=..".
 func (t Tuple) String() string {
-	return fmt.Sprintf("%s,src=%s,dst=%s,sport=%d,dport=%d", protoName(t.Proto), t.Src, t.Dst, t.SrcPort, t.DstPort)
+	return protoName(t.Proto) + "," + t.fields()
+}
+
+// fields formats t's addresses and ports (ICMP: id, type, code) as OVS's
+// dump-conntrack does.
+func (t Tuple) fields() string {
+	if t.Proto == protoICMP || t.Proto == protoICMPv6 {
+		return fmt.Sprintf("src=%s,dst=%s,id=%d,type=%d,code=%d", t.Src, t.Dst, t.SrcPort, t.DstPort>>8, t.DstPort&0xff)
+	}
+	return fmt.Sprintf("src=%s,dst=%s,sport=%d,dport=%d", t.Src, t.Dst, t.SrcPort, t.DstPort)
 }
 
 // Reverse returns the tuple of the opposite direction.
@@ -259,9 +268,7 @@ type Entry struct {
 // String formats e much as ovs-appctl dpctl/dump-conntrack does.
 func (e Entry) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s,orig=(src=%s,dst=%s,sport=%d,dport=%d),reply=(src=%s,dst=%s,sport=%d,dport=%d),zone=%d",
-		protoName(e.Orig.Proto), e.Orig.Src, e.Orig.Dst, e.Orig.SrcPort, e.Orig.DstPort,
-		e.Reply.Src, e.Reply.Dst, e.Reply.SrcPort, e.Reply.DstPort, e.Zone)
+	fmt.Fprintf(&b, "%s,orig=(%s),reply=(%s),zone=%d", protoName(e.Orig.Proto), e.Orig.fields(), e.Reply.fields(), e.Zone)
 	if e.Mark != 0 {
 		fmt.Fprintf(&b, ",mark=%d", e.Mark)
 	}
