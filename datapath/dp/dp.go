@@ -11,6 +11,7 @@ import (
 
 	"github.com/govn/govn/datapath/conntrack"
 	"github.com/govn/govn/datapath/flow"
+	"github.com/govn/govn/datapath/megaflow"
 	"github.com/govn/govn/datapath/port"
 	"github.com/govn/govn/datapath/xlate"
 )
@@ -61,7 +62,8 @@ type PacketIn struct {
 }
 
 // Datapath is a userspace switch: ports, a per-receive-queue exact-match
-// and megaflow cache, the slow path on a miss, and the action executor.
+// and megaflow cache (package megaflow), the slow path on a miss, and the
+// action executor.
 type Datapath struct {
 	cfg      Config
 	start    time.Time
@@ -247,7 +249,10 @@ func (d *Datapath) Stats() Stats {
 	for _, pe := range *d.ports.Load() {
 		s.add(pe.w.st.stats())
 		pe.w.mu.Lock()
-		s.Megaflows += pe.w.cache.n
+		cs := pe.w.cache.Stats()
+		s.EMCHits += cs.EMCHits
+		s.MegaflowHits += cs.MegaflowHits
+		s.Megaflows += pe.w.cache.Len()
 		pe.w.mu.Unlock()
 	}
 	return s
@@ -340,11 +345,11 @@ func (d *Datapath) Megaflows() []Megaflow {
 	var out []Megaflow
 	for no, pe := range *d.ports.Load() {
 		pe.w.mu.Lock()
-		pe.w.cache.each(func(mf *megaflow) {
+		pe.w.cache.Flows(func(f *megaflow.Flow) {
 			out = append(out, Megaflow{
-				Match:   flow.Match{Key: mf.key, Mask: mf.mask.mask},
-				Actions: mf.actions, Hits: mf.hits, Idle: now - mf.used, InPort: no,
-				Reasons: mf.reasons,
+				Match:   flow.Match{Key: f.Key, Mask: *f.Mask()},
+				Actions: f.Actions, Hits: f.Hits, Idle: now - f.Used, InPort: no,
+				Reasons: f.Reasons,
 			})
 		})
 		pe.w.mu.Unlock()

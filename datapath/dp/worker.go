@@ -2,12 +2,12 @@ package dp
 
 import (
 	"errors"
-	"reflect"
 	"sync"
 	"time"
 
 	"github.com/govn/govn/datapath/conntrack"
 	"github.com/govn/govn/datapath/flow"
+	"github.com/govn/govn/datapath/megaflow"
 	"github.com/govn/govn/datapath/packet"
 	"github.com/govn/govn/datapath/port"
 	"github.com/govn/govn/datapath/xlate"
@@ -27,8 +27,7 @@ type worker struct {
 	// mu is held while a batch is processed; dumps, Revalidate and
 	// ExpireIdle take it to reach the cache from other goroutines.
 	mu         sync.Mutex
-	cache      cache
-	gen        uint64 // flow-table generation the cache was revalidated at
+	cache      *megaflow.Cache
 	lastExpire time.Duration
 	out        []outQueue // outputs pending until the end of the batch
 	scratch    []byte     // software segmentation
@@ -42,11 +41,10 @@ type outQueue struct {
 }
 
 func newWorker(d *Datapath, pe *portEntry) *worker {
-	w := &worker{d: d, pe: pe, pkts: make([]*port.Packet, port.BatchSize)}
+	w := &worker{d: d, pe: pe, pkts: make([]*port.Packet, port.BatchSize), cache: megaflow.New(true)}
 	for i := range w.pkts {
 		w.pkts[i] = port.NewPacket(port.MaxFrame)
 	}
-	w.gen = d.cfg.Flows.Generation()
 	return w
 }
 
@@ -62,7 +60,7 @@ func (w *worker) run() error {
 		}
 		w.mu.Lock()
 		now := w.d.now()
-		if w.d.cfg.Flows.Generation() != w.gen {
+		if w.cache.NeedsRevalidation(w.d.cfg.Flows.Generation()) {
 			w.revalidate()
 		}
 		if now-w.lastExpire > time.Second {
@@ -100,14 +98,8 @@ func (w *worker) receive(p *port.Packet, now time.Duration) {
 // process looks a packet up and executes its megaflow's actions, calling
 // the slow path on a miss.
 func (w *worker) process(p *port.Packet, k *flow.Key, now time.Duration, depth int) {
-	mf, emcHit := w.cache.lookup(k, now)
-	if mf != nil {
-		if emcHit {
-			w.st.emcHits.Add(1)
-		} else {
-			w.st.megaflowHits.Add(1)
-		}
-		w.execute(p, k, mf.actions, now, depth)
+	if mf := w.cache.Lookup(k, now); mf != nil {
+		w.execute(p, k, mf.Actions, now, depth)
 		return
 	}
 	actions, ok := w.upcall(k, now)
@@ -122,15 +114,13 @@ func (w *worker) process(p *port.Packet, k *flow.Key, now time.Duration, depth i
 func (w *worker) upcall(k *flow.Key, now time.Duration) ([]flow.DPAction, bool) {
 	w.st.upcalls.Add(1)
 	sp := w.d.cfg.Flows
-	sample := *k // only this copy escapes into the slow path
-	r := sp.Translate(&sample, xlate.Options{})
+	r := translate(sp, k)
 	if r.Err != nil {
 		w.st.upcallErrors.Add(1)
 		return nil, false
 	}
-	mask := datapathMask(r.Mask)
-	if sp.Generation() == r.Generation {
-		w.cache.insert(k, &mask, r.Actions, r.Reasons, r.Generation, now)
+	if r.Generation == w.cache.Generation() {
+		w.cache.Insert(&r, now)
 		w.st.installed.Add(1)
 	}
 	return r.Actions, true
@@ -150,40 +140,32 @@ func datapathMask(m flow.Mask) flow.Mask {
 	return m
 }
 
-// revalidate re-translates every megaflow computed at an older generation
-// of the flow tables and removes those whose mask or actions changed, so no
-// stale megaflow survives a change.
+// translate runs the slow path on a copy of k (only the copy escapes, so
+// the fast path's keys stay on the stack) and makes the megaflow fit for
+// the datapath.
+func translate(sp SlowPath, k *flow.Key) xlate.Result {
+	sample := *k
+	r := sp.Translate(&sample, xlate.Options{})
+	r.Mask = datapathMask(r.Mask)
+	r.Key = k.And(&r.Mask)
+	return r
+}
+
+// revalidate brings the cache to the flow tables' current generation:
+// megaflows whose translation changed are deleted, so no stale megaflow
+// survives a change.
 func (w *worker) revalidate() {
 	sp := w.d.cfg.Flows
-	cur := sp.Generation()
-	w.cache.each(func(mf *megaflow) {
-		if mf.gen == cur {
-			return
-		}
-		w.st.revalidated.Add(1)
-		r := sp.Translate(&mf.sample, xlate.Options{})
-		mask := datapathMask(r.Mask)
-		if r.Err != nil || mask != mf.mask.mask || !reflect.DeepEqual(r.Actions, mf.actions) {
-			w.cache.remove(mf)
-			w.st.invalidated.Add(1)
-			return
-		}
-		mf.gen = cur
-		mf.reasons = r.Reasons
-	})
-	w.gen = cur
+	kept, deleted := w.cache.Revalidate(sp.Generation(), func(k *flow.Key) xlate.Result { return translate(sp, k) })
+	w.st.revalidated.Add(uint64(kept + deleted))
+	w.st.invalidated.Add(uint64(deleted))
 }
 
 // expire removes megaflows idle for longer than the idle timeout.
 func (w *worker) expire() {
 	now := w.d.now()
 	w.lastExpire = now
-	w.cache.each(func(mf *megaflow) {
-		if now-mf.used > w.d.cfg.IdleTimeout {
-			w.cache.remove(mf)
-			w.st.expired.Add(1)
-		}
-	})
+	w.st.expired.Add(uint64(w.cache.Expire(now, w.d.cfg.IdleTimeout)))
 }
 
 // execute runs datapath actions on a packet. The packet is consumed: an
