@@ -5,6 +5,9 @@ import "math/bits"
 // NumWords is the number of 64-bit words in a Key.
 const NumWords = 40
 
+// Key.Hash mixes four words at a time.
+const _ uint = -(NumWords % 4)
+
 // Stage boundaries: word ranges [StageStart[s], StageStart[s+1]).
 const (
 	// StageMeta holds metadata: in_port, recirc_id, registers, tunnel and
