@@ -535,7 +535,8 @@ func (s *session) monitor(id json.RawMessage, method string, params []any) {
 	var result []byte
 	switch version {
 	case monitorV3:
-		changes, found := ovsdb.ChangeSet{}.Tables, false
+		var changes map[string]map[ovsdb.UUID]*ovsdb.RowChange
+		found := false
 		if !since.IsZero() {
 			changes, found = d.composeSince(since)
 		}
