@@ -9,8 +9,8 @@ import (
 )
 
 // Layout says which datapath tables implement the logical pipelines and
-// OVN's fixed tables. DefaultLayout is OVN's: logical ingress table N is
-// table 8+N, egress table N is 42+N (OVN 23.03; ovn-sb(5) predates the two extra output tables).
+// OVN's fixed tables. DefaultLayout is OVN 23.03's: logical ingress table
+// N is table 8+N, egress table N is 42+N (tables 37-41 are output stages).
 type Layout struct {
 	IngressBase uint8 // first table of the logical ingress pipeline
 	EgressBase  uint8 // first table of the logical egress pipeline
