@@ -487,3 +487,8 @@ func sortLinesInBlocks(out string) string {
 	}
 	return strings.Join(blocks, "\n\n") + "\n"
 }
+
+func readFile(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
