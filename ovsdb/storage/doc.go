@@ -15,7 +15,7 @@
 // (milliseconds since the epoch) and an optional "_comment". Records carry
 // column values as json.RawMessage in RFC 7047 notation, so this package
 // knows nothing of OVSDB's types: the caller (package ovsdb) encodes and
-// decodes them.
+// decodes them, and leaves out ephemeral columns, which files never hold.
 //
 // # Contract for a server
 //
