@@ -24,7 +24,22 @@
 // A monitor keeps, per table, the columns, conditions and select flags the
 // client asked for. On commit the server walks only the rows the
 // transaction changed; monitors whose request is the same and has no
-// conditions share one encoding of the update.
+// conditions share one encoding of the update. Initial contents and
+// monitor_cond_change use the tables' condition indexes, so a conditional
+// monitor costs work in proportion to the rows it selects.
+//
+// Every commit gets a transaction id. The last commits (bounded in number
+// and in changed rows, Options.HistoryLength and HistoryRows) are kept so
+// that monitor_cond_since from a client that knows a recent id gets only
+// what changed since, merged per row, with found=true.
+//
+// # Sessions
+//
+// A session answers "echo" and sends its own when the peer has been
+// silent for Options.ProbeInterval, closing the connection when no answer
+// comes (ovsdb-server's inactivity probe). Locks are advisory and
+// server-wide; a session's locks, monitors and blocked transactions go
+// away with it.
 //
 // # _Server
 //
