@@ -34,7 +34,8 @@ const benchSchema = `{
 
 // Config sizes a run. Zero fields take the defaults of "govn bench ovsdb".
 type Config struct {
-	Duration     time.Duration // per insert-throughput measurement; 2s
+	Inserts      int           // insert transactions per throughput measurement; 4000
+	Duration     time.Duration // cap on one throughput measurement; 10s
 	Rounds       int           // alternating rounds of each measurement (median taken); 3
 	Clients      int           // concurrent inserting clients; 16
 	Monitors     int           // monitoring clients for fan-out; 200
@@ -50,8 +51,11 @@ type Config struct {
 }
 
 func (c *Config) defaults() {
+	if c.Inserts <= 0 {
+		c.Inserts = 4000
+	}
 	if c.Duration <= 0 {
-		c.Duration = 2 * time.Second
+		c.Duration = 10 * time.Second
 	}
 	if c.Rounds <= 0 {
 		c.Rounds = 3
@@ -154,7 +158,7 @@ func Run(ctx context.Context, subject, baseline Target, cfg Config) (*Report, er
 	var fanoutLat [2][]time.Duration
 	insert := func(clients int, into *[2][]float64) func(s *server, i int) error {
 		return func(s *server, i int) error {
-			tps, n, err := insertThroughput(ctx, s, clients, cfg.Duration, cfg.Durable)
+			tps, n, err := insertThroughput(ctx, s, clients, cfg.Inserts, cfg.Duration, cfg.Durable)
 			into[i] = append(into[i], tps)
 			r.Results[i].InsertTransactions += n
 			return err
@@ -256,8 +260,10 @@ func transact(ctx context.Context, c *jsonrpc.Conn, params json.RawMessage) (jso
 }
 
 // insertThroughput runs clients connections that each insert one row per
-// transaction, back to back, for d.
-func insertThroughput(ctx context.Context, s *server, clients int, d time.Duration, durable bool) (perSecond float64, total int, err error) {
+// transaction, back to back, until they have made txns transactions
+// together (so that both servers end up holding the same rows) or d has
+// passed.
+func insertThroughput(ctx context.Context, s *server, clients, txns int, d time.Duration, durable bool) (perSecond float64, total int, err error) {
 	commit := ""
 	if durable {
 		commit = `,{"op":"commit","durable":true}`
@@ -269,7 +275,7 @@ func insertThroughput(ctx context.Context, s *server, clients int, d time.Durati
 		}
 		defer conns[i].Close()
 	}
-	var count atomic.Int64
+	var count, done atomic.Int64 // transactions started, finished
 	var firstErr error
 	var once sync.Once
 	var wg sync.WaitGroup
@@ -278,12 +284,15 @@ func insertThroughput(ctx context.Context, s *server, clients int, d time.Durati
 	for i, c := range conns {
 		wg.Go(func() {
 			for n := 0; time.Now().Before(deadline); n++ {
+				if count.Add(1) > int64(txns) {
+					return
+				}
 				params := []byte(`["Bench",{"op":"insert","table":"Item","row":{"name":"c` + strconv.Itoa(i) + `-` + strconv.Itoa(n) + `","n":` + strconv.Itoa(n) + `}}` + commit + `]`)
 				if _, err := transact(ctx, c, params); err != nil {
 					once.Do(func() { firstErr = err })
 					return
 				}
-				count.Add(1)
+				done.Add(1)
 			}
 		})
 	}
@@ -292,7 +301,7 @@ func insertThroughput(ctx context.Context, s *server, clients int, d time.Durati
 	if firstErr != nil {
 		return 0, 0, firstErr
 	}
-	n := int(count.Load())
+	n := int(done.Load())
 	return float64(n) / elapsed.Seconds(), n, nil
 }
 

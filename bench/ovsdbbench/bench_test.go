@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 )
 
 // TestRunOvsdbServerAgainstItself runs a small bench of the real
@@ -17,7 +16,7 @@ func TestRunOvsdbServerAgainstItself(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	cfg := Config{Duration: 200 * time.Millisecond, Clients: 3, Monitors: 10, Commits: 5, BigRows: 3000, Rounds: 1, TempDir: shortTempDir(t)}
+	cfg := Config{Inserts: 300, Clients: 3, Monitors: 10, Commits: 5, BigRows: 3000, Rounds: 1, TempDir: shortTempDir(t)}
 	r, err := Run(t.Context(), target, target, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +74,7 @@ func TestRunGovn(t *testing.T) {
 	if out, err := exec.CommandContext(t.Context(), goTool, "build", "-o", bin, "github.com/govn/govn/cmd/govn").CombinedOutput(); err != nil {
 		t.Fatalf("building govn: %v\n%s", err, out)
 	}
-	cfg := Config{Duration: 200 * time.Millisecond, Clients: 3, Monitors: 10, Commits: 5, BigRows: 3000, Rounds: 1, TempDir: shortTempDir(t)}
+	cfg := Config{Inserts: 300, Clients: 3, Monitors: 10, Commits: 5, BigRows: 3000, Rounds: 1, TempDir: shortTempDir(t)}
 	r, err := Run(t.Context(), Govn(bin), baseline, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -46,7 +46,7 @@ func runBenchOVSDB(ctx context.Context, args []string) error {
 	}
 	cfg := ovsdbbench.Config{}
 	if *quick {
-		cfg = ovsdbbench.Config{Duration: 500 * time.Millisecond, Rounds: 1, Clients: 4, Monitors: 20, Commits: 10, BigRows: 5000}
+		cfg = ovsdbbench.Config{Inserts: 500, Rounds: 1, Clients: 4, Monitors: 20, Commits: 10, BigRows: 5000}
 	}
 	cfg.KeepTempDirs = *keep
 	cfg.Durable = *durable
