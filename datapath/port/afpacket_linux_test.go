@@ -2,6 +2,7 @@ package port
 
 import (
 	"runtime"
+	"unsafe"
 
 	"context"
 	"encoding/binary"
@@ -221,4 +222,21 @@ func TestAFPacketVLAN(t *testing.T) {
 	if g := got[0].Data; string(g) != string(frame) {
 		t.Errorf("received\n% x\nwant\n% x", g, frame)
 	}
+}
+
+func FuzzVLANFromAux(f *testing.F) {
+	var b [auxCmsgSpace]byte
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
+	h.Level, h.Type = unix.SOL_PACKET, unix.PACKET_AUXDATA
+	h.SetLen(unix.CmsgLen(int(unsafe.Sizeof(unix.TpacketAuxdata{}))))
+	aux := (*unix.TpacketAuxdata)(unsafe.Pointer(&b[unix.SizeofCmsghdr]))
+	aux.Status, aux.Vlan_tci = unix.TP_STATUS_VLAN_VALID, 10
+	f.Add(b[:])
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) > 0 && uintptr(unsafe.Pointer(&b[0]))%8 != 0 {
+			b = append(make([]byte, 0, len(b)+8), b...) // the kernel's buffer is aligned
+		}
+		_, _, _ = vlanFromAux(b)
+	})
 }
