@@ -25,10 +25,9 @@ const hashSlotBits = 6
 type Translator struct {
 	tables *classifier.Tables
 
-	mu      sync.Mutex
-	frozen  map[frozenState]uint32
-	byID    []frozenState // byID[id-1]
-	lastErr error
+	mu     sync.Mutex
+	frozen map[frozenState]uint32
+	byID   []frozenState // byID[id-1]
 }
 
 // frozenState is what a recirculation resumes from.

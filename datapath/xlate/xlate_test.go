@@ -409,3 +409,14 @@ func TestActionTable(t *testing.T) {
 		})
 	}
 }
+
+// TestFrozenWordsLayout: the words a recirculation saves are exactly
+// metadata and the registers.
+func TestFrozenWordsLayout(t *testing.T) {
+	if w := flow.Metadata.Info().Word; w != firstPipelineWord {
+		t.Errorf("metadata is word %d, frozen state starts at %d", w, firstPipelineWord)
+	}
+	if w := flow.XReg7.Info().Word; w != firstPipelineWord+pipelineWords-1 {
+		t.Errorf("xreg7 is word %d, frozen state ends at %d", w, firstPipelineWord+pipelineWords-1)
+	}
+}
