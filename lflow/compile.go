@@ -751,10 +751,17 @@ func (ac *actionCompiler) ctLB(out []flow.Action, a *CallAction, next uint8) ([]
 	zone := ac.portZone()
 	var backends []flow.NAT
 	var cur *flow.NAT
-	inBackends := false
+	inBackends, hashFields, forceSNAT, skipSNAT := false, false, false, false
 	for _, arg := range a.Args {
-		if arg.Key != "" {
+		// "backends=a,b,c; hash_fields=...; force_snat": a ';' ends the
+		// list of backends.
+		if arg.Key != "" || arg.Sep == ';' {
 			inBackends = arg.Key == "backends"
+		}
+		hashFields = hashFields || arg.Key == "hash_fields"
+		if arg.Key == "" && len(arg.Value) == 1 && arg.Value[0].Kind == TokIdent {
+			forceSNAT = forceSNAT || arg.Value[0].Text == "force_snat"
+			skipSNAT = skipSNAT || arg.Value[0].Text == "skip_snat"
 		}
 		if !inBackends {
 			continue
@@ -783,13 +790,29 @@ func (ac *actionCompiler) ctLB(out []flow.Action, a *CallAction, next uint8) ([]
 	id := ac.ctx.NextGroupID
 	ac.ctx.NextGroupID++
 	g := flow.GroupDef{ID: id, Type: flow.GroupSelect, Method: flow.SelectHash}
-	markRange := ac.c.fieldRange("ct_mark.natted")
+	if hashFields {
+		// OVN hashes the named header fields (selection_method=hash).
+		g.Method = flow.Select5Tuple
+	}
+	// The committed connection is marked as NATed (ct_mark for ct_lb_mark,
+	// ct_label for the older ct_lb), and with the load balancer's SNAT
+	// choice.
+	prefix := "ct_label."
+	if a.Name == "ct_lb_mark" {
+		prefix = "ct_mark."
+	}
+	var exec []flow.Action
+	for _, bit := range []struct {
+		name string
+		set  bool
+	}{{"natted", true}, {"force_snat", forceSNAT}, {"skip_snat", skipSNAT}} {
+		if bit.set {
+			exec = append(exec, flow.Load{Dst: ac.c.fieldRange(prefix + bit.name), Value: flow.U128{Lo: 1}})
+		}
+	}
 	for i := range backends {
 		nat := backends[i]
-		ct := flow.CT{Commit: true, ZoneField: zone, Table: next, NAT: &nat}
-		if a.Name == "ct_lb_mark" {
-			ct.Exec = []flow.Action{flow.Load{Dst: markRange, Value: flow.U128{Lo: 1}}}
-		}
+		ct := flow.CT{Commit: true, ZoneField: zone, Table: next, NAT: &nat, Exec: exec}
 		g.Buckets = append(g.Buckets, flow.Bucket{Weight: 100, Actions: []flow.Action{ct}})
 	}
 	ac.res.Groups = append(ac.res.Groups, g)
