@@ -169,10 +169,13 @@ const EMCSize = 1 << 12
 // as probing four subtables, so with fewer the EMC would only slow hits.
 const emcMinSubtables = 4
 
+// emcEntry remembers which megaflow the key with this hash last hit. It
+// does not keep the key: a hit is confirmed by checking the key against the
+// megaflow itself (its few mask words), which is both exact and cheaper than
+// comparing whole keys, and keeps the EMC small enough for the L2 cache.
 type emcEntry struct {
 	hash uint64
 	f    *Flow
-	key  flow.Key
 }
 
 // Cache is a megaflow cache with an exact-match cache in front. The zero
@@ -228,7 +231,7 @@ func (c *Cache) Lookup(k *flow.Key, now time.Duration) *Flow {
 	if c.emc != nil && len(c.subtables) > emcMinSubtables {
 		h = k.Hash()
 		e = &c.emc[h&(EMCSize-1)]
-		if f := e.f; f != nil && e.hash == h && !f.dead && f.Generation == c.gen && e.key == *k {
+		if f := e.f; f != nil && e.hash == h && !f.dead && f.Generation == c.gen && f.st.equal(k, &f.Key) {
 			f.Hits++
 			f.Used = now
 			c.stats.EMCHits++
@@ -248,7 +251,7 @@ func (c *Cache) Lookup(k *flow.Key, now time.Duration) *Flow {
 				c.rank()
 			}
 			if e != nil {
-				e.hash, e.f, e.key = h, f, *k
+				e.hash, e.f = h, f
 			}
 			return f
 		}
