@@ -52,15 +52,25 @@ func keyAddr(a [16]byte, v6 bool) netip.Addr {
 	return netip.AddrFrom16(a).Unmap()
 }
 
+// In a key, ICMP's identifier is the source "port" and type<<8|code the
+// destination one, so that a query and its reply are reverse keys.
 func (k key) tuple() Tuple {
-	return Tuple{Src: k.srcAddr(), Dst: k.dstAddr(), SrcPort: k.sport, DstPort: k.dport, Proto: k.proto}
+	t := Tuple{Src: k.srcAddr(), Dst: k.dstAddr(), SrcPort: k.sport, DstPort: k.dport, Proto: k.proto}
+	if isICMP(k.proto) {
+		t.SrcPort, t.DstPort, t.ICMPID = k.dport>>8, k.dport&0xff, k.sport
+	}
+	return t
 }
 
 func tupleKey(t Tuple) (key, bool) {
 	if !t.Src.IsValid() || !t.Dst.IsValid() || t.Src.Is4() != t.Dst.Is4() {
 		return key{}, false
 	}
-	return key{src: t.Src.As16(), dst: t.Dst.As16(), sport: t.SrcPort, dport: t.DstPort, proto: t.Proto, v6: !t.Src.Is4()}, true
+	k := key{src: t.Src.As16(), dst: t.Dst.As16(), sport: t.SrcPort, dport: t.DstPort, proto: t.Proto, v6: !t.Src.Is4()}
+	if isICMP(t.Proto) {
+		k.sport, k.dport = t.ICMPID, t.SrcPort<<8|t.DstPort&0xff
+	}
+	return k, true
 }
 
 // icmpReplyType maps an ICMP query type to its reply type (and back).

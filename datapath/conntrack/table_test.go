@@ -256,3 +256,25 @@ func TestPooledChunks(t *testing.T) {
 		t.Errorf("stale entry visible: %v", r.State)
 	}
 }
+
+func TestTupleRoundTrip(t *testing.T) {
+	for _, tup := range []Tuple{
+		{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), SrcPort: 8, DstPort: 0, ICMPID: 9, Proto: protoICMP},
+		{Src: netip.MustParseAddr("fd00::1"), Dst: netip.MustParseAddr("fd00::2"), SrcPort: 128, ICMPID: 1, Proto: protoICMPv6},
+		{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), SrcPort: 1, DstPort: 2, Proto: protoTCP},
+	} {
+		k, ok := tupleKey(tup)
+		if !ok || k.tuple() != tup {
+			t.Errorf("%v -> %+v -> %v", tup, k, k.tuple())
+		}
+		if rk, _ := tupleKey(tup.Reverse()); rk != k.reverse() {
+			t.Errorf("reverse of %v: %+v, key reverse %+v", tup, rk, k.reverse())
+		}
+	}
+	// ct_tp_src/ct_tp_dst of an ICMP echo are its type and code.
+	tr := newTracker(t, Config{})
+	r := tr.Process(build(spec{src: "10.0.0.1", dst: "10.0.0.2", proto: protoICMP, icmpType: 8, icmpID: 4}), 0, Params{}, 0)
+	if r.Orig.SrcPort != 8 || r.Orig.DstPort != 0 || r.Orig.ICMPID != 4 {
+		t.Errorf("ICMP orig tuple %+v", r.Orig)
+	}
+}

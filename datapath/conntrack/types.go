@@ -62,14 +62,17 @@ func (l Label) String() string {
 }
 
 // Tuple is one direction of a connection. For TCP, UDP and SCTP the ports
-// are the transport ports; for ICMP and ICMPv6 SrcPort is the echo
-// identifier and DstPort the ICMP type in its high byte and code in its low
-// byte; for other protocols both are zero.
+// are the transport ports. For ICMP and ICMPv6, as OVS's ct_tp_src and
+// ct_tp_dst have it, SrcPort is the ICMP type and DstPort the code, and
+// ICMPID the echo (query) identifier. For other protocols all are zero.
 type Tuple struct {
 	Src, Dst         netip.Addr
 	SrcPort, DstPort uint16
+	ICMPID           uint16
 	Proto            uint8
 }
+
+func isICMP(proto uint8) bool { return proto == protoICMP || proto == protoICMPv6 }
 
 // String formats t as "proto,src=..,dst=..,sport=..,dport=..".
 func (t Tuple) String() string {
@@ -79,8 +82,8 @@ func (t Tuple) String() string {
 // fields formats t's addresses and ports (ICMP: id, type, code) as OVS's
 // dump-conntrack does.
 func (t Tuple) fields() string {
-	if t.Proto == protoICMP || t.Proto == protoICMPv6 {
-		return fmt.Sprintf("src=%s,dst=%s,id=%d,type=%d,code=%d", t.Src, t.Dst, t.SrcPort, t.DstPort>>8, t.DstPort&0xff)
+	if isICMP(t.Proto) {
+		return fmt.Sprintf("src=%s,dst=%s,id=%d,type=%d,code=%d", t.Src, t.Dst, t.ICMPID, t.SrcPort, t.DstPort)
 	}
 	return fmt.Sprintf("src=%s,dst=%s,sport=%d,dport=%d", t.Src, t.Dst, t.SrcPort, t.DstPort)
 }
@@ -88,9 +91,10 @@ func (t Tuple) fields() string {
 // Reverse returns the tuple of the opposite direction.
 func (t Tuple) Reverse() Tuple {
 	r := Tuple{Src: t.Dst, Dst: t.Src, SrcPort: t.DstPort, DstPort: t.SrcPort, Proto: t.Proto}
-	if t.Proto == protoICMP || t.Proto == protoICMPv6 {
-		r.SrcPort = t.SrcPort
-		r.DstPort = uint16(icmpReplyType(t.Proto, uint8(t.DstPort>>8)))<<8 | t.DstPort&0xff
+	if isICMP(t.Proto) {
+		r.SrcPort = uint16(icmpReplyType(t.Proto, uint8(t.SrcPort)))
+		r.DstPort = t.DstPort
+		r.ICMPID = t.ICMPID
 	}
 	return r
 }
