@@ -32,6 +32,8 @@ type AFPacket struct {
 	txMu sync.Mutex
 	tx   mmsgBatch
 
+	ring        *rxRing    // nil: receive with recvmmsg
+	ringMu      sync.Mutex // held while reading the ring; Close unmaps it
 	kernelDrops atomic.Uint64
 	closed      atomic.Bool
 	counters
@@ -142,7 +144,11 @@ func (p *Packet) insertVLAN(tpid, tci uint16) {
 
 // NewAFPacket opens an AF_PACKET port on the device called name, which
 // must exist; it is set up and promiscuous for as long as the port is open.
-func NewAFPacket(name string) (*AFPacket, error) {
+func NewAFPacket(name string) (*AFPacket, error) { return newAFPacket(name, true) }
+
+// newAFPacket opens the port, with a receive ring if ring is set and the
+// kernel allows it, else receiving with recvmmsg.
+func newAFPacket(name string, ring bool) (*AFPacket, error) {
 	ifi, err := net.InterfaceByName(name)
 	if err != nil {
 		return nil, fmt.Errorf("af_packet port %s: %w", name, err)
@@ -185,8 +191,15 @@ func NewAFPacket(name string) (*AFPacket, error) {
 	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 		return fail("SO_RCVTIMEO", err)
 	}
+	var rr *rxRing
+	if ring {
+		rr, _ = setupRxRing(fd) // without a ring, recvmmsg does the job
+	}
 	sll := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}
 	if err := unix.Bind(fd, sll); err != nil {
+		if rr != nil {
+			rr.close()
+		}
 		return fail("bind", err)
 	}
 	mreq := unix.PacketMreq{Ifindex: int32(ifi.Index), Type: unix.PACKET_MR_PROMISC}
@@ -204,7 +217,7 @@ func NewAFPacket(name string) (*AFPacket, error) {
 	}
 	return &AFPacket{
 		name: name, ifindex: ifi.Index, file: f, raw: raw,
-		rx: newRxBatch(BatchSize), tx: newMmsgBatch(BatchSize),
+		rx: newRxBatch(BatchSize), tx: newMmsgBatch(BatchSize), ring: rr,
 	}, nil
 }
 
@@ -222,6 +235,9 @@ func (a *AFPacket) Recv(pkts []*Packet) (int, error) {
 	n := min(len(pkts), len(a.rx.msgs))
 	if n == 0 {
 		return 0, nil
+	}
+	if a.ring != nil {
+		return a.recvRing(pkts[:n])
 	}
 	for i := range n {
 		pkts[i].Reset()
@@ -248,30 +264,39 @@ func (a *AFPacket) Recv(pkts []*Packet) (int, error) {
 	// Keep the good frames at the front of pkts.
 	k := 0
 	for i := range got {
-		m := &a.rx.msgs[i]
-		size := int(m.n) - vnetHdrLen
-		if m.hdr.Flags&unix.MSG_TRUNC != 0 || size < 14 {
-			a.rxDropped.Add(1)
+		p := pkts[i]
+		if !a.takeMsg(i, p) {
 			continue
 		}
-		p := pkts[i]
 		if k != i {
 			pkts[k], pkts[i] = pkts[i], pkts[k]
 		}
-		p.setLen(size)
-		p.Offload = decodeVnetHdr(a.rx.vnets[i][:])
-		if cl := int(m.hdr.Controllen); cl > 0 {
-			if tpid, tci, ok := vlanFromAux(a.rx.cmsgs[i][:min(cl, auxCmsgSpace)]); ok {
-				p.insertVLAN(tpid, tci)
-				size += 4
-			}
-		}
-		a.rxBytes.Add(uint64(size))
 		k++
 	}
 	a.rxPackets.Add(uint64(k))
 	a.rxBatches.Add(1)
 	return k, nil
+}
+
+// takeMsg fills p from received message i: the frame, its offload
+// metadata and the VLAN tag the kernel took off. It reports false for a
+// frame to drop.
+func (a *AFPacket) takeMsg(i int, p *Packet) bool {
+	m := &a.rx.msgs[i]
+	size := int(m.n) - vnetHdrLen
+	if m.hdr.Flags&unix.MSG_TRUNC != 0 || size < 14 {
+		a.rxDropped.Add(1)
+		return false
+	}
+	p.setLen(size)
+	p.Offload = decodeVnetHdr(a.rx.vnets[i][:])
+	if cl := int(m.hdr.Controllen); cl > 0 {
+		if tpid, tci, ok := vlanFromAux(a.rx.cmsgs[i][:min(cl, auxCmsgSpace)]); ok {
+			p.insertVLAN(tpid, tci)
+		}
+	}
+	a.rxBytes.Add(uint64(len(p.Data)))
+	return true
 }
 
 // Send implements Port.
@@ -345,7 +370,12 @@ func (a *AFPacket) Stats() Stats {
 
 // Close implements Port.
 func (a *AFPacket) Close() error {
+	a.ringMu.Lock()
 	a.closed.Store(true)
+	if a.ring != nil {
+		a.ring.close()
+	}
+	a.ringMu.Unlock()
 	return a.file.Close()
 }
 

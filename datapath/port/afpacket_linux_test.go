@@ -48,9 +48,17 @@ func wire(t *testing.T, a, b Port) {
 
 func openAFPacket(t *testing.T, name string) *AFPacket {
 	t.Helper()
-	p, err := NewAFPacket(name)
+	return openAFPacketMode(t, name, true)
+}
+
+func openAFPacketMode(t *testing.T, name string, ring bool) *AFPacket {
+	t.Helper()
+	p, err := newAFPacket(name, ring)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if ring && p.ring == nil {
+		t.Fatal("no receive ring")
 	}
 	t.Cleanup(func() { p.Close() })
 	return p
@@ -61,10 +69,15 @@ func openAFPacket(t *testing.T, name string) *AFPacket {
 // veth carries partial checksums and GSO segments; the transfer passes only
 // if the offload metadata crosses the ports intact.
 func TestAFPacketForwarding(t *testing.T) {
+	t.Run("ring", func(t *testing.T) { testAFPacketForwarding(t, true) })
+	t.Run("recvmmsg", func(t *testing.T) { testAFPacketForwarding(t, false) })
+}
+
+func testAFPacketForwarding(t *testing.T, ring bool) {
 	ns1, ns2 := netns.New(t), netns.New(t)
 	v1 := netns.NewVeth(t, ns1, "10.77.0.1/24", "02:00:00:00:77:01")
 	v2 := netns.NewVeth(t, ns2, "10.77.0.2/24", "02:00:00:00:77:02")
-	p1, p2 := openAFPacket(t, v1.Outer), openAFPacket(t, v2.Outer)
+	p1, p2 := openAFPacketMode(t, v1.Outer, ring), openAFPacketMode(t, v2.Outer, ring)
 	wire(t, p1, p2)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -186,9 +199,14 @@ func inNetns(t *testing.T, name string, fn func()) {
 // hands the tag to the packet socket out of band (PACKET_AUXDATA), and the
 // port must put it back into the frame.
 func TestAFPacketVLAN(t *testing.T) {
+	t.Run("ring", func(t *testing.T) { testAFPacketVLAN(t, true) })
+	t.Run("recvmmsg", func(t *testing.T) { testAFPacketVLAN(t, false) })
+}
+
+func testAFPacketVLAN(t *testing.T, ring bool) {
 	ns1 := netns.New(t)
 	v1 := netns.NewVeth(t, ns1, "10.76.0.1/24", "02:00:00:00:76:01")
-	rx := openAFPacket(t, v1.Outer)
+	rx := openAFPacketMode(t, v1.Outer, ring)
 	var tx *AFPacket
 	inNetns(t, ns1.Name, func() {
 		var err error

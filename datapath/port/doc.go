@@ -30,8 +30,17 @@
 // (Packet.SegmentTCP) only when the output port cannot take it whole. Nobody
 // has to turn offloads off.
 //
-// Why no mmap ring: TPACKET_V3 rings cannot carry the virtio-net header, and
-// without it partial checksums and GSO are lost. recvmmsg/sendmmsg batches
-// of up to BatchSize frames cost one system call per batch, which is what
-// the ring would save, and keep the offload metadata.
+// # Receiving: a TPACKET_V2 ring
+//
+// AFPacket receives through a TPACKET_V2 ring mapped from the kernel (V3
+// cannot carry the virtio-net header): the kernel writes each frame into
+// the next slot as it arrives, and the receive goroutine copies batches out
+// of shared memory, sleeping in poll(2) only when the ring is empty. Frames
+// larger than a slot (GSO segments) are also queued on the socket
+// (PACKET_COPY_THRESH) and read whole with recvmmsg. On the bench this took
+// 64-byte forwarding from about 150 to 190 Kpps. Without a ring (if the
+// kernel refuses one) frames come in batches of up to BatchSize through
+// recvmmsg. Sending is batched with sendmmsg. The socket blocks in the
+// kernel rather than in the Go poller: a wake-up through the poller costs
+// two more context switches, which dominated the cost per packet.
 package port
