@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,15 +16,21 @@ import (
 // embedded schema and returns the socket path.
 func startFileServer(t *testing.T, schemaName string) string {
 	t.Helper()
-	dir := t.TempDir()
 	text, err := schema.Lookup(schemaName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, schemaName+".db")
+	path := filepath.Join(t.TempDir(), schemaName+".db")
 	if err := CreateFile(path, text); err != nil {
 		t.Fatal(err)
 	}
+	return startFileServerAt(t, path)
+}
+
+// startFileServerAt serves the database file at path and returns the
+// socket path.
+func startFileServerAt(t *testing.T, path string) string {
+	t.Helper()
 	db, log, err := OpenFile(path, quietLogger())
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +39,7 @@ func startFileServer(t *testing.T, schemaName string) string {
 	if err := srv.AddDatabase(db, log); err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(dir, schemaName+".sock")
+	sock := filepath.Join(t.TempDir(), "db.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	l, err := Listen(ctx, "punix:"+sock)
 	if err != nil {
@@ -125,5 +132,70 @@ func TestRealNorthd(t *testing.T) {
 		if !strings.Contains(flows, want) {
 			t.Errorf("northd's flows lack %q", want)
 		}
+	}
+}
+
+// TestReadRealServerFile serves a database file that the real ovsdb-server
+// wrote (with its "_is_diff" records) and compares ovsdb-client dump of
+// both servers.
+func TestReadRealServerFile(t *testing.T) {
+	for _, tool := range []string{"ovsdb-server", "ovsdb-tool", "ovsdb-client", "ovn-nbctl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "nb.db")
+	text, err := schema.Lookup("nb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemaPath := filepath.Join(dir, "nb.ovsschema")
+	if err := os.WriteFile(schemaPath, text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runTool(t, "ovsdb-tool", "create", path, schemaPath)
+	sock := filepath.Join(dir, "real.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	real := exec.CommandContext(ctx, "ovsdb-server", "--no-chdir", "--remote=punix:"+sock,
+		"--unixctl="+filepath.Join(dir, "real.ctl"), "--log-file="+filepath.Join(dir, "real.log"), path)
+	if err := real.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			real.Wait()
+		}
+	}
+	t.Cleanup(stop)
+	for i := 0; i < 100; i++ {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	db := "--db=unix:" + sock
+	runTool(t, "ovn-nbctl", db, "ls-add", "sw0", "--", "set", "Logical_Switch", "sw0", "other_config:a=1", "other_config:b=2")
+	runTool(t, "ovn-nbctl", db, "lsp-add", "sw0", "p1", "--", "lsp-set-addresses", "p1", "00:00:00:00:00:01 10.0.0.1", "00:00:00:00:00:02")
+	runTool(t, "ovn-nbctl", db, "lsp-add", "sw0", "p2", "--", "lsp-add", "sw0", "p3")
+	// Modifications become diff records: map keys removed and changed, set
+	// elements removed, rows deleted.
+	runTool(t, "ovn-nbctl", db, "set", "Logical_Switch", "sw0", "other_config:a=9", "--", "remove", "Logical_Switch", "sw0", "other_config", "b")
+	runTool(t, "ovn-nbctl", db, "lsp-set-addresses", "p1", "00:00:00:00:00:02")
+	runTool(t, "ovn-nbctl", db, "lsp-del", "p2")
+	want := runTool(t, "ovsdb-client", "dump", "unix:"+sock, "OVN_Northbound")
+	stop()
+	if file, err := os.ReadFile(path); err != nil || !strings.Contains(string(file), `"_is_diff":true`) {
+		t.Fatalf("ovsdb-server wrote no diff records (%v); the test would prove nothing", err)
+	}
+
+	govn := startFileServerAt(t, path)
+	got := runTool(t, "ovsdb-client", "dump", "unix:"+govn, "OVN_Northbound")
+	if got != want {
+		t.Errorf("dump differs after reading ovsdb-server's file\ngovn:\n%s\novsdb-server:\n%s", got, want)
 	}
 }
