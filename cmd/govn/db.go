@@ -35,18 +35,29 @@ func runDB(ctx context.Context, args []string) error {
 	pidfile := fs.String("pidfile", "", "write the process id to `PATH`")
 	create := fs.String("create", "", "create each missing FILE with `SCHEMA` (nb, sb, vswitch or a path)")
 	verbose := fs.Bool("verbose", false, "log debug messages")
+	logFile := fs.String("log-file", "", "append logs to `PATH` instead of standard error")
+	fs.Bool("no-chdir", true, "accepted for ovsdb-server compatibility (govn db never changes directory)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to `FILE` until exit")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if fs.NArg() == 0 {
-		return fmt.Errorf("%w: govn db [--remote=punix:PATH|ptcp:PORT[:IP]]... [--unixctl=PATH] [--pidfile=PATH] [--create=SCHEMA] FILE...", errUsage)
+		return fmt.Errorf("%w: govn db [--remote=punix:PATH|ptcp:PORT[:IP]]... [--unixctl=PATH] [--pidfile=PATH] [--log-file=PATH] [--create=SCHEMA] FILE...", errUsage)
 	}
 	level := slog.LevelInfo
 	if *verbose {
 		level = slog.LevelDebug
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	var logOut io.Writer = os.Stderr
+	if *logFile != "" {
+		f, err := os.OpenFile(*logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("opening log file: %w", err)
+		}
+		defer f.Close()
+		logOut = f
+	}
+	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
 
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
