@@ -32,6 +32,7 @@ type subtable struct {
 	// field is not matched, -1 if the mask is not a prefix.
 	plen        [numTries]int
 	maxPriority int
+	top         *flow.Rule // a rule of priority maxPriority
 	n           int
 	// ports tracks the rules' masked L4 ports (tp_src<<16 | tp_dst) when
 	// the last stage matches nothing but ports: a miss then un-wildcards
@@ -139,6 +140,9 @@ func (c *Classifier) Insert(r *flow.Rule) (replaced *flow.Rule) {
 	for i, x := range b.rules {
 		if x.Priority == r.Priority {
 			b.rules[i] = r
+			if st.top == x {
+				st.top = r
+			}
 			return x
 		}
 	}
@@ -159,6 +163,7 @@ func (c *Classifier) Insert(r *flow.Rule) (replaced *flow.Rule) {
 	c.n++
 	if int(r.Priority) > st.maxPriority || st.n == 1 {
 		st.maxPriority = int(r.Priority)
+		st.top = r
 		c.sortSubtables()
 	}
 	return nil
@@ -241,11 +246,13 @@ func (c *Classifier) Remove(priority uint16, match flow.Match) *flow.Rule {
 	if st.n == 0 {
 		delete(c.byMask, st.mask)
 		c.subtables = slices.DeleteFunc(c.subtables, func(x *subtable) bool { return x == st })
-	} else if int(priority) == st.maxPriority {
-		st.maxPriority = 0
+	} else if old == st.top {
+		st.maxPriority, st.top = -1, nil
 		for _, l := range st.buckets {
 			for _, b := range l {
-				st.maxPriority = max(st.maxPriority, int(b.rules[0].Priority))
+				if r := b.rules[0]; int(r.Priority) > st.maxPriority {
+					st.maxPriority, st.top = int(r.Priority), r
+				}
 			}
 		}
 		c.sortSubtables()
@@ -273,10 +280,20 @@ func (c *Classifier) Rules(fn func(*flow.Rule) bool) {
 	}
 }
 
+// Explain is told, for each subtable a lookup probed, the bits the probe
+// examined (before they are added to the wildcards) and the subtable's rule
+// the probe was about: the rule it matched, or else the subtable's
+// highest-priority rule, which the probe ruled out. It answers "which rule
+// made this megaflow match that field?".
+type Explain func(examined *flow.Mask, rule *flow.Rule)
+
 // lookupState caches per-lookup trie results.
 type lookupState struct {
 	k       *flow.Key
-	wc      *flow.Mask
+	wc      *flow.Mask // the caller's wildcards
+	dst     *flow.Mask // where a probe adds examined bits: wc, or scratch
+	scratch flow.Mask
+	explain Explain
 	done    [numTries]bool
 	plens   [numTries]plenSet
 	checked [numTries]uint
@@ -302,7 +319,7 @@ func (c *Classifier) skipByTrie(st *subtable, ls *lookupState) bool {
 		w, n := f.Bits(), ls.checked[i]
 		need := flow.OnesU128(n).Shl(w - n)
 		if n <= uint(p) || ls.wc.Get(f).And(need) == need {
-			ls.wc.SetBits(f, need)
+			ls.dst.SetBits(f, need)
 			return true
 		}
 	}
@@ -310,9 +327,28 @@ func (c *Classifier) skipByTrie(st *subtable, ls *lookupState) bool {
 }
 
 // probe looks ls.k up in st with staged lookup and prefix tracking, adding
-// the examined bits to ls.wc.
+// the examined bits to ls.wc (and telling ls.explain about them).
 func (c *Classifier) probe(st *subtable, ls *lookupState) *bucket {
-	k, wc := ls.k, ls.wc
+	if ls.explain == nil {
+		ls.dst = ls.wc
+		return c.probeInto(st, ls)
+	}
+	ls.scratch = flow.Mask{}
+	ls.dst = &ls.scratch
+	b := c.probeInto(st, ls)
+	rule := st.top
+	if b != nil {
+		rule = b.rules[0]
+	}
+	if !ls.scratch.IsZero() {
+		ls.explain(&ls.scratch, rule)
+	}
+	ls.wc.Or(&ls.scratch)
+	return b
+}
+
+func (c *Classifier) probeInto(st *subtable, ls *lookupState) *bucket {
+	k, wc := ls.k, ls.dst
 	h := uint64(0x2545f4914f6cdd1d)
 	for s := 0; s <= st.lastStage; s++ {
 		// Prefix tracking runs where the addresses' stage begins, as OVS
@@ -355,7 +391,13 @@ func (c *Classifier) probe(st *subtable, ls *lookupState) *bucket {
 // Lookup returns the highest-priority rule matching k, or nil, and ORs into
 // wc every bit of k the decision depended on.
 func (c *Classifier) Lookup(k *flow.Key, wc *flow.Mask) *flow.Rule {
-	ls := lookupState{k: k, wc: wc}
+	return c.LookupExplain(k, wc, nil)
+}
+
+// LookupExplain is Lookup that also reports, through explain (if not nil),
+// which subtable's rule each examined bit was examined for.
+func (c *Classifier) LookupExplain(k *flow.Key, wc *flow.Mask, explain Explain) *flow.Rule {
+	ls := lookupState{k: k, wc: wc, explain: explain}
 	var best *flow.Rule
 	for _, st := range c.subtables {
 		if best != nil && int(best.Priority) >= st.maxPriority {
@@ -373,9 +415,10 @@ func (c *Classifier) Lookup(k *flow.Key, wc *flow.Mask) *flow.Rule {
 }
 
 // LookupAll calls fn for every rule matching k with priority above
-// minPriority (-1 for all), adding the examined bits to wc.
-func (c *Classifier) LookupAll(k *flow.Key, wc *flow.Mask, minPriority int, fn func(*flow.Rule)) {
-	ls := lookupState{k: k, wc: wc}
+// minPriority (-1 for all), adding the examined bits to wc and reporting
+// them to explain (if not nil).
+func (c *Classifier) LookupAll(k *flow.Key, wc *flow.Mask, explain Explain, minPriority int, fn func(*flow.Rule)) {
+	ls := lookupState{k: k, wc: wc, explain: explain}
 	for _, st := range c.subtables {
 		if st.maxPriority <= minPriority {
 			break

@@ -77,7 +77,13 @@ func (t *Table) Rules(fn func(*flow.Rule) bool) {
 // conj_id set in a copy of k); wc then includes conj_id bits, which are
 // pipeline-only.
 func (t *Table) Lookup(k *flow.Key, wc *flow.Mask) *flow.Rule {
-	best := t.plain.Lookup(k, wc)
+	return t.LookupExplain(k, wc, nil)
+}
+
+// LookupExplain is Lookup that reports examined bits to explain (if not
+// nil); see Classifier.LookupExplain.
+func (t *Table) LookupExplain(k *flow.Key, wc *flow.Mask, explain Explain) *flow.Rule {
+	best := t.plain.LookupExplain(k, wc, explain)
 	if t.clauses.Len() == 0 {
 		return best
 	}
@@ -86,7 +92,7 @@ func (t *Table) Lookup(k *flow.Key, wc *flow.Mask) *flow.Rule {
 		minP = int(best.Priority)
 	}
 	var soft []*flow.Rule
-	t.clauses.LookupAll(k, wc, minP, func(r *flow.Rule) { soft = append(soft, r) })
+	t.clauses.LookupAll(k, wc, explain, minP, func(r *flow.Rule) { soft = append(soft, r) })
 	if len(soft) == 0 {
 		return best
 	}
@@ -96,7 +102,7 @@ func (t *Table) Lookup(k *flow.Key, wc *flow.Mask) *flow.Rule {
 		for j < len(soft) && soft[j].Priority == soft[i].Priority {
 			j++
 		}
-		if r := t.completeConjunction(soft[i:j], k, wc); r != nil {
+		if r := t.completeConjunction(soft[i:j], k, wc, explain); r != nil {
 			return r
 		}
 		i = j
@@ -107,7 +113,7 @@ func (t *Table) Lookup(k *flow.Key, wc *flow.Mask) *flow.Rule {
 // completeConjunction finds a conjunction all of whose clauses are among
 // level (matching clause rules of one priority), in increasing id order, and
 // returns the conj_id rule it leads to.
-func (t *Table) completeConjunction(level []*flow.Rule, k *flow.Key, wc *flow.Mask) *flow.Rule {
+func (t *Table) completeConjunction(level []*flow.Rule, k *flow.Key, wc *flow.Mask, explain Explain) *flow.Rule {
 	type progress struct {
 		seen uint64
 		n    uint8
@@ -134,7 +140,7 @@ func (t *Table) completeConjunction(level []*flow.Rule, k *flow.Key, wc *flow.Ma
 	for _, id := range ids {
 		kc := *k
 		kc.Set(flow.ConjID, uint64(id))
-		if r := t.conj.Lookup(&kc, wc); r != nil {
+		if r := t.conj.LookupExplain(&kc, wc, explain); r != nil {
 			return r
 		}
 	}

@@ -47,10 +47,16 @@ func (ts *Tables) EndRead() { ts.mu.RUnlock() }
 // Lookup finds the rule k runs in table, adding examined bits to wc. Call
 // it between BeginRead and EndRead.
 func (ts *Tables) Lookup(table uint8, k *flow.Key, wc *flow.Mask) *flow.Rule {
+	return ts.LookupExplain(table, k, wc, nil)
+}
+
+// LookupExplain is Lookup that reports examined bits to explain (if not
+// nil); see Classifier.LookupExplain.
+func (ts *Tables) LookupExplain(table uint8, k *flow.Key, wc *flow.Mask, explain Explain) *flow.Rule {
 	if table >= flow.NumTables {
 		return nil
 	}
-	r := ts.tables[table].Lookup(k, wc)
+	r := ts.tables[table].LookupExplain(k, wc, explain)
 	ts.stats[table].lookups.Add(1)
 	if r != nil {
 		ts.stats[table].matched.Add(1)

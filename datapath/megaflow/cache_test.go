@@ -2,7 +2,10 @@ package megaflow
 
 import (
 	"encoding/binary"
+	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"net/netip"
 	"testing"
 	"time"
@@ -169,7 +172,29 @@ func TestShortLivedConnections(t *testing.T) {
 		t.Errorf("%d megaflows, %d upcalls for %d connections; want <= 4 megaflows, <= 6 upcalls\n%s",
 			d.cache.Len(), d.upcalls, n, d.cache.Dump(true))
 	}
-	t.Logf("%d connections: %d megaflows, %d upcalls\n%s", n, d.cache.Len(), d.upcalls, d.cache.Dump(true))
+	t.Logf("%d connections: %d megaflows, %d upcalls", n, d.cache.Len(), d.upcalls)
+	// The dump, with the reason for every matched field, is a golden file:
+	// a change in what the megaflows match shows up in review.
+	checkGolden(t, "short-lived.golden", d.cache.Dump(true))
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test -update creates it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs (go test -update rewrites it):\n%s", path, got)
+	}
 }
 
 // TestShortLivedConnectionsMoveAll proves the instrument can fail: moving

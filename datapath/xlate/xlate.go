@@ -61,20 +61,32 @@ type Reason struct {
 	Field flow.Field
 	Bits  flow.U128 // the bits this cause un-wildcarded, in field space
 	Table uint8
-	Rule  *flow.Rule // the rule the lookup found, or whose action read the field; nil for a table miss
-	Cause string     // "match", "move", "select group 3", ...
+	Rule  *flow.Rule // the rule matched or ruled out, or whose action read the field
+	Cause string     // CauseMatch, CauseRuledOut, or the action: "move to reg0", "dec_ttl", ...
 }
+
+// Causes of a field's examination by a table lookup.
+const (
+	// CauseMatch: the matched rule matches on the field.
+	CauseMatch = "match"
+	// CauseRuledOut: a higher-priority rule (the first of its subtable)
+	// had to be ruled out, and the lookup examined the field to do it.
+	CauseRuledOut = "ruled out"
+)
 
 func (r Reason) String() string {
 	bits := flow.FormatValue(r.Field, r.Bits, flow.OnesU128(r.Field.Bits()))
-	rule := "a table miss"
+	rule := "no rule"
 	if r.Rule != nil {
 		rule = r.Rule.String()
 	}
-	if r.Cause == "match" {
-		return fmt.Sprintf("%s/%s: examined by the lookup in table %d, which found: %s", r.Field, bits, r.Table, rule)
+	switch r.Cause {
+	case CauseMatch:
+		return fmt.Sprintf("%s/%s: table %d matched %s", r.Field, bits, r.Table, rule)
+	case CauseRuledOut:
+		return fmt.Sprintf("%s/%s: table %d ruled out %s", r.Field, bits, r.Table, rule)
 	}
-	return fmt.Sprintf("%s/%s: read by %s in table %d, rule: %s", r.Field, bits, r.Cause, r.Table, rule)
+	return fmt.Sprintf("%s/%s: read by %s in table %d, rule %s", r.Field, bits, r.Cause, r.Table, rule)
 }
 
 // Step is one line of a trace.
@@ -243,13 +255,13 @@ func (c *ctx) step(s Step) {
 	}
 }
 
-// noteExamined records a Reason for every packet field whose bits are in
-// after but not before.
-func (c *ctx) noteExamined(before *flow.Mask, cause string) {
+// note records a Reason for every packet field with bits in examined that
+// the megaflow does not match yet. Call it before adding examined to c.wc.
+func (c *ctx) note(examined *flow.Mask, table uint8, rule *flow.Rule, cause string) {
 	var diff flow.Mask
 	changed := false
 	for i := range diff.W {
-		diff.W[i] = c.wc.W[i] &^ before.W[i]
+		diff.W[i] = examined.W[i] &^ c.wc.W[i]
 		changed = changed || diff.W[i] != 0
 	}
 	if !changed {
@@ -264,7 +276,7 @@ func (c *ctx) noteExamined(before *flow.Mask, cause string) {
 			continue
 		}
 		if b := diff.Get(f); !b.IsZero() {
-			c.res.Reasons = append(c.res.Reasons, Reason{Field: f, Bits: b, Table: c.table, Rule: c.rule, Cause: cause})
+			c.res.Reasons = append(c.res.Reasons, Reason{Field: f, Bits: b, Table: table, Rule: rule, Cause: cause})
 		}
 	}
 }
@@ -291,12 +303,18 @@ func (c *ctx) runTable(table uint8) {
 		c.err = fmt.Errorf("more than %d table lookups", MaxResubmits)
 		return
 	}
-	before := c.wc
-	r := c.t.tables.Lookup(table, &c.k, &c.wc)
+	first := len(c.res.Reasons)
+	r := c.t.tables.LookupExplain(table, &c.k, &c.wc, func(examined *flow.Mask, rule *flow.Rule) {
+		c.note(examined, table, rule, CauseRuledOut)
+	})
+	for i := first; i < len(c.res.Reasons); i++ {
+		if c.res.Reasons[i].Rule == r {
+			c.res.Reasons[i].Cause = CauseMatch
+		}
+	}
 	saveT, saveR, saveS := c.table, c.rule, c.ruleStr
 	c.table, c.rule, c.ruleStr = table, r, ""
 	defer func() { c.table, c.rule, c.ruleStr = saveT, saveR, saveS }()
-	c.noteExamined(&before, "match")
 	if r == nil {
 		c.step(Step{Table: table})
 		return
@@ -313,9 +331,10 @@ func (c *ctx) runTable(table uint8) {
 // if r is a packet field.
 func (c *ctx) readField(r flow.FieldRange, cause string) flow.U128 {
 	if !r.Field.PipelineOnly() {
-		before := c.wc
-		c.wc.SetRange(r)
-		c.noteExamined(&before, cause)
+		var m flow.Mask
+		m.SetRange(r)
+		c.note(&m, c.table, c.rule, cause)
+		c.wc.Or(&m)
 	}
 	return c.k.GetRange(r)
 }
