@@ -4,9 +4,9 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
-	"net/netip"
 	"testing"
 	"time"
 
