@@ -15,9 +15,12 @@
 // since their values follow from the examined packet bits; their mask bits
 // are dropped. in_port and recirc_id are always matched exactly.
 //
-// For observability each newly examined field is recorded with its cause
-// (the table and rule of the lookup, or the action that read it), so a
-// megaflow dump can answer "why does this megaflow match tcp_src?".
+// For observability each newly examined field is recorded with its cause:
+// the rule a table lookup matched, the higher-priority rule it had to rule
+// out (a lookup examines fields for rules that do not match, too: that is
+// usually the surprising part), or the action that read the field. So a
+// megaflow dump answers "why does this megaflow match tcp_src?" with, say,
+// "table 1 ruled out priority=120,tcp,nw_dst=10.0.0.100,tp_dst=80".
 //
 // # Recirculation
 //
