@@ -342,3 +342,34 @@ func BenchmarkClassifierLookup(b *testing.B) {
 		i++
 	}
 }
+
+// TestExplainAccountsForEveryBit: LookupExplain examines exactly what
+// Lookup does, and every examined bit is reported with a rule of the
+// classifier.
+func TestExplainAccountsForEveryBit(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	c := New()
+	rules := map[*flow.Rule]bool{}
+	for i := 0; i < 40; i++ {
+		r := randomRule(rng, i)
+		c.Insert(r)
+		rules[r] = true
+	}
+	for p := 0; p < 200; p++ {
+		k := randomKey(rng)
+		var wc1, wc2, reported flow.Mask
+		r1 := c.Lookup(&k, &wc1)
+		r2 := c.LookupExplain(&k, &wc2, func(ex *flow.Mask, r *flow.Rule) {
+			if !rules[r] {
+				t.Fatalf("explained by a rule not in the classifier: %v", r)
+			}
+			reported.Or(ex)
+		})
+		if r1 != r2 || wc1 != wc2 {
+			t.Fatalf("Lookup and LookupExplain differ: %v/%v, %v/%v", r1, r2, wc1.String(), wc2.String())
+		}
+		if reported != wc2 {
+			t.Fatalf("reported %s, examined %s", reported.String(), wc2.String())
+		}
+	}
+}
