@@ -11,14 +11,16 @@ func BenchmarkTransactInsert(b *testing.B) {
 	db := newTestDB(b)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		v, err := DecodeJSON(fmt.Appendf(nil, `[{"op":"insert","table":"Child","row":{"label":"x%d"}},{"op":"insert","table":"Root","row":{"name":"r","children":["named-uuid","c"],"opts":["map",[["k","v"]]]},"uuid-name":"r"},{"op":"delete","table":"Root","where":[]}]`, i%1000))
+		// Replace the root and, through garbage collection, its child.
+		v, err := DecodeJSON(fmt.Appendf(nil, `[{"op":"delete","table":"Root","where":[["name","==","r"]]},{"op":"insert","table":"Child","uuid-name":"c","row":{"label":"x%d"}},{"op":"insert","table":"Root","row":{"name":"r","children":["named-uuid","c"],"opts":["map",[["k","v"]]]}}]`, i%1000))
 		if err != nil {
 			b.Fatal(err)
 		}
 		res := db.Transact(v.([]any), TxnOptions{})
-		if res.Changes != nil {
-			db.Apply(res.Changes)
+		if res.Failed {
+			b.Fatalf("transaction failed: %s", res.Reply)
 		}
+		db.Apply(res.Changes)
 	}
 }
 
