@@ -55,7 +55,7 @@ func Main(ctx context.Context, args []string) error {
 		if err != nil {
 			return fmt.Errorf("traffic ping: count: %w", err)
 		}
-		return Ping(a[0], n, time.Second)
+		return Ping(a[0], n, 3*time.Second) // generous: CI machines are busy
 	case "tcp-sink":
 		if err := need(1); err != nil {
 			return err
