@@ -42,6 +42,9 @@ func NewGeneve(local netip.AddrPort, remotePort uint16) (*Geneve, error) {
 	return &Geneve{conn: c, local: local, remotePort: remotePort}, nil
 }
 
+// LocalAddr is the address the port receives on.
+func (g *Geneve) LocalAddr() net.Addr { return g.conn.LocalAddr() }
+
 // Name implements Port.
 func (g *Geneve) Name() string { return "geneve:" + g.local.String() }
 
