@@ -592,7 +592,7 @@ func (a *CallAction) write(sb *strings.Builder) {
 // between two words (which the lexer would otherwise glue together).
 func writeArgValue(sb *strings.Builder, toks []ArgToken) {
 	for i, t := range toks {
-		if i > 0 && (t.Spaced || isWordish(toks[i-1].Kind) && isWordish(t.Kind)) {
+		if i > 0 && (t.Spaced || isWordish(toks[i-1].Kind) && isWordish(t.Kind) || colonish(toks[i-1]) && colonish(t)) {
 			sb.WriteByte(' ')
 		}
 		switch t.Kind {
@@ -604,6 +604,13 @@ func writeArgValue(sb *strings.Builder, toks []ArgToken) {
 			sb.WriteString(t.Text)
 		}
 	}
+}
+
+// colonish reports whether a token can print with a colon at either end
+// (":" or an IPv6 address such as "::"), so that two of them in a row
+// need a space.
+func colonish(t ArgToken) bool {
+	return t.Kind == TokColon || t.Kind == TokInt && t.Format == FmtIPv6
 }
 
 func isWordish(k TokenKind) bool {
