@@ -51,6 +51,12 @@
 // put_arp, put_dhcp_opts, log, ...) become controller(userdata=the action's
 // canonical text), which pinctrl parses back with ParseActions.
 //
+// An Env that also implements LocalPorts lets Compile leave out rules
+// that match ports absent from this chassis, as ovn-controller does.
+// TestDifferentialOVNController checks all of this against the real
+// ovn-controller: on the features-a setup, the number of rules per (table,
+// priority, datapath) agrees for every group but those listed as explained.
+//
 // Known differences from OVN, each because datapath/flow has no
 // equivalent yet: a <-> exchange goes through metadata as a scratch field
 // (its value, the datapath key, is a compile-time constant and is reloaded
