@@ -16,6 +16,11 @@ type Tables struct {
 	groups map[uint32]*flow.GroupDef
 	gen    atomic.Uint64
 	stats  [flow.NumTables]tableStats
+	// tableGen[t] is the generation that last changed table t; groupGen
+	// the one that last changed a group. Revalidation uses them to skip
+	// megaflows whose tables did not change.
+	tableGen [flow.NumTables]uint64
+	groupGen uint64
 }
 
 type tableStats struct {
@@ -100,8 +105,10 @@ func (ts *Tables) Apply(b flow.Bundle) (uint64, error) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	var undos []undo
+	var touched flow.TableSet
+	groups := false
 	for i, op := range b.Ops {
-		u, err := ts.apply(op)
+		u, err := ts.apply(op, &touched)
 		if err != nil {
 			for j := len(undos) - 1; j >= 0; j-- {
 				undos[j]()
@@ -109,11 +116,38 @@ func (ts *Tables) Apply(b flow.Bundle) (uint64, error) {
 			return ts.gen.Load(), fmt.Errorf("bundle operation %d: %w", i, err)
 		}
 		undos = append(undos, u...)
+		groups = groups || op.Kind == flow.OpAddGroup || op.Kind == flow.OpDeleteGroup || op.Kind == flow.OpDeleteAll
 	}
-	return ts.gen.Add(1), nil
+	gen := ts.gen.Add(1)
+	for t := range ts.tableGen {
+		if touched.Has(uint8(t)) {
+			ts.tableGen[t] = gen
+		}
+	}
+	if groups {
+		ts.groupGen = gen
+	}
+	return gen, nil
 }
 
-func (ts *Tables) apply(op flow.Op) ([]undo, error) {
+// ChangedSince reports whether any of tables (or, with groups, any group)
+// changed after generation since. A translation that looked only at
+// unchanged tables is still valid.
+func (ts *Tables) ChangedSince(since uint64, tables *flow.TableSet, groups bool) bool {
+	ts.mu.RLock()
+	defer ts.mu.RUnlock()
+	if groups && ts.groupGen > since {
+		return true
+	}
+	for t, g := range ts.tableGen {
+		if g > since && tables.Has(uint8(t)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (ts *Tables) apply(op flow.Op, touched *flow.TableSet) ([]undo, error) {
 	switch op.Kind {
 	case flow.OpAdd, flow.OpModify:
 		r := op.Rule
@@ -126,6 +160,7 @@ func (ts *Tables) apply(op flow.Op) ([]undo, error) {
 			return nil, fmt.Errorf("modify: no rule in table %d with priority %d and match %q", r.Table, r.Priority, r.Match.String())
 		}
 		nr := &r
+		touched.Add(r.Table)
 		old := t.Insert(nr)
 		return []undo{func() {
 			t.Remove(nr.Priority, nr.Match)
@@ -143,10 +178,11 @@ func (ts *Tables) apply(op flow.Op) ([]undo, error) {
 		if old == nil {
 			return nil, nil
 		}
+		touched.Add(r.Table)
 		return []undo{func() { t.Insert(old) }}, nil
 	case flow.OpDeleteCookie:
 		var us []undo
-		for _, t := range ts.tables {
+		for i, t := range ts.tables {
 			var del []*flow.Rule
 			t.Rules(func(r *flow.Rule) bool {
 				if (r.Cookie^op.Rule.Cookie)&op.CookieMask == 0 {
@@ -157,6 +193,7 @@ func (ts *Tables) apply(op flow.Op) ([]undo, error) {
 			for _, r := range del {
 				t.Remove(r.Priority, r.Match)
 				us = append(us, func() { t.Insert(r) })
+				touched.Add(uint8(i))
 			}
 		}
 		return us, nil
@@ -192,6 +229,7 @@ func (ts *Tables) apply(op flow.Op) ([]undo, error) {
 		oldTables, oldGroups := ts.tables, ts.groups
 		for i := range ts.tables {
 			ts.tables[i] = NewTable()
+			touched.Add(uint8(i))
 		}
 		ts.groups = map[uint32]*flow.GroupDef{}
 		return []undo{func() { ts.tables, ts.groups = oldTables, oldGroups }}, nil

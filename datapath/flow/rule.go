@@ -143,3 +143,17 @@ type Programmer interface {
 	Apply(b Bundle) (generation uint64, err error)
 	Generation() uint64
 }
+
+// TableSet is a set of table numbers.
+type TableSet [4]uint64
+
+// Add adds table t.
+func (s *TableSet) Add(t uint8) { s[t/64] |= 1 << (t % 64) }
+
+// Has reports whether t is in s.
+func (s *TableSet) Has(t uint8) bool { return s[t/64]&(1<<(t%64)) != 0 }
+
+// Intersects reports whether s and o share a table.
+func (s *TableSet) Intersects(o *TableSet) bool {
+	return s[0]&o[0]|s[1]&o[1]|s[2]&o[2]|s[3]&o[3] != 0
+}

@@ -16,7 +16,9 @@ type Flow struct {
 	Key        flow.Key // masked
 	Actions    []flow.DPAction
 	Reasons    []xlate.Reason
-	Generation uint64 // the flow-table generation Actions were computed at
+	Generation uint64        // the flow-table generation Actions were computed at
+	Tables     flow.TableSet // the tables the translation looked up
+	Groups     bool          // whether it used a group
 	Hits       uint64
 	Used       time.Duration // time of the last hit, on the caller's clock
 	Created    time.Duration
@@ -297,6 +299,7 @@ func (c *Cache) Insert(res *xlate.Result, now time.Duration) *Flow {
 		}
 	}
 	f := &Flow{Key: mk, Actions: res.Actions, Reasons: res.Reasons, Generation: res.Generation,
+		Tables: res.Tables, Groups: res.Groups,
 		Used: now, Created: now, st: st, hash: st.hash(&mk)}
 	st.insert(f)
 	c.n++
@@ -343,24 +346,39 @@ func (c *Cache) Flows(fn func(*Flow)) {
 // Translate is the slow path Revalidate uses.
 type Translate func(k *flow.Key) xlate.Result
 
+// ChangedSince reports whether any of tables, or any group if groups, changed
+// after generation since (classifier.Tables.ChangedSince).
+type ChangedSince func(since uint64, tables *flow.TableSet, groups bool) bool
+
 // NeedsRevalidation reports whether megaflows may be older than gen.
 func (c *Cache) NeedsRevalidation(gen uint64) bool { return c.revalGen != gen }
 
-// Revalidate brings every megaflow to generation gen: each one older is
-// re-translated from its masked key and kept (updated to gen) only if the
-// translation has the same actions and its mask lies within the
-// megaflow's; otherwise it is deleted. It returns how many were kept and
-// deleted.
-func (c *Cache) Revalidate(gen uint64, translate Translate) (kept, deleted int) {
+// Revalidate brings every megaflow to generation gen. If changed is given
+// (Tables.ChangedSince), a megaflow whose tables and groups did not change
+// since its generation is kept as it is. Any other is re-translated from
+// its masked key and kept (updated to gen) only if the translation has the
+// same actions and its mask lies within the megaflow's; otherwise it is
+// deleted. It returns how many were kept and deleted.
+func (c *Cache) Revalidate(gen uint64, translate Translate, changed ...ChangedSince) (kept, deleted int) {
+	var cs ChangedSince
+	if len(changed) > 0 {
+		cs = changed[0]
+	}
 	c.gen, c.revalGen = gen, gen
 	c.Flows(func(f *Flow) {
 		if f.Generation == gen {
+			return
+		}
+		if cs != nil && !cs(f.Generation, &f.Tables, f.Groups) {
+			f.Generation = gen
+			kept++
 			return
 		}
 		res := translate(&f.Key)
 		if res.Err == nil && res.Generation == gen && f.st.mask.Covers(&res.Mask) && sameActions(res.Actions, f.Actions) {
 			f.Generation = gen
 			f.Reasons = res.Reasons
+			f.Tables, f.Groups = res.Tables, res.Groups
 			kept++
 			return
 		}

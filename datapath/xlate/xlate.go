@@ -103,9 +103,13 @@ type Result struct {
 	Mask       flow.Mask // every bit the translation examined
 	Actions    []flow.DPAction
 	Generation uint64 // the tables' generation the translation saw
-	Reasons    []Reason
-	Trace      []Step
-	Err        error // set if the packet was dropped for exceeding a limit or a missing recirculation
+	// Tables are the tables the translation looked up, and Groups whether
+	// it used a group: a later change elsewhere leaves it valid.
+	Tables  flow.TableSet
+	Groups  bool
+	Reasons []Reason
+	Trace   []Step
+	Err     error // set if the packet was dropped for exceeding a limit or a missing recirculation
 }
 
 // String formats the megaflow like ovs-appctl dpctl/dump-flows.
@@ -303,6 +307,7 @@ func (c *ctx) runTable(table uint8) {
 		c.err = fmt.Errorf("more than %d table lookups", MaxResubmits)
 		return
 	}
+	c.res.Tables.Add(table)
 	first := len(c.res.Reasons)
 	r := c.t.tables.LookupExplain(table, &c.k, &c.wc, func(examined *flow.Mask, rule *flow.Rule) {
 		c.note(examined, table, rule, CauseRuledOut)
@@ -514,6 +519,7 @@ func (c *ctx) decTTL(a flow.DecTTL) {
 }
 
 func (c *ctx) group(id uint32) {
+	c.res.Groups = true
 	g := c.t.tables.Group(id)
 	if g == nil {
 		c.step(Step{Table: c.table, Note: fmt.Sprintf("group:%d does not exist: drop", id)})
@@ -557,6 +563,7 @@ func (c *ctx) group(id uint32) {
 
 // selectByHash resumes a SelectHash group after recirculation.
 func (c *ctx) selectByHash(id uint32) {
+	c.res.Groups = true
 	g := c.t.tables.Group(id)
 	if g == nil {
 		c.step(Step{Note: fmt.Sprintf("group:%d does not exist: drop", id)})
