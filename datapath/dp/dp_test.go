@@ -110,7 +110,9 @@ type rig struct {
 func newRig(t *testing.T, cfg Config, n int) *rig {
 	t.Helper()
 	r := &rig{flows: &fakeFlows{translate: macTable(nil)}, ports: map[uint32]*port.Channel{}}
-	cfg.Flows = r.flows
+	if cfg.Flows == nil {
+		cfg.Flows = r.flows
+	}
 	d, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,46 @@
+// Package dp is govn's userspace switch: it moves frames between ports
+// (package port) through the flow tables, the way the Open vSwitch
+// userspace datapath does, and knows nothing of OVN.
+//
+// # The fast path
+//
+// Each port has one receive goroutine (a worker). A worker takes a batch
+// of frames from its port and, for each frame:
+//
+//  1. finishes a partial checksum left by transmit offload (a GSO frame
+//     keeps it: the kernel needs it to split the frame on output);
+//  2. builds the flow key: in_port, the tunnel fields of a frame that came
+//     out of a tunnel, and the headers (packet.Extract);
+//  3. looks the key up in its own cache (package megaflow: an exact-match
+//     cache in front of megaflows grouped by mask);
+//  4. on a miss, makes an upcall: the slow path (SlowPath; Pipeline is flow
+//     tables plus package xlate) translates the key into datapath actions
+//     and the mask of every bit it examined, and the worker installs that
+//     megaflow;
+//  5. executes the actions: outputs are queued per port and sent in one
+//     batch at the end; header rewrites fix IP and L4 checksums
+//     incrementally; ct() calls the connection tracker and fills the key's
+//     ct_* fields, and recirc() runs the packet through the cache again
+//     with recirc_id set; userspace() copies it to the packet-in channel.
+//
+// Caches are per worker, so the fast path takes no locks and allocates
+// nothing (TestFastPathAllocs). A worker holds its own mutex while it
+// processes a batch; dumps and counters take it to read the cache.
+//
+// # Staleness and expiry
+//
+// Every megaflow records the flow-table generation it was translated at.
+// Before each batch a worker compares its cache with the tables' current
+// generation and, if they changed, revalidates: each megaflow is
+// re-translated and kept only if its actions and mask still hold. A
+// translation that raced with a change is used for its packet but not
+// installed. So no packet is forwarded by a megaflow older than the tables
+// it saw. Megaflows idle for Config.IdleTimeout are removed; Run sweeps
+// quiet workers' caches and ages conntrack entries on a timer.
+//
+// # Offloads
+//
+// Ports that take offload metadata (AF_PACKET, TAP) get GSO frames whole;
+// for a port that cannot (Geneve, the channel port), the worker splits
+// them in software and finishes checksums before sending.
+package dp

@@ -1,0 +1,50 @@
+package dp
+
+import (
+	"testing"
+
+	"github.com/govn/govn/datapath/flow"
+	"github.com/govn/govn/datapath/port"
+)
+
+func macRule(table uint8, mac uint64, out uint32) flow.Rule {
+	var m flow.Match
+	m.Set(flow.EthDst, mac)
+	return flow.Rule{Table: table, Priority: 100, Match: m, Actions: []flow.Action{flow.Output{Port: out}}}
+}
+
+func apply(t *testing.T, p *Pipeline, rules ...flow.Rule) {
+	t.Helper()
+	var b flow.Bundle
+	for _, r := range rules {
+		b.Add(r)
+	}
+	if _, err := p.Apply(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPipelineRevalidation programs real flow tables: a change to the
+// table a megaflow used re-routes the next packet at once; a change to
+// another table leaves the megaflow alone.
+func TestPipelineRevalidation(t *testing.T) {
+	p := NewPipeline()
+	apply(t, p, macRule(0, mac2, 2))
+	r := newRig(t, Config{Flows: p}, 3)
+
+	r.inject(t, 1, udpFrame(mac2, mac1, 1, 2, 0), port.Offload{})
+	r.expect(t, 2)
+	apply(t, p, macRule(7, mac1, 1)) // unrelated table
+	r.inject(t, 1, udpFrame(mac2, mac1, 1, 2, 0), port.Offload{})
+	r.expect(t, 2)
+	if s := r.d.Stats(); s.Invalidated != 0 || s.Upcalls != 1 {
+		t.Errorf("after an unrelated change: invalidated %d upcalls %d, want 0, 1", s.Invalidated, s.Upcalls)
+	}
+	apply(t, p, macRule(0, mac2, 3))
+	r.inject(t, 1, udpFrame(mac2, mac1, 1, 2, 0), port.Offload{})
+	r.expect(t, 3)
+	r.expectNone(t, 2)
+	if s := r.d.Stats(); s.Invalidated != 1 {
+		t.Errorf("invalidated %d, want 1", s.Invalidated)
+	}
+}
