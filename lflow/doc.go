@@ -1,7 +1,8 @@
 // Package lflow implements OVN's logical flow language, the text in the
 // match and actions columns of the Southbound Logical_Flow table
 // (ovn-sb(5)). One package serves northd (validating what it emits), the
-// controller (compiling flows for the datapath) and trace (interpreting).
+// controller (compiling flows for the datapath) and trace (which reads the
+// same ASTs and normal forms; there is no interpreter here yet).
 //
 // # Pipeline
 //
@@ -46,7 +47,7 @@
 // the zones OVN keeps in reg11 (DNAT), reg12 (SNAT) and reg13 (port zone),
 // backends of ct_lb_mark become a select group; actions that consult one of
 // OVN's fixed tables (get_arp, lookup_arp, get_fdb, chk_lb_hairpin, ...)
-// resubmit to the table Layout.Lookups names, which answers in flags bit 6;
+// resubmit to the table Layout.Lookups names, which answers in a bit of flags;
 // actions that build packets or need the controller (arp { }, icmp4 { },
 // put_arp, put_dhcp_opts, log, ...) become controller(userdata=the action's
 // canonical text), which pinctrl parses back with ParseActions.
