@@ -61,5 +61,7 @@
 // flow.Programmer the controller programs: bundles apply atomically under a
 // write lock (a failing operation undoes the ones before it), each change
 // bumps a generation number, and translation reads under the read lock
-// (BeginRead/EndRead) so it sees one generation from start to end.
+// (BeginRead/EndRead) so it sees one generation from start to end. Tables
+// remembers which generation last changed each table, so revalidation can
+// skip megaflows that looked only at unchanged tables (ChangedSince).
 package classifier

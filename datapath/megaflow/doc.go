@@ -9,12 +9,14 @@
 //
 // # Staleness
 //
-// Every megaflow remembers the flow-table generation it was translated at.
-// When the tables change (the caller sees a new generation), Revalidate
-// re-translates each megaflow's masked key: a megaflow survives only if the
-// new translation gives the same actions and examines no bit outside the
-// megaflow's mask (then every packet it matches would translate the same
-// way); otherwise it is deleted. Until Revalidate has run for a generation,
+// Every megaflow remembers the flow-table generation it was translated at
+// and the tables (and whether groups) its translation used. When the tables
+// change (the caller sees a new generation), Revalidate keeps the megaflows
+// whose tables did not change (given classifier.Tables.ChangedSince) and
+// re-translates the others' masked keys: such a megaflow survives only if
+// the new translation gives the same actions and examines no bit outside
+// the megaflow's mask (then every packet it matches would translate the
+// same way); otherwise it is deleted. Until Revalidate has run for a generation,
 // Lookup reports megaflows of older generations as misses, so no stale
 // megaflow is ever used. Idle megaflows are removed by Expire.
 package megaflow
