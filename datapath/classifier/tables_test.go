@@ -75,3 +75,51 @@ func TestTablesBundle(t *testing.T) {
 		t.Error("goto_table backwards accepted")
 	}
 }
+
+func TestChangedSince(t *testing.T) {
+	ts := NewTables()
+	add := func(table uint8) uint64 {
+		var b flow.Bundle
+		b.Add(*rule(1, 1, func(m *flow.Match) { m.Set(flow.InPort, uint64(table)) }))
+		b.Ops[0].Rule.Table = table
+		gen, err := ts.Apply(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gen
+	}
+	g1 := add(3)
+	var used flow.TableSet
+	used.Add(0)
+	used.Add(3)
+	if ts.ChangedSince(g1, &used, false) {
+		t.Error("nothing changed after g1")
+	}
+	add(7)
+	if ts.ChangedSince(g1, &used, false) {
+		t.Error("table 7 is not used")
+	}
+	add(0)
+	if !ts.ChangedSince(g1, &used, false) {
+		t.Error("table 0 changed")
+	}
+	g4 := ts.Generation()
+	var b flow.Bundle
+	b.AddGroup(flow.GroupDef{ID: 1})
+	if _, err := ts.Apply(b); err != nil {
+		t.Fatal(err)
+	}
+	if ts.ChangedSince(g4, &used, false) || !ts.ChangedSince(g4, &used, true) {
+		t.Error("a group change matters only to users of groups")
+	}
+	// A failed bundle changes nothing.
+	g5 := ts.Generation()
+	var bad flow.Bundle
+	bad.Add(flow.Rule{Table: 0, Actions: []flow.Action{flow.GotoTable{Table: 0}}})
+	if _, err := ts.Apply(bad); err == nil {
+		t.Fatal("bad bundle applied")
+	}
+	if ts.ChangedSince(g5, &used, true) {
+		t.Error("a failed bundle counted as a change")
+	}
+}
