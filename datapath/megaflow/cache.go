@@ -183,6 +183,11 @@ type emcEntry struct {
 // Cache is a megaflow cache with an exact-match cache in front. The zero
 // value is not usable; call New.
 type Cache struct {
+	// union is the OR of every subtable's mask: the EMC hashes a key only
+	// on these words, because keys that differ elsewhere hit the same
+	// megaflow anyway.
+	union *subtable
+
 	emc       []emcEntry // nil when disabled
 	subtables []*subtable
 	byMask    map[flow.Mask]*subtable
@@ -201,11 +206,20 @@ type Stats struct {
 
 // New returns an empty cache; emc enables the exact-match cache.
 func New(emc bool) *Cache {
-	c := &Cache{byMask: map[flow.Mask]*subtable{}}
+	c := &Cache{byMask: map[flow.Mask]*subtable{}, union: newSubtable(&flow.Mask{})}
 	if emc {
 		c.emc = make([]emcEntry, EMCSize)
 	}
 	return c
+}
+
+// updateUnion recomputes the union of the subtables' masks.
+func (c *Cache) updateUnion() {
+	var u flow.Mask
+	for _, st := range c.subtables {
+		u.Or(&st.mask)
+	}
+	c.union = newSubtable(&u)
 }
 
 // Len returns the number of megaflows.
@@ -231,7 +245,7 @@ func (c *Cache) Lookup(k *flow.Key, now time.Duration) *Flow {
 	var e *emcEntry
 	var h uint64
 	if c.emc != nil && len(c.subtables) > emcMinSubtables {
-		h = k.Hash()
+		h = c.union.hash(k)
 		e = &c.emc[h&(EMCSize-1)]
 		if f := e.f; f != nil && e.hash == h && !f.dead && f.Generation == c.gen && f.st.equal(k, &f.Key) {
 			f.Hits++
@@ -287,6 +301,7 @@ func (c *Cache) Insert(res *xlate.Result, now time.Duration) *Flow {
 		st = newSubtable(&res.Mask)
 		c.byMask[res.Mask] = st
 		c.subtables = append(c.subtables, st)
+		c.updateUnion()
 	}
 	mk := res.Key.And(&st.mask)
 	if old := st.find(&mk); old != nil {
@@ -296,6 +311,7 @@ func (c *Cache) Insert(res *xlate.Result, now time.Duration) *Flow {
 			st = newSubtable(&res.Mask)
 			c.byMask[res.Mask] = st
 			c.subtables = append(c.subtables, st)
+			c.updateUnion()
 		}
 	}
 	f := &Flow{Key: mk, Actions: res.Actions, Reasons: res.Reasons, Generation: res.Generation,
@@ -323,6 +339,7 @@ func (c *Cache) remove(f *Flow) {
 	if st.n == 0 {
 		delete(c.byMask, st.mask)
 		c.subtables = slices.DeleteFunc(c.subtables, func(x *subtable) bool { return x == st })
+		c.updateUnion()
 	}
 }
 
