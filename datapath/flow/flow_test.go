@@ -252,3 +252,11 @@ func TestKeyMaskString(t *testing.T) {
 		t.Errorf("Mask.String = %q, want %q", got, want)
 	}
 }
+
+func TestCTStateFormat(t *testing.T) {
+	var m Match
+	m.SetMasked(CTState, 0x22, 0x23)
+	if got, want := m.String(), "ct_state=-new+est+trk"; got != want {
+		t.Errorf("String = %q, want %q", got, want)
+	}
+}

@@ -110,6 +110,10 @@ func FormatValue(f Field, v, mask U128) string {
 			return fmt.Sprintf("%s/%d", a, n)
 		}
 		return a + "/" + IPv6Addr(mask).String()
+	case CTState:
+		if mask.Hi == 0 && mask.Lo != 0 && mask.Lo&^0xff == 0 {
+			return ctStateString(v.Lo, mask.Lo)
+		}
 	case EthSrc, EthDst, ARPSHA, ARPTHA, NDSLL, NDTLL:
 		if exact {
 			return macString(v.Lo)
@@ -130,6 +134,27 @@ func FormatValue(f Field, v, mask U128) string {
 		return fmt.Sprintf("0x%x", v.Lo)
 	}
 	return fmt.Sprintf("0x%x/0x%x", v.Lo, mask.Lo)
+}
+
+// ctStateNames are the ct_state flags in bit order.
+var ctStateNames = [8]string{"new", "est", "rel", "rpl", "inv", "trk", "snat", "dnat"}
+
+// ctStateString writes ct_state as OVS does: "+trk+est-new".
+func ctStateString(v, mask uint64) string {
+	var b strings.Builder
+	for i, name := range ctStateNames {
+		bit := uint64(1) << i
+		if mask&bit == 0 {
+			continue
+		}
+		if v&bit != 0 {
+			b.WriteByte('+')
+		} else {
+			b.WriteByte('-')
+		}
+		b.WriteString(name)
+	}
+	return b.String()
 }
 
 func prefixLen(m U128, width uint) (uint, bool) {

@@ -169,12 +169,6 @@ func parseScalar(f Field, s string) (U128, error) {
 	return U128{Hi: new(big.Int).Rsh(n, 64).Uint64(), Lo: lo.Uint64()}, nil
 }
 
-// CT state bits, as in ovs-fields(7).
-var ctStateBits = map[string]uint64{
-	"new": 0x01, "est": 0x02, "rel": 0x04, "rpl": 0x08,
-	"inv": 0x10, "trk": 0x20, "snat": 0x40, "dnat": 0x80,
-}
-
 func parseCTState(s string) (v, m U128, err error) {
 	for s != "" {
 		sign := s[0]
@@ -186,8 +180,13 @@ func parseCTState(s string) (v, m U128, err error) {
 		if i < 0 {
 			i = len(s)
 		}
-		bit, ok := ctStateBits[s[:i]]
-		if !ok {
+		bit := uint64(0)
+		for j, name := range ctStateNames {
+			if name == s[:i] {
+				bit = 1 << j
+			}
+		}
+		if bit == 0 {
 			return v, m, fmt.Errorf("ct_state: unknown flag %q", s[:i])
 		}
 		m.Lo |= bit

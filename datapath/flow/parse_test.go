@@ -10,6 +10,7 @@ func TestParseRuleRoundTrip(t *testing.T) {
 		"table=1,priority=120,tcp,nw_dst=10.0.0.100,tp_dst=80 actions=load:0x1->reg10[3],load:10.0.0.100->reg1,resubmit(,2)",
 		"priority=10,in_port=1,eth_dst=00:00:00:00:00:0b actions=output:2",
 		"table=3,priority=5,ct_state=+trk+est-new,reg14=0x3 actions=goto_table:4",
+		"table=3,priority=5,ct_state=0x100/0x100 actions=drop",
 		"cookie=0xabc,ipv6,ipv6_src=fd00::/64,nd_target=fd00::5 actions=drop",
 		"table=2,priority=7,ip,nw_src=10.0.0.0/255.0.255.0 actions=ct(commit,zone=reg13[0..15],table=5,nat(dst=10.0.0.1-10.0.0.3:80-81,random),exec(load:0x1->ct_mark[1],load:0x5->ct_label))",
 		"priority=1,tcp6 actions=ct(zone=3,nat(src=[fd00::1]:1000)),ct_clear,clone(push_vlan:0x8100,load:0x1005->vlan_tci,output:3),pop_vlan,dec_ttl",
