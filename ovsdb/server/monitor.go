@@ -414,15 +414,18 @@ func (d *dbState) notifyLocked(cs *ovsdb.ChangeSet, txnID ovsdb.UUID) {
 	}
 	cache := map[string]enc{}
 	var txnText []byte
-	for m := range d.monitors {
+	for m, tables := range d.route(cs) {
 		var e enc
-		if c, hit := cache[m.shape]; hit && m.shape != "" {
+		if tables == nil {
+			// No conditions: monitors of the same shape share an encoding.
+			c, hit := cache[m.shape]
+			if !hit {
+				c.b, c.ok = m.appendUpdates(nil, cs.Tables)
+				cache[m.shape] = c
+			}
 			e = c
 		} else {
-			e.b, e.ok = m.appendUpdates(nil, cs.Tables)
-			if m.shape != "" {
-				cache[m.shape] = e
-			}
+			e.b, e.ok = m.appendUpdates(nil, tables)
 		}
 		if !e.ok {
 			continue
@@ -531,6 +534,7 @@ func (s *session) monitor(id json.RawMessage, method string, params []any) {
 	s.monitors[string(monID)] = m
 	s.mu.Unlock()
 	d.monitors[m] = struct{}{}
+	d.watchLocked(m)
 
 	var result []byte
 	switch version {
@@ -588,6 +592,7 @@ func (s *session) monitorCancel(id json.RawMessage, params []any) {
 	}
 	m.d.mu.Lock()
 	delete(m.d.monitors, m)
+	m.d.unwatchLocked(m)
 	m.d.mu.Unlock()
 	s.mu.Lock()
 	delete(s.monitors, key)
@@ -666,6 +671,8 @@ func (s *session) monitorCondChange(id json.RawMessage, params []any) {
 	}
 	// Rows that enter or leave the monitor's view.
 	changes := map[string]map[ovsdb.UUID]*ovsdb.RowChange{}
+	d.unwatchLocked(m)
+	defer d.watchLocked(m)
 	for name, conds := range newConds {
 		mt := m.tables[name]
 		old := &monTable{ts: mt.ts, cols: mt.cols, conds: mt.conds, sel: mt.sel}

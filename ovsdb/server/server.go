@@ -95,6 +95,8 @@ type dbState struct {
 	mu       sync.Mutex
 	db       *ovsdb.Database
 	monitors map[*monitor]struct{}
+	// watch routes commits to monitors, per table (see watch.go).
+	watch map[string]*tableWatch
 	// history holds the last commits, oldest first, for monitor_cond_since.
 	history     []commitEntry
 	historyRows int

@@ -330,6 +330,7 @@ func (s *session) close() {
 	for _, m := range mons {
 		m.d.mu.Lock()
 		delete(m.d.monitors, m)
+		m.d.unwatchLocked(m)
 		m.d.mu.Unlock()
 	}
 	for _, b := range pend {
