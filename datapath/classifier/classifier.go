@@ -291,9 +291,6 @@ type Explain func(examined *flow.Mask, rule *flow.Rule)
 type lookupState struct {
 	k       *flow.Key
 	wc      *flow.Mask // the caller's wildcards
-	dst     *flow.Mask // where a probe adds examined bits: wc, or scratch
-	scratch flow.Mask
-	explain Explain
 	done    [numTries]bool
 	plens   [numTries]plenSet
 	checked [numTries]uint
@@ -301,7 +298,7 @@ type lookupState struct {
 
 // skipByTrie reports whether prefix tracking proves that no rule of st can
 // match, un-wildcarding the address bits that proof read.
-func (c *Classifier) skipByTrie(st *subtable, ls *lookupState) bool {
+func (c *Classifier) skipByTrie(st *subtable, ls *lookupState, dst *flow.Mask) bool {
 	for i, f := range trieFields {
 		p := st.plen[i]
 		if p <= 0 {
@@ -319,7 +316,7 @@ func (c *Classifier) skipByTrie(st *subtable, ls *lookupState) bool {
 		w, n := f.Bits(), ls.checked[i]
 		need := flow.OnesU128(n).Shl(w - n)
 		if n <= uint(p) || ls.wc.Get(f).And(need) == need {
-			ls.dst.SetBits(f, need)
+			dst.SetBits(f, need)
 			return true
 		}
 	}
@@ -328,33 +325,34 @@ func (c *Classifier) skipByTrie(st *subtable, ls *lookupState) bool {
 
 // probe looks ls.k up in st with staged lookup and prefix tracking, adding
 // the examined bits to ls.wc (and telling ls.explain about them).
-func (c *Classifier) probe(st *subtable, ls *lookupState) *bucket {
-	if ls.explain == nil {
-		ls.dst = ls.wc
-		return c.probeInto(st, ls)
+// With explain, the bits are first gathered in scratch (kept apart from ls
+// so that handing them to explain lets nothing else escape).
+func (c *Classifier) probe(st *subtable, ls *lookupState, scratch *flow.Mask, explain Explain) *bucket {
+	if explain == nil {
+		return c.probeInto(st, ls, ls.wc)
 	}
-	ls.scratch = flow.Mask{}
-	ls.dst = &ls.scratch
-	b := c.probeInto(st, ls)
+	*scratch = flow.Mask{}
+	b := c.probeInto(st, ls, scratch)
 	rule := st.top
 	if b != nil {
 		rule = b.rules[0]
 	}
-	if !ls.scratch.IsZero() {
-		ls.explain(&ls.scratch, rule)
+	if !scratch.IsZero() {
+		explain(scratch, rule)
 	}
-	ls.wc.Or(&ls.scratch)
+	ls.wc.Or(scratch)
 	return b
 }
 
-func (c *Classifier) probeInto(st *subtable, ls *lookupState) *bucket {
-	k, wc := ls.k, ls.dst
+// probeInto is probe adding the examined bits to wc.
+func (c *Classifier) probeInto(st *subtable, ls *lookupState, wc *flow.Mask) *bucket {
+	k := ls.k
 	h := uint64(0x2545f4914f6cdd1d)
 	for s := 0; s <= st.lastStage; s++ {
 		// Prefix tracking runs where the addresses' stage begins, as OVS
 		// does: a subtable already ruled out by in_port or L2 costs no
 		// address bits.
-		if s == flow.StageL3 && c.skipByTrie(st, ls) {
+		if s == flow.StageL3 && c.skipByTrie(st, ls, wc) {
 			return nil
 		}
 		last := s == st.lastStage
@@ -397,13 +395,17 @@ func (c *Classifier) Lookup(k *flow.Key, wc *flow.Mask) *flow.Rule {
 // LookupExplain is Lookup that also reports, through explain (if not nil),
 // which subtable's rule each examined bit was examined for.
 func (c *Classifier) LookupExplain(k *flow.Key, wc *flow.Mask, explain Explain) *flow.Rule {
-	ls := lookupState{k: k, wc: wc, explain: explain}
+	ls := lookupState{k: k, wc: wc}
+	var scratch *flow.Mask
+	if explain != nil {
+		scratch = new(flow.Mask)
+	}
 	var best *flow.Rule
 	for _, st := range c.subtables {
 		if best != nil && int(best.Priority) >= st.maxPriority {
 			break
 		}
-		b := c.probe(st, &ls)
+		b := c.probe(st, &ls, scratch, explain)
 		if b == nil {
 			continue
 		}
@@ -418,12 +420,16 @@ func (c *Classifier) LookupExplain(k *flow.Key, wc *flow.Mask, explain Explain) 
 // minPriority (-1 for all), adding the examined bits to wc and reporting
 // them to explain (if not nil).
 func (c *Classifier) LookupAll(k *flow.Key, wc *flow.Mask, explain Explain, minPriority int, fn func(*flow.Rule)) {
-	ls := lookupState{k: k, wc: wc, explain: explain}
+	ls := lookupState{k: k, wc: wc}
+	var scratch *flow.Mask
+	if explain != nil {
+		scratch = new(flow.Mask)
+	}
 	for _, st := range c.subtables {
 		if st.maxPriority <= minPriority {
 			break
 		}
-		b := c.probe(st, &ls)
+		b := c.probe(st, &ls, scratch, explain)
 		if b == nil {
 			continue
 		}
