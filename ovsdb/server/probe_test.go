@@ -15,7 +15,7 @@ import (
 // TestInactivityProbe checks that a silent peer gets an "echo" and, when
 // it does not answer, is disconnected, while an answering peer stays.
 func TestInactivityProbe(t *testing.T) {
-	srv := New(Options{Logger: quietLogger(), ProbeInterval: 50 * time.Millisecond})
+	srv := New(Options{Logger: quietLogger(), ProbeInterval: 200 * time.Millisecond})
 	srv.AddDatabase(ovsdb.NewDatabase(ovsdb.MustParseSchema([]byte(testSchema))), nil)
 	sock := filepath.Join(t.TempDir(), "db.sock")
 	ctx, cancel := context.WithCancel(context.Background())
