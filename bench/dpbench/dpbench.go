@@ -40,6 +40,10 @@ type Options struct {
 	SelfArgs []string
 	// Duration of each measurement (default 5 s).
 	Duration time.Duration
+	// Rounds alternates the switches this many times (default 2); each
+	// figure is the mean over the rounds. The machine is shared, so one
+	// round is noisy.
+	Rounds int
 	// Log receives progress; nil discards it.
 	Log *slog.Logger
 }
@@ -72,6 +76,17 @@ type Report struct {
 	UDPRatioOffload float64 `json:"udp_pps_ratio_offloads_on"`
 	TCPRatioOffload float64 `json:"tcp_mbps_ratio_offloads_on"`
 	Seconds         float64 `json:"seconds_per_measurement"`
+	Rounds          int     `json:"rounds"`
+}
+
+// add adds o's figures to f, for means over rounds.
+func (f *Figures) add(o Figures, scale float64) {
+	f.UDPPacketsPerSec += o.UDPPacketsPerSec * scale
+	f.UDPOfferedPerSec += o.UDPOfferedPerSec * scale
+	f.UDPSwitchCPU += o.UDPSwitchCPU * scale
+	f.TCPMbitPerSec += o.TCPMbitPerSec * scale
+	f.TCPSwitchCPU += o.TCPSwitchCPU * scale
+	f.SwitchDescription = o.SwitchDescription
 }
 
 // udpPayload makes 64-byte frames (60 bytes plus the 4-byte FCS) out of
@@ -129,23 +144,34 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	if err := b.topology(ctx); err != nil {
 		return Report{}, err
 	}
+	if opts.Rounds <= 0 {
+		opts.Rounds = 2
+	}
 	var r Report
 	r.Seconds = opts.Duration.Seconds()
-	var err error
-	if err := b.setOffloads(ctx, false); err != nil {
-		return r, err
-	}
-	if r.OVS, err = b.measure(ctx, b.startOVS); err != nil {
-		return r, fmt.Errorf("OVS: %w", err)
-	}
-	if r.Govn, err = b.measure(ctx, b.startGovn); err != nil {
-		return r, fmt.Errorf("govn: %w", err)
-	}
-	if err := b.setOffloads(ctx, true); err != nil {
-		return r, err
-	}
-	if r.GovnOffload, err = b.measure(ctx, b.startGovn); err != nil {
-		return r, fmt.Errorf("govn with offloads: %w", err)
+	r.Rounds = opts.Rounds
+	scale := 1 / float64(opts.Rounds)
+	for round := range opts.Rounds {
+		b.log.Info("round", "n", round+1)
+		if err := b.setOffloads(ctx, false); err != nil {
+			return r, err
+		}
+		f, err := b.measure(ctx, b.startOVS)
+		if err != nil {
+			return r, fmt.Errorf("OVS: %w", err)
+		}
+		r.OVS.add(f, scale)
+		if f, err = b.measure(ctx, b.startGovn); err != nil {
+			return r, fmt.Errorf("govn: %w", err)
+		}
+		r.Govn.add(f, scale)
+		if err := b.setOffloads(ctx, true); err != nil {
+			return r, err
+		}
+		if f, err = b.measure(ctx, b.startGovn); err != nil {
+			return r, fmt.Errorf("govn with offloads: %w", err)
+		}
+		r.GovnOffload.add(f, scale)
 	}
 	r.UDPRatio = ratio(r.Govn.UDPPacketsPerSec, r.OVS.UDPPacketsPerSec)
 	r.TCPRatio = ratio(r.Govn.TCPMbitPerSec, r.OVS.TCPMbitPerSec)
@@ -490,7 +516,7 @@ func (r Report) WriteTable(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "%-30s %12s %12s %12s %9s %9s\n", fmt.Sprintf("datapath (%.0f s per figure)", r.Seconds),
+	fmt.Fprintf(w, "%-30s %12s %12s %12s %9s %9s\n", fmt.Sprintf("datapath (%.0fs x %d rounds)", r.Seconds, r.Rounds),
 		"OVS 3.1", "govn", "govn+offl", "govn/OVS", "+offl/OVS")
 	row("64-byte UDP received (pps)", "n", r.OVS.UDPPacketsPerSec, r.Govn.UDPPacketsPerSec, r.GovnOffload.UDPPacketsPerSec, true)
 	row("  offered by sender (pps)", "n", r.OVS.UDPOfferedPerSec, r.Govn.UDPOfferedPerSec, r.GovnOffload.UDPOfferedPerSec, false)

@@ -32,9 +32,10 @@ func runBenchDatapath(ctx context.Context, args []string) error {
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
 	seconds := fs.Float64("seconds", 5, "duration of each measurement")
+	rounds := fs.Int("rounds", 2, "times to alternate the switches (figures are means)")
 	verbose := fs.Bool("v", false, "log progress to stderr")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 || *seconds <= 0 || *seconds > 30 {
-		return fmt.Errorf("%w: govn bench datapath [--json] [--seconds=N (0<N<=30)] [-v]", errUsage)
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 || *seconds <= 0 || *seconds > 30 || *rounds < 1 || *rounds > 5 {
+		return fmt.Errorf("%w: govn bench datapath [--json] [--seconds=N (0<N<=30)] [--rounds=N (1..5)] [-v]", errUsage)
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -44,6 +45,7 @@ func runBenchDatapath(ctx context.Context, args []string) error {
 		Self:     self,
 		SelfArgs: []string{"bench", "datapath"},
 		Duration: time.Duration(*seconds * float64(time.Second)),
+		Rounds:   *rounds,
 	}
 	if *verbose {
 		opts.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
