@@ -83,6 +83,7 @@ func (s *Switch) daemon(t *testing.T, name string, args ...string) {
 	t.Helper()
 	c := exec.Command(name, args...)
 	c.Env, c.Dir = s.env, s.dir
+	c.SysProcAttr = daemonAttr()
 	if err := c.Start(); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
