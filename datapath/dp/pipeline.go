@@ -32,5 +32,12 @@ func (p *Pipeline) Translate(k *flow.Key, opts xlate.Options) xlate.Result {
 	return p.xl.Translate(k, opts)
 }
 
+// ChangedSince reports whether any of tables, or any group if groups,
+// changed after generation since; revalidation skips megaflows whose
+// tables did not change.
+func (p *Pipeline) ChangedSince(since uint64, tables *flow.TableSet, groups bool) bool {
+	return p.tables.ChangedSince(since, tables, groups)
+}
+
 // Tables returns the flow tables, for dumps and table counters.
 func (p *Pipeline) Tables() *classifier.Tables { return p.tables }

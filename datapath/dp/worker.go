@@ -156,7 +156,17 @@ func translate(sp SlowPath, k *flow.Key) xlate.Result {
 // survives a change.
 func (w *worker) revalidate() {
 	sp := w.d.cfg.Flows
-	kept, deleted := w.cache.Revalidate(sp.Generation(), func(k *flow.Key) xlate.Result { return translate(sp, k) })
+	tr := func(k *flow.Key) xlate.Result { return translate(sp, k) }
+	var kept, deleted int
+	// A slow path that knows which tables changed (Pipeline does) lets
+	// megaflows that looked only at other tables skip re-translation.
+	if cs, ok := sp.(interface {
+		ChangedSince(since uint64, tables *flow.TableSet, groups bool) bool
+	}); ok {
+		kept, deleted = w.cache.Revalidate(sp.Generation(), tr, cs.ChangedSince)
+	} else {
+		kept, deleted = w.cache.Revalidate(sp.Generation(), tr)
+	}
 	w.st.revalidated.Add(uint64(kept + deleted))
 	w.st.invalidated.Add(uint64(deleted))
 }
