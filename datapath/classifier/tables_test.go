@@ -123,3 +123,30 @@ func TestChangedSince(t *testing.T) {
 		t.Error("a failed bundle counted as a change")
 	}
 }
+
+// BenchmarkApply20kRules adds 20,000 rules in one bundle (one subtable of
+// /32 routes, as OVN's per-port rules are) and deletes them by cookie.
+func BenchmarkApply20kRules(b *testing.B) {
+	for b.Loop() {
+		ts := NewTables()
+		var add flow.Bundle
+		for i := 0; i < 20000; i++ {
+			r := flow.Rule{Table: 1, Priority: uint16(100 + i%50), Cookie: uint64(i % 2), Actions: []flow.Action{flow.Output{Port: 1}}}
+			r.Match.Set(flow.EthType, 0x0800)
+			r.Match.Set(flow.NWDst, uint64(0x0a000000+i))
+			add.Add(r)
+		}
+		if _, err := ts.Apply(add); err != nil {
+			b.Fatal(err)
+		}
+		var del flow.Bundle
+		del.DeleteCookie(0, 1)
+		del.DeleteCookie(1, 1)
+		if _, err := ts.Apply(del); err != nil {
+			b.Fatal(err)
+		}
+		if n := len(ts.Dump(flow.NumTables)); n != 0 {
+			b.Fatalf("%d rules left", n)
+		}
+	}
+}
