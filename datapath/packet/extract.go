@@ -237,7 +237,9 @@ func extractIPv6(b []byte, p int, k *flow.Key) Offsets {
 	k.W[wNWMisc] = uint64(next)<<56 | (tc&0xfc)<<48 | (tc&3)<<40 | ttl<<32 | uint64(vtf&0xfffff)
 	k.W[wARPTHA] = frag << 8
 	extractL4(body[q:], next, true, k)
-	off.L4 = uint16(p + 40 + q)
+	if l4 := p + 40 + q; l4 <= 0xffff { // absurd extension headers aside
+		off.L4 = uint16(l4)
+	}
 	return off
 done:
 	// Truncated extension headers, or a later fragment: L3 only.
