@@ -126,15 +126,12 @@ func (w *worker) upcall(k *flow.Key, now time.Duration) ([]flow.DPAction, bool) 
 	return r.Actions, true
 }
 
-// pipelineOnly are key bits no packet carries; a megaflow never matches on
-// them.
-var pipelineOnly = flow.PipelineOnlyMask()
-
 // datapathMask is the slow path's mask made fit for a megaflow: without
 // pipeline-only fields, and always exact on in_port and recirc_id, which
 // select the pipeline a packet runs.
 func datapathMask(m flow.Mask) flow.Mask {
-	m.ClearMask(&pipelineOnly)
+	po := flow.PipelineOnlyMask() // bits no packet carries
+	m.ClearMask(&po)
 	m.SetField(flow.InPort)
 	m.SetField(flow.RecircID)
 	return m
