@@ -229,8 +229,8 @@ type Stats struct {
 	Recirculated  uint64 // recirculations
 	LoopDrops     uint64 // packets dropped for recirculating too often
 	NoPortDrops   uint64 // outputs to a port number with no port
-	TxErrors      uint64 // frames a port could not take (bad offload)
-	CTDrops       uint64 // ct() without a tracker, or on a non-IP packet
+	BadOffloads   uint64 // frames dropped: offload metadata that does not fit them
+	CTDrops       uint64 // ct() without a tracker
 	PacketIns     uint64 // sent to the controller
 	PacketInDrops uint64 // dropped: packet-in channel full
 	Megaflows     int    // megaflows installed now, over all workers
@@ -239,7 +239,7 @@ type Stats struct {
 type counters struct {
 	packets, emcHits, megaflowHits, upcalls, upcallErrors atomic.Uint64
 	installed, expired, revalidated, invalidated          atomic.Uint64
-	recirculated, loopDrops, noPortDrops, txErrors        atomic.Uint64
+	recirculated, loopDrops, noPortDrops, badOffloads     atomic.Uint64
 	ctDrops, packetIns, packetInDrops                     atomic.Uint64
 }
 
@@ -264,7 +264,7 @@ func (c *counters) stats() Stats {
 		Upcalls: c.upcalls.Load(), UpcallErrors: c.upcallErrors.Load(), Installed: c.installed.Load(),
 		Expired: c.expired.Load(), Revalidated: c.revalidated.Load(), Invalidated: c.invalidated.Load(),
 		Recirculated: c.recirculated.Load(), LoopDrops: c.loopDrops.Load(), NoPortDrops: c.noPortDrops.Load(),
-		TxErrors: c.txErrors.Load(), CTDrops: c.ctDrops.Load(), PacketIns: c.packetIns.Load(),
+		BadOffloads: c.badOffloads.Load(), CTDrops: c.ctDrops.Load(), PacketIns: c.packetIns.Load(),
 		PacketInDrops: c.packetInDrops.Load(),
 	}
 }
@@ -283,7 +283,7 @@ func (s *Stats) add(o Stats) {
 	s.Recirculated += o.Recirculated
 	s.LoopDrops += o.LoopDrops
 	s.NoPortDrops += o.NoPortDrops
-	s.TxErrors += o.TxErrors
+	s.BadOffloads += o.BadOffloads
 	s.CTDrops += o.CTDrops
 	s.PacketIns += o.PacketIns
 	s.PacketInDrops += o.PacketInDrops
@@ -304,7 +304,7 @@ func (c *counters) addTo(t *counters) {
 	t.recirculated.Add(s.Recirculated)
 	t.loopDrops.Add(s.LoopDrops)
 	t.noPortDrops.Add(s.NoPortDrops)
-	t.txErrors.Add(s.TxErrors)
+	t.badOffloads.Add(s.BadOffloads)
 	t.ctDrops.Add(s.CTDrops)
 	t.packetIns.Add(s.PacketIns)
 	t.packetInDrops.Add(s.PacketInDrops)

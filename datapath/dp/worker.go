@@ -82,7 +82,7 @@ func (w *worker) receive(p *port.Packet, now time.Duration) {
 	// its partial checksum: the kernel needs it to split the frame.
 	if p.Offload.NeedsCsum && !p.Offload.IsGSO() {
 		if err := p.FinishChecksum(); err != nil {
-			w.st.txErrors.Add(1)
+			w.st.badOffloads.Add(1)
 			return
 		}
 	}
@@ -289,7 +289,7 @@ func (w *worker) resolveOffloads(pkts []*port.Packet) []*port.Packet {
 			return nil
 		})
 		if err != nil {
-			w.st.txErrors.Add(1)
+			w.st.badOffloads.Add(1)
 		}
 	}
 	if out == nil {
