@@ -35,23 +35,29 @@ type peer struct {
 
 // conn is one connection. It holds no pointers, so a zone's slab is never
 // scanned by the garbage collector.
+//
+// It is exactly three cache lines (chunks are page-aligned large objects,
+// so every entry starts on a line boundary). Line 0 holds what every hit
+// reads (lock, expiry, mark, flags, class) and the original tuple; line 1
+// the reply tuple and the label; line 2 the TCP windows and the links of the
+// index and the wheel. A UDP hit thus costs two adjacent lines, and
+// ProcessBatch knows which lines to touch ahead of the update.
 type conn struct {
-	// Fields a lookup touches come first so that a hit costs two adjacent
-	// cache lines.
-	mu      sync.Mutex // guards the fields below except expires and the index/wheel links
-	flags   uint16
-	backend int16
-	class   uint8 // timeout class
+	mu      sync.Mutex // guards the fields below except expires, keys, tags and the wheel links
 	expires atomic.Int64
 	mark    uint32
-	keys    [2]key    // original and reply tuples
-	chain   [2]uint32 // next ref with the same hash, per direction (guarded by zone.mu)
-	label   Label
-	peer    [2]peer
-	lastAck uint32
-	wnext   uint32 // timer wheel list, index+1 (guarded by zone.wheelMu); free list when unused
+	flags   uint16
+	backend int16
+	class   uint8     // timeout class
+	keys    [2]key    // original and reply tuples (written under zone.mu held for writing)
+	label   Label     // line 1 from here
+	lastAck uint32    //
+	wslot   uint16    // timer wheel slot+1 (guarded by zone.wheelMu)
+	peer    [2]peer   // line 2 from here
+	tags    [2]uint32 // index tag of each direction (written under zone.mu held for writing)
+	wnext   uint32    // timer wheel list, index+1 (guarded by zone.wheelMu); free list when unused
 	wprev   uint32
-	wslot   uint16
+	_       [16]byte
 }
 
 // ref names one direction of one entry in a zone's index: (index+1)<<1|dir.
@@ -70,28 +76,45 @@ type zone struct {
 	chunks [][]conn
 	free   uint32 // free list head, index+1
 	next   uint32 // first never-used index
-	index  map[uint64]ref
+	index  index
 
 	wheelMu sync.Mutex
 	wheel   wheel
 }
 
 func newZone(id uint16, now int64) *zone {
-	z := &zone{id: id, index: make(map[uint64]ref)}
+	z := &zone{id: id}
+	z.index.init(1)
 	z.wheel.init(now)
 	return z
 }
 
 func (z *zone) at(idx uint32) *conn { return &z.chunks[idx>>chunkBits][idx&(chunkSize-1)] }
 
+// tagOf is the part of a tuple hash the index keeps: its low bits choose
+// the home bucket and all 32 bits filter candidates before an entry is read.
+func tagOf(h uint64) uint32 { return uint32(h) ^ uint32(h>>32) }
+
 // lookup finds k; the caller holds z.mu.
 func (z *zone) lookup(k *key, h uint64) (uint32, int, bool) {
-	for r := z.index[h]; r != 0; {
-		c := z.at(r.idx())
-		if c.keys[r.dir()] == *k {
-			return r.idx(), r.dir(), true
+	tag := tagOf(h)
+	ix := &z.index
+	if len(ix.buckets) == 0 {
+		return 0, 0, false
+	}
+	for i, n := tag&ix.mask, 0; n < len(ix.buckets); i, n = (i+1)&ix.mask, n+1 {
+		b := &ix.buckets[i]
+		for s := range bucketSlots {
+			if b.tags[s] == tag && b.refs[s] != 0 {
+				r := ref(b.refs[s])
+				if z.at(r.idx()).keys[r.dir()] == *k {
+					return r.idx(), r.dir(), true
+				}
+			}
 		}
-		r = ref(c.chain[r.dir()])
+		if b.over == 0 {
+			break
+		}
 	}
 	return 0, 0, false
 }
@@ -118,38 +141,25 @@ func (z *zone) alloc(pool *chunkPool) uint32 {
 	return idx
 }
 
-// link adds both directions of entry idx to the index.
+// link adds both directions of entry idx to the index; the caller holds
+// z.mu for writing.
 func (z *zone) link(idx uint32, hashes [2]uint64) {
 	c := z.at(idx)
+	if z.index.used+2 > len(z.index.buckets)*maxLoad {
+		z.index.grow()
+	}
 	for d := range 2 {
-		c.chain[d] = uint32(z.index[hashes[d]])
-		z.index[hashes[d]] = mkref(idx, d)
+		c.tags[d] = tagOf(hashes[d])
+		z.index.insert(c.tags[d], mkref(idx, d))
 	}
 }
 
-// unlink removes both directions of entry idx from the index.
-func (z *zone) unlink(idx uint32, hashes [2]uint64) {
+// unlink removes both directions of entry idx from the index; the caller
+// holds z.mu for writing.
+func (z *zone) unlink(idx uint32) {
 	c := z.at(idx)
 	for d := range 2 {
-		me := mkref(idx, d)
-		h := hashes[d]
-		r := z.index[h]
-		if r == me {
-			if c.chain[d] == 0 {
-				delete(z.index, h)
-			} else {
-				z.index[h] = ref(c.chain[d])
-			}
-			continue
-		}
-		for r != 0 {
-			p := z.at(r.idx())
-			if ref(p.chain[r.dir()]) == me {
-				p.chain[r.dir()] = c.chain[d]
-				break
-			}
-			r = ref(p.chain[r.dir()])
-		}
+		z.index.remove(c.tags[d], mkref(idx, d))
 	}
 }
 
@@ -195,3 +205,84 @@ func (p *chunkPool) put(c []conn) bool {
 }
 
 func hashKey(seed maphash.Seed, k *key) uint64 { return maphash.Comparable(seed, *k) }
+
+// A zone's index maps tuple hashes to entries. It is open addressing over
+// buckets of one cache line: seven (tag, ref) slots and an overflow count.
+// A key lives in its home bucket (tag & mask) or, when that is full, in one
+// of the buckets after it; each bucket counts the keys that passed it for
+// lack of room, so a search stops at the first bucket whose count is zero.
+// A hit thus reads one bucket line and one entry, a miss usually one line
+// and no entry (the 32-bit tags filter out other keys); the array holds no
+// pointers. Growing doubles the buckets and rehashes from the tags alone,
+// without reading entries.
+const (
+	bucketSlots = 7
+	maxLoad     = 4 // average used slots per bucket before growing (57%)
+)
+
+type bucket struct {
+	tags [bucketSlots]uint32
+	over uint32 // keys homed at or before this bucket that live after it
+	refs [bucketSlots]uint32
+	_    uint32
+}
+
+type index struct {
+	buckets []bucket // a power of two of them
+	mask    uint32
+	used    int
+}
+
+func (ix *index) init(n int) {
+	ix.buckets = make([]bucket, n)
+	ix.mask = uint32(n - 1)
+	ix.used = 0
+}
+
+// insert files r under tag; the table must have a free slot.
+func (ix *index) insert(tag uint32, r ref) {
+	for i := tag & ix.mask; ; i = (i + 1) & ix.mask {
+		b := &ix.buckets[i]
+		for s := range bucketSlots {
+			if b.refs[s] == 0 {
+				b.tags[s], b.refs[s] = tag, uint32(r)
+				ix.used++
+				return
+			}
+		}
+		b.over++
+	}
+}
+
+// remove deletes r, filed under tag, and takes it off the overflow counts
+// of the buckets it passed.
+func (ix *index) remove(tag uint32, r ref) {
+	home := tag & ix.mask
+	for i, n := home, 0; n < len(ix.buckets); i, n = (i+1)&ix.mask, n+1 {
+		b := &ix.buckets[i]
+		for s := range bucketSlots {
+			if b.refs[s] == uint32(r) {
+				b.tags[s], b.refs[s] = 0, 0
+				ix.used--
+				for j := home; j != i; j = (j + 1) & ix.mask {
+					ix.buckets[j].over--
+				}
+				return
+			}
+		}
+	}
+}
+
+// grow doubles the buckets.
+func (ix *index) grow() {
+	old := ix.buckets
+	ix.init(2 * len(old))
+	for i := range old {
+		b := &old[i]
+		for s := range bucketSlots {
+			if b.refs[s] != 0 {
+				ix.insert(b.tags[s], ref(b.refs[s]))
+			}
+		}
+	}
+}

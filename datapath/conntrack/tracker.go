@@ -121,15 +121,25 @@ func invalid(res Result, r Reason) Result {
 // Process runs one packet through the tracker; see the package comment for
 // the contract.
 func (t *Tracker) Process(pkt []byte, l3off int, p Params, now time.Duration) Result {
-	res := Result{Zone: p.Zone, Backend: -1}
 	var pk packet
-	if r := parse(pkt, l3off, false, &pk); r != ReasonNone {
+	r := parse(pkt, l3off, false, &pk)
+	var h uint64
+	if r == ReasonNone && !pk.icmpErr {
+		h = t.hash(&pk.k)
+	}
+	return t.process(pkt, &pk, r, h, &p, now)
+}
+
+// process tracks a packet that parse read (with result r); h is the hash of
+// pk.k unless the packet is invalid or an ICMP error.
+func (t *Tracker) process(pkt []byte, pk *packet, r Reason, h uint64, p *Params, now time.Duration) Result {
+	res := Result{Zone: p.Zone, Backend: -1}
+	if r != ReasonNone {
 		return invalid(res, r)
 	}
 	if pk.icmpErr {
-		return t.related(pkt, &pk, &p, res)
+		return t.related(pkt, pk, p, res)
 	}
-	h := t.hash(&pk.k)
 	for {
 		replace := false
 		if z := t.zones[p.Zone].Load(); z != nil {
@@ -141,10 +151,10 @@ func (t *Tracker) Process(pkt []byte, l3off int, p Params, now time.Duration) Re
 			if idx, dir, ok := z.lookup(&pk.k, h); ok {
 				c := z.at(idx)
 				c.mu.Lock()
-				if t.mustReplace(c, dir, &pk, &p) {
+				if t.mustReplace(c, dir, pk, p) {
 					replace = true
 				} else {
-					res = t.update(z, idx, dir, pkt, &pk, &p, int64(now), res)
+					res = t.update(z, idx, dir, pkt, pk, p, int64(now), res)
 				}
 				c.mu.Unlock()
 				z.mu.RUnlock()
@@ -156,9 +166,9 @@ func (t *Tracker) Process(pkt []byte, l3off int, p Params, now time.Duration) Re
 			}
 		}
 		if !p.Commit {
-			return t.uncommitted(&pk, res)
+			return t.uncommitted(pk, res)
 		}
-		if r, retry := t.create(pkt, &pk, h, &p, int64(now), res); !retry {
+		if r, retry := t.create(pkt, pk, h, p, int64(now), res); !retry {
 			return r
 		}
 	}
@@ -370,11 +380,10 @@ func (t *Tracker) create(pkt []byte, pk *packet, h uint64, p *Params, now int64,
 
 // remove deletes entry idx; the caller holds z.mu for writing.
 func (t *Tracker) remove(z *zone, idx uint32) {
-	c := z.at(idx)
 	z.wheelMu.Lock()
 	z.unschedule(idx)
 	z.wheelMu.Unlock()
-	z.unlink(idx, [2]uint64{t.hash(&c.keys[0]), t.hash(&c.keys[1])})
+	z.unlink(idx)
 	z.release(idx)
 	t.entries.Add(-1)
 }
@@ -440,8 +449,7 @@ func (t *Tracker) Expire(now time.Duration) int {
 				break
 			}
 			_, caughtUp := z.advance(int64(now), expireSlice, func(idx uint32) {
-				c := z.at(idx)
-				z.unlink(idx, [2]uint64{t.hash(&c.keys[0]), t.hash(&c.keys[1])})
+				z.unlink(idx)
 				z.release(idx)
 				t.entries.Add(-1)
 				n++
@@ -527,10 +535,14 @@ func (t *Tracker) reclaimer() {
 				break
 			}
 			z := t.pending[0]
+			t.pendMu.Unlock()
+			t.reclaim(z)
+			// The zone leaves pending only now, so that Stats never
+			// shows it neither pending nor reclaimed.
+			t.pendMu.Lock()
 			t.pending[0] = nil
 			t.pending = t.pending[1:]
 			t.pendMu.Unlock()
-			t.reclaim(z)
 			select {
 			case <-t.stop:
 				return
@@ -550,7 +562,7 @@ func (t *Tracker) reclaim(z *zone) {
 	z.mu.Lock()
 	z.dead = true
 	chunks, n := z.chunks, z.count
-	z.chunks, z.index = nil, nil
+	z.chunks, z.index = nil, index{}
 	z.mu.Unlock()
 	t.entries.Add(-int64(n))
 	for i := 0; i < len(chunks); i += reclaimSlice {
