@@ -2,6 +2,7 @@ package port
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -17,6 +18,10 @@ import (
 // recvTimeout bounds how long Recv sleeps in the kernel before checking
 // whether the port was closed.
 const recvTimeout = 100 * time.Millisecond
+
+// sendTimeout bounds how long Send waits for room in the socket buffer
+// before dropping a batch, so a stuck device cannot stall the switch.
+const sendTimeout = 100 * time.Millisecond
 
 // AFPacket is a port on a Linux network device through an AF_PACKET socket.
 // It receives every frame the device receives (promiscuous), not the frames
@@ -191,6 +196,10 @@ func newAFPacket(name string, ring bool) (*AFPacket, error) {
 	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 		return fail("SO_RCVTIMEO", err)
 	}
+	tv = unix.NsecToTimeval(sendTimeout.Nanoseconds())
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv); err != nil {
+		return fail("SO_SNDTIMEO", err)
+	}
 	var rr *rxRing
 	if ring {
 		rr, _ = setupRxRing(fd) // without a ring, recvmmsg does the job
@@ -313,6 +322,10 @@ func (a *AFPacket) Send(pkts []*Packet) error {
 		switch {
 		case a.closed.Load():
 			return ErrClosed
+		case errors.Is(err, errTxStuck):
+			a.txDropped.Add(uint64(n))
+			pkts = pkts[n:]
+			continue
 		case err != nil:
 			// The first frame was refused (too big, bad offload): skip it.
 			a.txErrors.Add(1)
@@ -331,8 +344,12 @@ func (a *AFPacket) Send(pkts []*Packet) error {
 	return nil
 }
 
-// sendmmsg sends the first n prepared messages, waiting while the socket
-// buffer is full, and returns how many the kernel took.
+// errTxStuck reports a socket that could not take a batch for
+// sendTimeout: the batch is dropped, as a full NIC ring drops.
+var errTxStuck = errors.New("transmit queue full")
+
+// sendmmsg sends the first n prepared messages and returns how many the
+// kernel took. It waits at most sendTimeout for room in the socket buffer.
 func (a *AFPacket) sendmmsg(n int) (int, error) {
 	for {
 		var sent int
@@ -346,8 +363,10 @@ func (a *AFPacket) sendmmsg(n int) (int, error) {
 			return 0, err
 		case e == 0:
 			return sent, nil
-		case e == unix.EINTR || e == unix.EAGAIN || e == unix.ENOBUFS:
+		case e == unix.EINTR:
 			continue
+		case e == unix.EAGAIN || e == unix.ENOBUFS:
+			return 0, errTxStuck
 		}
 		return 0, fmt.Errorf("af_packet port %s: sendmmsg: %w", a.name, e)
 	}
