@@ -395,12 +395,21 @@ func (c *Classifier) Lookup(k *flow.Key, wc *flow.Mask) *flow.Rule {
 // LookupExplain is Lookup that also reports, through explain (if not nil),
 // which subtable's rule each examined bit was examined for.
 func (c *Classifier) LookupExplain(k *flow.Key, wc *flow.Mask, explain Explain) *flow.Rule {
+	best, _ := c.lookup(k, wc, explain, false)
+	return best
+}
+
+// lookup finds the best rule for k. With collectSoft, conjunction clauses
+// are "soft" matches: they do not end the search but are returned in soft
+// (those above the best hard match; the caller drops any below it). One
+// priority-ordered pass over all subtables, clauses and ordinary rules
+// alike, keeps the examined bits as few as OVS's.
+func (c *Classifier) lookup(k *flow.Key, wc *flow.Mask, explain Explain, collectSoft bool) (best *flow.Rule, soft []*flow.Rule) {
 	ls := lookupState{k: k, wc: wc}
 	var scratch *flow.Mask
 	if explain != nil {
 		scratch = new(flow.Mask)
 	}
-	var best *flow.Rule
 	for _, st := range c.subtables {
 		if best != nil && int(best.Priority) >= st.maxPriority {
 			break
@@ -409,11 +418,19 @@ func (c *Classifier) LookupExplain(k *flow.Key, wc *flow.Mask, explain Explain) 
 		if b == nil {
 			continue
 		}
-		if r := b.rules[0]; best == nil || r.Priority > best.Priority {
+		for _, r := range b.rules {
+			if best != nil && r.Priority <= best.Priority {
+				break
+			}
+			if collectSoft && r.IsConjunctive() {
+				soft = append(soft, r)
+				continue
+			}
 			best = r
+			break
 		}
 	}
-	return best
+	return best, soft
 }
 
 // LookupAll calls fn for every rule matching k with priority above

@@ -48,12 +48,13 @@
 //
 // # Conjunctive matches
 //
-// A Table keeps three classifiers: ordinary rules, conjunction clauses
-// (rules whose actions are conjunction(id, k/n)) and rules matching conj_id.
-// When the clauses of one conjunction all match at a priority above the best
-// ordinary rule, the lookup continues with conj_id set to its id in the
-// conj_id rules. Clauses from two sets of fields thus cost n+m rules rather
-// than n*m.
+// A Table keeps ordinary rules and conjunction clauses (rules whose actions
+// are conjunction(id, k/n)) in one classifier, and rules matching conj_id in
+// another. A lookup treats clauses as soft matches: they are collected but
+// do not end the priority-ordered search. When the clauses of one
+// conjunction all match at a priority above the best ordinary rule, the
+// lookup continues with conj_id set to its id in the conj_id rules. Clauses
+// from two sets of fields thus cost n+m rules rather than n*m.
 //
 // # Tables
 //

@@ -6,27 +6,23 @@ import (
 	"github.com/govn/govn/datapath/flow"
 )
 
-// Table is one flow table: ordinary rules, conjunction clauses, and rules
-// matching conj_id, each in its own Classifier.
+// Table is one flow table: ordinary rules and conjunction clauses in one
+// Classifier, and the rules matching conj_id in another.
 type Table struct {
-	plain   *Classifier
-	clauses *Classifier
-	conj    *Classifier
+	plain *Classifier
+	conj  *Classifier
 }
 
 // NewTable returns an empty table.
 func NewTable() *Table {
-	return &Table{plain: New(), clauses: New(), conj: New()}
+	return &Table{plain: New(), conj: New()}
 }
 
 // Len returns the number of rules in t.
-func (t *Table) Len() int { return t.plain.Len() + t.clauses.Len() + t.conj.Len() }
+func (t *Table) Len() int { return t.plain.Len() + t.conj.Len() }
 
 func (t *Table) classifierFor(r *flow.Rule) *Classifier {
-	switch {
-	case r.IsConjunctive():
-		return t.clauses
-	case r.Match.Mask.Get(flow.ConjID) != (flow.U128{}):
+	if !r.IsConjunctive() && r.Match.Mask.Get(flow.ConjID) != (flow.U128{}) {
 		return t.conj
 	}
 	return t.plain
@@ -42,7 +38,7 @@ func (t *Table) Insert(r *flow.Rule) *flow.Rule {
 
 // Find returns the rule with this priority and match, or nil.
 func (t *Table) Find(priority uint16, m flow.Match) *flow.Rule {
-	for _, c := range [...]*Classifier{t.plain, t.clauses, t.conj} {
+	for _, c := range [...]*Classifier{t.plain, t.conj} {
 		if r := c.Find(priority, m); r != nil {
 			return r
 		}
@@ -52,7 +48,7 @@ func (t *Table) Find(priority uint16, m flow.Match) *flow.Rule {
 
 // Remove deletes and returns the rule with this priority and match.
 func (t *Table) Remove(priority uint16, m flow.Match) *flow.Rule {
-	for _, c := range [...]*Classifier{t.plain, t.clauses, t.conj} {
+	for _, c := range [...]*Classifier{t.plain, t.conj} {
 		if r := c.Remove(priority, m); r != nil {
 			return r
 		}
@@ -63,7 +59,7 @@ func (t *Table) Remove(priority uint16, m flow.Match) *flow.Rule {
 // Rules calls fn for every rule until it returns false.
 func (t *Table) Rules(fn func(*flow.Rule) bool) {
 	ok := true
-	for _, c := range [...]*Classifier{t.plain, t.clauses, t.conj} {
+	for _, c := range [...]*Classifier{t.plain, t.conj} {
 		c.Rules(func(r *flow.Rule) bool { ok = fn(r); return ok })
 		if !ok {
 			return
@@ -83,19 +79,12 @@ func (t *Table) Lookup(k *flow.Key, wc *flow.Mask) *flow.Rule {
 // LookupExplain is Lookup that reports examined bits to explain (if not
 // nil); see Classifier.LookupExplain.
 func (t *Table) LookupExplain(k *flow.Key, wc *flow.Mask, explain Explain) *flow.Rule {
-	best := t.plain.LookupExplain(k, wc, explain)
-	if t.clauses.Len() == 0 {
-		return best
-	}
-	minP := -1
-	if best != nil {
-		minP = int(best.Priority)
-	}
-	var soft []*flow.Rule
-	t.clauses.LookupAll(k, wc, explain, minP, func(r *flow.Rule) { soft = append(soft, r) })
+	best, soft := t.plain.lookup(k, wc, explain, true)
 	if len(soft) == 0 {
 		return best
 	}
+	// Clauses found before the best ordinary rule may rank below it.
+	soft = slices.DeleteFunc(soft, func(r *flow.Rule) bool { return best != nil && r.Priority <= best.Priority })
 	slices.SortStableFunc(soft, func(a, b *flow.Rule) int { return int(b.Priority) - int(a.Priority) })
 	for i := 0; i < len(soft); {
 		j := i
