@@ -705,7 +705,7 @@ func TestServerChecks(t *testing.T) {
 
 // TestConcurrentIncrements has several clients increment one counter with
 // verified read-modify-write transactions: no increment may be lost, and
-// a watching client must see every value once, in commit order.
+// a watching client must see the values in commit order.
 func TestConcurrentIncrements(t *testing.T) {
 	eachServer(t, testSchema, testConcurrentIncrements)
 }
@@ -760,11 +760,17 @@ func testConcurrentIncrements(t *testing.T, srv testServer) {
 		v, _ := watcher.Cache().Get("Switch", id, "counter")
 		return v.Equal(integer(writers * each))
 	})
+	// Every update comes in commit order. (A server may merge the updates
+	// of several commits for a client that reads slowly, as ovsdb-server
+	// does, so values can be skipped, but never repeated or reordered.)
 	mu.Lock()
 	defer mu.Unlock()
 	for i, v := range seen {
-		if v != int64(i+1) {
-			t.Fatalf("update %d carried counter %d; updates seen: %v", i, v, seen)
+		if i > 0 && v <= seen[i-1] {
+			t.Fatalf("update %d carried counter %d after %d; updates seen: %v", i, v, seen[i-1], seen)
 		}
+	}
+	if len(seen) == 0 || seen[len(seen)-1] != writers*each {
+		t.Errorf("last update seen carried %v, want %d", seen[len(seen)-1:], writers*each)
 	}
 }

@@ -2,8 +2,11 @@ package jsonrpc
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -58,5 +61,30 @@ func BenchmarkParseMessageLarge(b *testing.B) {
 		if _, err := ParseMessage(data); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkFanout sends one notification to each of 200 connections and
+// waits until all have arrived: the shape of a monitor update.
+func BenchmarkFanout(b *testing.B) {
+	const n = 200
+	var wg sync.WaitGroup
+	servers := make([]*Conn, n)
+	for i := range n {
+		a, c := socketPair(b)
+		servers[i] = NewConn(b.Context(), a, Options{})
+		client := NewConn(b.Context(), c, Options{Handler: func(context.Context, *Conn, *Message) { wg.Done() }})
+		defer servers[i].Close()
+		defer client.Close()
+	}
+	params := json.RawMessage(`["mon",{"T":{"0a6c8a34-7cfb-4ab7-8e80-2b0e2d5b2a1f":{"modify":{"seq":1}}}}]`)
+	for b.Loop() {
+		wg.Add(n)
+		for _, s := range servers {
+			if err := s.Notify("update2", params); err != nil {
+				b.Fatal(err)
+			}
+		}
+		wg.Wait()
 	}
 }
