@@ -103,14 +103,21 @@ type Report struct {
 	PauseWindowUs    float64   `json:"pause_window_us"` // length of a flush+reclaim window
 	PauseLookupsRun  int       `json:"pause_lookups_per_run"`
 
-	LookupsPerSec       float64    `json:"lookups_per_sec"`     // wall clock, one goroutine
-	LookupsPerCPUSec    float64    `json:"lookups_per_cpu_sec"` // per second of that thread's CPU time
-	HotLookupsPerSec    float64    `json:"hot_lookups_per_sec"` // 1,000 connections, cache-resident
-	HotLookupsPerCPUSec float64    `json:"hot_lookups_per_cpu_sec"`
-	NewConnsPerSec      float64    `json:"new_conns_per_sec"`
-	NewConnsPerCPUSec   float64    `json:"new_conns_per_cpu_sec"`
-	OVS                 *OVSReport `json:"ovs,omitempty"`
-	OVSSkipped          string     `json:"ovs_skipped,omitempty"`
+	LookupsPerSec       float64 `json:"lookups_per_sec"`     // wall clock, one goroutine
+	LookupsPerCPUSec    float64 `json:"lookups_per_cpu_sec"` // per second of that thread's CPU time
+	HotLookupsPerSec    float64 `json:"hot_lookups_per_sec"` // 1,000 connections, cache-resident
+	HotLookupsPerCPUSec float64 `json:"hot_lookups_per_cpu_sec"`
+	// The same two through ProcessBatch, BatchSize packets of one zone per
+	// call (as one ct() action gets a batch), each batch in a random zone.
+	BatchSize                int        `json:"batch_size"`
+	BatchLookupsPerSec       float64    `json:"batch_lookups_per_sec"`
+	BatchLookupsPerCPUSec    float64    `json:"batch_lookups_per_cpu_sec"`
+	HotBatchLookupsPerSec    float64    `json:"hot_batch_lookups_per_sec"`
+	HotBatchLookupsPerCPUSec float64    `json:"hot_batch_lookups_per_cpu_sec"`
+	NewConnsPerSec           float64    `json:"new_conns_per_sec"`
+	NewConnsPerCPUSec        float64    `json:"new_conns_per_cpu_sec"`
+	OVS                      *OVSReport `json:"ovs,omitempty"`
+	OVSSkipped               string     `json:"ovs_skipped,omitempty"`
 }
 
 func (o *Options) logf(format string, args ...any) {
@@ -312,6 +319,7 @@ func runMedium(ctx context.Context, opts *Options, rep *Report) error {
 	})
 	rep.HotLookupsPerSec, rep.HotLookupsPerCPUSec = float64(n)/wall.Seconds(), float64(n)/cpu.Seconds()
 	opts.logf("established lookups: %.2fM/s wall, %.2fM per CPU-second", rep.LookupsPerSec/1e6, rep.LookupsPerCPUSec/1e6)
+	batchLookups(tr, opts, rep)
 
 	var full, empty []time.Duration
 	for z := 1; z <= min(100, opts.MedZones); z++ {
@@ -338,6 +346,44 @@ func runMedium(ctx context.Context, opts *Options, rep *Report) error {
 	rep.NewConnsPerSec, rep.NewConnsPerCPUSec = float64(n)/wall.Seconds(), float64(n)/cpu.Seconds()
 	opts.logf("new connections: %.2fk/s wall, %.2fk per CPU-second", rep.NewConnsPerSec/1e3, rep.NewConnsPerCPUSec/1e3)
 	return ctx.Err()
+}
+
+// batchLookups measures established lookups through ProcessBatch: the
+// same reply packets as the single-packet figures, conntrack.MaxBatch per
+// call, all of one zone. Over the medium table each batch takes a random
+// zone and random connections of it; the hot figure uses the 1,000
+// connections of one zone.
+func batchLookups(tr *conntrack.Tracker, opts *Options, rep *Report) {
+	const size = conntrack.MaxBatch
+	rep.BatchSize = size
+	bufs := make([][]byte, size)
+	for i := range bufs {
+		bufs[i] = replyOf(udpPacket(0))
+	}
+	l3offs := make([]int, size)
+	results := make([]conntrack.Result, size)
+	nb := max(opts.MedZones*opts.MedPerZone/size, 1)
+	zones := make([]uint16, nb)
+	conns := make([]uint32, nb*size)
+	for b := range nb {
+		zones[b] = uint16(1 + rand.IntN(opts.MedZones))
+		for j := range size {
+			conns[b*size+j] = uint32(rand.IntN(opts.MedPerZone))
+		}
+	}
+	run := func(zoneOf func(b int) uint16) (float64, float64) {
+		n, wall, cpu := timed(opts.RateDuration, func(i int) {
+			b := i % nb
+			for j, buf := range bufs {
+				setReplyTuple(buf, int(conns[b*size+j]))
+			}
+			tr.ProcessBatch(bufs, l3offs, conntrack.Params{Zone: zoneOf(b)}, 2, results)
+		})
+		return float64(n*size) / wall.Seconds(), float64(n*size) / cpu.Seconds()
+	}
+	rep.BatchLookupsPerSec, rep.BatchLookupsPerCPUSec = run(func(b int) uint16 { return zones[b] })
+	rep.HotBatchLookupsPerSec, rep.HotBatchLookupsPerCPUSec = run(func(int) uint16 { return uint16(opts.MedZones) })
+	opts.logf("established lookups in batches of %d: %.2fM/s wall, %.2fM per CPU-second", size, rep.BatchLookupsPerSec/1e6, rep.BatchLookupsPerCPUSec/1e6)
 }
 
 // timed calls f(0), f(1), ... on one locked OS thread for about d (at most

@@ -32,6 +32,9 @@ func TestRunSmall(t *testing.T) {
 	if len(rep.PauseRuns) != 2 || rep.LookupsPerSec <= 0 || rep.NewConnsPerSec <= 0 || rep.HotLookupsPerSec <= 0 {
 		t.Errorf("pause runs %v, rates %v %v %v", rep.PauseRuns, rep.LookupsPerSec, rep.NewConnsPerSec, rep.HotLookupsPerSec)
 	}
+	if rep.BatchSize == 0 || rep.BatchLookupsPerSec <= 0 || rep.HotBatchLookupsPerCPUSec <= 0 {
+		t.Errorf("batch size %d, batch rates %v %v", rep.BatchSize, rep.BatchLookupsPerSec, rep.HotBatchLookupsPerCPUSec)
+	}
 	if rep.OVS != nil || rep.OVSSkipped == "" {
 		t.Errorf("OVS side ran although not requested")
 	}
