@@ -303,6 +303,10 @@ func (c *Client) probe(s *session) {
 		ctx, cancel := context.WithTimeout(s.conn.Context(), interval)
 		err := s.conn.Call(ctx, "echo", []string{"probe"}, nil)
 		cancel()
+		var rpcErr *jsonrpc.Error
+		if errors.As(err, &rpcErr) {
+			err = nil // an error reply still shows the server is there
+		}
 		if err != nil && s.conn.Err() == nil {
 			c.log.Warn("server did not answer an inactivity probe; dropping the session", "err", err)
 			s.conn.Close()

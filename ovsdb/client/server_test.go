@@ -621,18 +621,23 @@ func testResume(t *testing.T, srv testServer) {
 // _Server selects with the given connected and leader flags, and records
 // the methods it was asked for.
 type fakeServer struct {
-	socket  string
-	mu      sync.Mutex
-	methods []string
+	socket     string
+	silentEcho bool // leave "echo" unanswered
+	mu         sync.Mutex
+	methods    []string
 }
 
 func startFakeServer(t *testing.T, connected, leader bool) *fakeServer {
+	return startFakeServerWith(t, &fakeServer{}, connected, leader)
+}
+
+func startFakeServerWith(t *testing.T, f *fakeServer, connected, leader bool) *fakeServer {
 	l, err := jsonrpc.Listen(t.Context(), "punix:"+filepath.Join(t.TempDir(), "s"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	f := &fakeServer{socket: l.Addr().String()}
+	f.socket = l.Addr().String()
 	serverRow := fmt.Sprintf(`[{"rows":[{"connected":%v,"leader":%v,"model":"clustered"}]}]`, connected, leader)
 	go func() {
 		for {
@@ -651,6 +656,10 @@ func startFakeServer(t *testing.T, connected, leader bool) *fakeServer {
 					_ = c.Reply(m.ID, json.RawMessage(testSchema))
 				case "monitor":
 					_ = c.Reply(m.ID, json.RawMessage(`{}`))
+				case "echo":
+					if !f.silentEcho {
+						_ = c.Reply(m.ID, m.Params)
+					}
 				default:
 					_ = c.ReplyError(m.ID, "unknown method")
 				}
@@ -658,6 +667,18 @@ func startFakeServer(t *testing.T, connected, leader bool) *fakeServer {
 		}
 	}()
 	return f
+}
+
+func (f *fakeServer) count(method string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, m := range f.methods {
+		if m == method {
+			n++
+		}
+	}
+	return n
 }
 
 func (f *fakeServer) asked(method string) bool {
@@ -772,5 +793,38 @@ func testConcurrentIncrements(t *testing.T, srv testServer) {
 	}
 	if len(seen) == 0 || seen[len(seen)-1] != writers*each {
 		t.Errorf("last update seen carried %v, want %d", seen[len(seen)-1:], writers*each)
+	}
+}
+
+// TestInactivityProbe: a server that stops answering "echo" is dropped and
+// the client reconnects; one that answers keeps its session.
+func TestInactivityProbe(t *testing.T) {
+	for _, silent := range []bool{true, false} {
+		t.Run(fmt.Sprintf("silent=%v", silent), func(t *testing.T) {
+			f := startFakeServerWith(t, &fakeServer{silentEcho: silent}, true, true)
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			c, err := Connect(ctx, Options{
+				Endpoints:     []string{"unix:" + f.socket},
+				Database:      "Test",
+				ProbeInterval: 50 * time.Millisecond,
+				MinBackoff:    10 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			time.Sleep(500 * time.Millisecond)
+			echoes, sessions := f.count("echo"), f.count("get_schema")
+			if echoes < 2 {
+				t.Errorf("client sent %d probes in 500ms at a 50ms interval", echoes)
+			}
+			if silent && sessions < 2 {
+				t.Errorf("a server that never answers probes kept the only session (%d sessions)", sessions)
+			}
+			if !silent && sessions != 1 {
+				t.Errorf("a server that answers probes was dropped (%d sessions)", sessions)
+			}
+		})
 	}
 }
