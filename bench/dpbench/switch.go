@@ -8,6 +8,7 @@ import (
 	"github.com/govn/govn/datapath/dp"
 	"github.com/govn/govn/datapath/flow"
 	"github.com/govn/govn/datapath/port"
+	"github.com/govn/govn/datapath/systest/traffic"
 )
 
 // readyLine is what the switch process prints once its ports are open.
@@ -53,4 +54,21 @@ func SwitchMain(ctx context.Context, args []string) error {
 		}
 	}
 	return err
+}
+
+// Internal runs the modes the bench re-executes its binary in: with args
+// "--internal-traffic TOOL ARGS..." a traffic tool, with
+// "--internal-switch DEVICES..." the govn switch (SwitchMain). It reports
+// false for any other arguments.
+func Internal(ctx context.Context, args []string) (bool, error) {
+	if len(args) == 0 {
+		return false, nil
+	}
+	switch args[0] {
+	case "--internal-traffic":
+		return true, traffic.Main(ctx, args[1:])
+	case "--internal-switch":
+		return true, SwitchMain(ctx, args[1:])
+	}
+	return false, nil
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/govn/govn/bench/dpbench"
-	"github.com/govn/govn/datapath/systest/traffic"
 )
 
 // runBenchDatapath implements "govn bench datapath [--json]": the real OVS
@@ -20,13 +19,8 @@ import (
 // inside namespaces with the hidden first arguments --internal-traffic
 // (a traffic tool) and --internal-switch (the govn switch).
 func runBenchDatapath(ctx context.Context, args []string) error {
-	if len(args) > 0 {
-		switch args[0] {
-		case "--internal-traffic":
-			return traffic.Main(ctx, args[1:])
-		case "--internal-switch":
-			return dpbench.SwitchMain(ctx, args[1:])
-		}
+	if ok, err := dpbench.Internal(ctx, args); ok {
+		return err
 	}
 	fs := flag.NewFlagSet("govn bench datapath", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
