@@ -61,7 +61,7 @@ func govnBinary(t *testing.T) string {
 		}
 		govnBuild.dir = dir
 		govnBuild.path = filepath.Join(dir, "govn")
-		out, err := exec.Command("go", "build", "-o", govnBuild.path, "github.com/govn/govn/cmd/govn").CombinedOutput()
+		out, err := exec.Command("go", "build", "-buildvcs=false", "-o", govnBuild.path, "github.com/govn/govn/cmd/govn").CombinedOutput()
 		if err != nil {
 			govnBuild.err = fmt.Errorf("go build ./cmd/govn: %v\n%s", err, out)
 		}
