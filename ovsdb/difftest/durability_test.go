@@ -170,6 +170,21 @@ func TestDurabilityUnderSIGKILL(t *testing.T) {
 		if n := toolCountSwitches(t, s.file); n != len(present) {
 			t.Errorf("round %d: ovsdb-tool query counts %d switches, the server %d", round, n, len(present))
 		}
+		if round == 2 {
+			// Finally the real ovsdb-server serves the file as it is.
+			s.kill()
+			real := &dbServer{kind: kindReal, dir: s.dir, file: s.file, sock: s.sock + ".real"}
+			real.start(t)
+			conn, err := dialRPC(real.sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			served, err := conn.switchNames()
+			conn.c.Close()
+			if err != nil || len(served) != len(present) {
+				t.Errorf("the real ovsdb-server serves %d switches from the file (%v), %s served %d", len(served), err, s.kind, len(present))
+			}
+		}
 	}
 }
 
