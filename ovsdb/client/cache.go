@@ -59,6 +59,23 @@ type ChangeSet struct {
 	TxnID string
 }
 
+// ForTable returns the events of cs about table, in UUID order.
+func (cs *ChangeSet) ForTable(table string) []Event {
+	start := -1
+	for i, e := range cs.Events {
+		switch {
+		case e.Table == table && start < 0:
+			start = i
+		case e.Table != table && start >= 0:
+			return cs.Events[start:i]
+		}
+	}
+	if start < 0 {
+		return nil
+	}
+	return cs.Events[start:]
+}
+
 // Cache is the monitored part of one database. All methods are safe for
 // concurrent use. Rows are shared, immutable values: never modify one.
 type Cache struct {

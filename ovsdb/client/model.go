@@ -1,6 +1,8 @@
 package client
 
 import (
+	"fmt"
+
 	"github.com/govn/govn/ovsdb"
 )
 
@@ -69,4 +71,24 @@ func Load[T any, P modelPtr[T]](c *Cache, r *ovsdb.Row) T {
 // UUID of the new row (see Insert). m.UUID is ignored.
 func (t *Txn) InsertModel(m RowModel) ovsdb.UUID {
 	return t.Insert(m.TableName(), m.Row())
+}
+
+// UpdateModel adds an update of the row with the given UUID to m's values
+// of the named columns (all of m's columns if none are named: mind that
+// immutable columns cannot be updated).
+func (t *Txn) UpdateModel(m RowModel, id ovsdb.UUID, columns ...string) {
+	row := m.Row()
+	if len(columns) > 0 {
+		picked := make(map[string]ovsdb.Datum, len(columns))
+		for _, c := range columns {
+			d, ok := row[c]
+			if !ok {
+				t.err = fmt.Errorf("update %s: no column %q", m.TableName(), c)
+				return
+			}
+			picked[c] = d
+		}
+		row = picked
+	}
+	t.Update(m.TableName(), id, row)
 }

@@ -49,4 +49,22 @@ func testTypedModels(t *testing.T, srv testServer) {
 	if _, ok := Get[nb.LogicalSwitch](c.Cache(), ovsdb.NewUUID()); ok {
 		t.Error("Get found a row that does not exist")
 	}
+
+	// Update two columns through the model; the cache follows.
+	got.Name = "renamed"
+	got.ExternalIDs = map[string]string{"owner": "other"}
+	txn = c.Txn()
+	txn.UpdateModel(&got, got.UUID, "name", "external_ids")
+	if _, err := txn.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := Get[nb.LogicalSwitch](c.Cache(), got.UUID)
+	if again.Name != "renamed" || again.ExternalIDs["owner"] != "other" || len(again.Ports) != 1 {
+		t.Errorf("after UpdateModel: %+v", again)
+	}
+	txn = c.Txn()
+	txn.UpdateModel(&got, got.UUID, "no_such_column")
+	if _, err := txn.Commit(ctx); err == nil {
+		t.Error("UpdateModel of an unknown column was accepted")
+	}
 }

@@ -265,3 +265,24 @@ func FuzzDecodeUpdates(f *testing.F) {
 		}
 	})
 }
+
+func TestForTable(t *testing.T) {
+	row := func(n byte) *ovsdb.Row { return &ovsdb.Row{UUID: ovsdb.UUIDFromBytes([16]byte{n})} }
+	cs := ChangeSet{Events: []Event{
+		{Table: "A", Kind: Insert, New: row(1)},
+		{Table: "B", Kind: Insert, New: row(2)},
+		{Table: "B", Kind: Delete, Old: row(3)},
+		{Table: "C", Kind: Insert, New: row(4)},
+	}}
+	for table, want := range map[string]int{"A": 1, "B": 2, "C": 1, "D": 0} {
+		got := cs.ForTable(table)
+		if len(got) != want {
+			t.Errorf("ForTable(%s): %d events, want %d", table, len(got), want)
+		}
+		for _, e := range got {
+			if e.Table != table {
+				t.Errorf("ForTable(%s) returned an event of %s", table, e.Table)
+			}
+		}
+	}
+}
