@@ -1,6 +1,7 @@
 package dp
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/govn/govn/datapath/flow"
@@ -39,6 +40,16 @@ func TestPipelineRevalidation(t *testing.T) {
 	r.expect(t, 2)
 	if s := r.d.Stats(); s.Invalidated != 0 || s.Upcalls != 1 {
 		t.Errorf("after an unrelated change: invalidated %d upcalls %d, want 0, 1", s.Invalidated, s.Upcalls)
+	}
+	// The dump says which rule made the megaflow match eth_dst.
+	mfs := r.d.Megaflows()
+	if len(mfs) != 1 {
+		t.Fatalf("%d megaflows, want 1", len(mfs))
+	}
+	if s := mfs[0].String(); !strings.Contains(s, "eth_dst") || !strings.Contains(s, "table 0") || mfs[0].Hits != 1 {
+		t.Errorf("megaflow dump lacks the eth_dst reason or the hit:\n%s", s)
+	} else {
+		t.Logf("megaflow: %s", s)
 	}
 	apply(t, p, macRule(0, mac2, 3))
 	r.inject(t, 1, udpFrame(mac2, mac1, 1, 2, 0), port.Offload{})
