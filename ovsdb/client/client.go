@@ -76,7 +76,6 @@ type Client struct {
 	conds     map[string][]Condition
 	condsSent bool // the current conditions are what the server applies
 	locks     map[string]bool
-	method    monitorMethod // best method the server accepted
 
 	closeFn func() // set by Connect
 }
@@ -230,11 +229,13 @@ func (c *Client) runSession(ctx context.Context, endpoint string) (synced bool, 
 	}
 	s := &session{}
 	s.lastRecv.Store(time.Now().UnixNano())
-	s.conn = jsonrpc.NewConn(ctx, &recvClock{Conn: nc, s: s}, jsonrpc.Options{
+	// New, then Start once s.conn is set: the handler uses it.
+	s.conn = jsonrpc.New(ctx, &recvClock{Conn: nc, s: s}, jsonrpc.Options{
 		Handler:        func(ctx context.Context, conn *jsonrpc.Conn, m *jsonrpc.Message) { c.handle(s, m) },
 		MaxMessageSize: c.opts.MaxMessageSize,
 		Logger:         c.log,
 	})
+	s.conn.Start()
 	defer s.conn.Close()
 	if err := c.startSession(ctx, s); err != nil {
 		return false, err
@@ -385,7 +386,7 @@ func (c *Client) startSession(ctx context.Context, s *session) error {
 	slices.Sort(s.tables)
 
 	c.mu.Lock()
-	method := c.method
+	method := methodCondSince // each server is asked afresh: endpoints may differ
 	conds := c.condsCopy()
 	since := c.lastTxnID
 	if !c.condsSent {
@@ -433,7 +434,6 @@ func (c *Client) startSession(ctx context.Context, s *session) error {
 			return fmt.Errorf("%s reply: %w", method, err)
 		}
 		c.mu.Lock()
-		c.method = method
 		c.condsSent = true
 		c.mu.Unlock()
 		return nil
