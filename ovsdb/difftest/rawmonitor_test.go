@@ -37,19 +37,26 @@ var rawMonitorTxns = []string{
 }
 
 // TestRawMonitorUpdates compares, notification by notification, the
-// update3 messages of monitor_cond_since that the target and the real
-// ovsdb-server send for rawMonitorTxns: what ovsdb-idl clients (northd,
+// update2 and update3 messages of monitor_cond and monitor_cond_since that
+// the target and the real ovsdb-server send for rawMonitorTxns: what ovsdb-idl clients (northd,
 // controllers) apply to their replicas, so any difference in the encoding
 // of a "modify" makes their view of the database drift.
 func TestRawMonitorUpdates(t *testing.T) {
 	need(t, "ovsdb-server", "ovsdb-tool")
-	txns := slices.Clone(rawMonitorTxns)
-	ref := runRawMonitor(t, startServer(t, kindReal, "nb"), txns)
-	got := runRawMonitor(t, startServer(t, target(), "nb"), txns)
-	diffTranscripts(t, "raw-monitor-updates", ref, got)
+	for _, method := range []string{"monitor_cond", "monitor_cond_since"} {
+		t.Run(method, func(t *testing.T) {
+			txns := slices.Clone(rawMonitorTxns)
+			ref := runRawMonitor(t, startServer(t, kindReal, "nb"), method, txns)
+			got := runRawMonitor(t, startServer(t, target(), "nb"), method, txns)
+			diffTranscripts(t, "raw-"+method+"-updates", ref, got)
+		})
+	}
 }
 
-func runRawMonitor(t *testing.T, s *dbServer, txns []string) string {
+// runRawMonitor monitors with method (monitor_cond, whose notifications
+// are update2, or monitor_cond_since, update3) while running txns, and
+// returns the transcript of transactions and the updates they caused.
+func runRawMonitor(t *testing.T, s *dbServer, method string, txns []string) string {
 	w, err := dialRPC(s.sock)
 	if err != nil {
 		t.Fatal(err)
@@ -60,11 +67,17 @@ func runRawMonitor(t *testing.T, s *dbServer, txns []string) string {
 		t.Fatal(err)
 	}
 	defer m.c.Close()
-	req := `{"id":"mon","method":"monitor_cond_since","params":["OVN_Northbound",["mon"],{
+	requests := `{
 		"Logical_Router":[{"columns":["name","enabled","options"]}],
 		"Load_Balancer":[{"columns":["name","vips","protocol"]}],
 		"Logical_Switch":[{"columns":["name","load_balancer","other_config"]}],
-		"DHCP_Options":[{"columns":["cidr"]}]},"00000000-0000-0000-0000-000000000000"]}`
+		"DHCP_Options":[{"columns":["cidr"]}]}`
+	req := `{"id":"mon","method":"monitor_cond","params":["OVN_Northbound",["mon"],` + requests + `]}`
+	notification, nparams := "update2", 2
+	if method == "monitor_cond_since" {
+		req = `{"id":"mon","method":"monitor_cond_since","params":["OVN_Northbound",["mon"],` + requests + `,"00000000-0000-0000-0000-000000000000"]}`
+		notification, nparams = "update3", 3
+	}
 	if _, err := m.c.Write([]byte(req)); err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +90,7 @@ func runRawMonitor(t *testing.T, s *dbServer, txns []string) string {
 		return msg, err
 	}
 	if msg, err := readMsg(); err != nil || len(msg.Error) > 0 && string(msg.Error) != "null" {
-		t.Fatalf("%s: monitor_cond_since: %v %s", s.kind, err, msg.Error)
+		t.Fatalf("%s: %s: %v %s", s.kind, method, err, msg.Error)
 	}
 	// name -> UUID, for the transaction that refers to lb1 and lb2 by the
 	// UUIDs their inserts returned.
@@ -111,11 +124,11 @@ func runRawMonitor(t *testing.T, s *dbServer, txns []string) string {
 			continue
 		}
 		var params []json.RawMessage
-		if msg.Method != "update3" || json.Unmarshal(msg.Params, &params) != nil || len(params) != 3 {
+		if msg.Method != notification || json.Unmarshal(msg.Params, &params) != nil || len(params) != nparams {
 			fmt.Fprintf(&b, "  unexpected message: %s %.200s\n", msg.Method, msg.Params)
 			continue
 		}
-		b.WriteString(renderTableUpdates(params[2], names))
+		b.WriteString(renderTableUpdates(params[nparams-1], names))
 	}
 	return b.String()
 }
