@@ -15,6 +15,10 @@
 //
 //   - Create one Tracker with New and stop it with Close. All methods are safe
 //     for concurrent use by any number of goroutines.
+//   - ProcessBatch(pkts, l3offs, params, now, results) is Process for a batch
+//     of packets sharing one ct() action: same results, same packets, same
+//     state as Process on each in order (packets of one connection keep
+//     their order), but the cache misses of the batch overlap (see Design).
 //   - Process(pkt, l3off, params, now): pkt[l3off:] must start with an IPv4 or
 //     IPv6 header; bytes after the IP total/payload length (Ethernet padding)
 //     are ignored. The packet may be modified in place (NAT) but never grows
@@ -60,6 +64,17 @@
 // own hierarchical timer wheel. The Tracker holds one atomic pointer per zone
 // (65,536 of them). Consequences:
 //
+//   - An entry is three cache lines, laid out so that a UDP hit reads lines
+//     0 and 1 only. The index is open addressing over one-line buckets of
+//     seven (32-bit tag, entry) slots: a hit costs one bucket line and the
+//     entry, and a tag mismatch never reads an entry. With tables larger
+//     than the caches those are two misses per packet, one after the
+//     other; ProcessBatch first reads every packet's bucket, then every
+//     candidate entry, so that the CPU overlaps the misses of up to
+//     MaxBatch packets, and only then runs the packets one by one through
+//     the ordinary path, which finds everything in cache (about 2.5 times
+//     the single-packet rate over 500,000 connections).
+//
 //   - Lookups of established connections take only their zone's read lock
 //     and the entry's own mutex; there is no global lock on the packet path.
 //   - Flushing a zone swaps its pointer to nil: from that instant lookups see
@@ -71,7 +86,11 @@
 //   - Timeouts: each entry stores its expiry; an established packet only
 //     moves that expiry forward. The wheel finds entries by their scheduled
 //     slot and re-files those whose expiry moved (lazy rescheduling), so no
-//     code ever sweeps a whole table.
+//     code ever sweeps a whole table. The Tracker keeps, per zone and per
+//     group of 64 zones, the earliest tick at which a wheel has a non-empty
+//     slot to visit, so Expire skips zones with nothing due without even
+//     reading them, and a wheel skipped for hours jumps over its empty
+//     ticks.
 //
 // The transcripts in testdata/ (run by TestScripts, rewritten with
 // "go test -run TestScripts -args -update") show the state machine at work,

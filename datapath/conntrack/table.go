@@ -80,10 +80,11 @@ type zone struct {
 
 	wheelMu sync.Mutex
 	wheel   wheel
+	dues    *dueIndex // the Tracker's
 }
 
-func newZone(id uint16, now int64) *zone {
-	z := &zone{id: id}
+func newZone(id uint16, now int64, dues *dueIndex) *zone {
+	z := &zone{id: id, dues: dues}
 	z.index.init(1)
 	z.wheel.init(now)
 	return z

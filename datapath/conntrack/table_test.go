@@ -198,6 +198,31 @@ func TestConcurrent(t *testing.T) {
 			}
 		}()
 	}
+	// Replies in batches, as the datapath hands them over.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		pkts, l3offs, res := make([][]byte, 8), make([]int, 8), make([]Result, 8)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			zone := uint16(i % 7)
+			for j := range pkts {
+				s, _ := udpTo(zone, (i*7+j)%1000)
+				pkts[j] = build(spec{src: s.dst, dst: s.src, proto: protoUDP, sport: s.dport, dport: s.sport})
+			}
+			tr.ProcessBatch(pkts, l3offs, Params{Zone: zone, NAT: &NAT{}}, time.Duration(i)*time.Millisecond, res)
+			for _, r := range res {
+				if r.State&StateTracked == 0 {
+					t.Error("untracked result in a batch")
+					return
+				}
+			}
+		}
+	}()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

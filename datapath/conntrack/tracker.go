@@ -2,6 +2,7 @@ package conntrack
 
 import (
 	"hash/maphash"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,7 @@ type Tracker struct {
 	cfg      Config
 	zones    [1 << 16]atomic.Pointer[zone]
 	limits   [1 << 16]atomic.Uint32
+	dues     dueIndex
 	entries  atomic.Int64
 	nzones   atomic.Int64
 	pool     chunkPool
@@ -78,6 +80,7 @@ func New(cfg Config) *Tracker {
 		t.timeouts[i] = int64(max(d, time.Millisecond))
 	}
 	t.pool.max = 1 << 14 // up to 4M pooled entries
+	t.dues.init()
 	go t.reclaimer()
 	return t
 }
@@ -301,7 +304,7 @@ func (t *Tracker) create(pkt []byte, pk *packet, h uint64, p *Params, now int64,
 	}
 	z := t.zones[p.Zone].Load()
 	if z == nil {
-		nz := newZone(p.Zone, now)
+		nz := newZone(p.Zone, now, &t.dues)
 		if !t.zones[p.Zone].CompareAndSwap(nil, nz) {
 			return res, true
 		}
@@ -433,35 +436,58 @@ func (t *Tracker) related(pkt []byte, pk *packet, p *Params, res Result) Result 
 }
 
 // Expire removes the entries whose timeout passed by now. It visits only
-// entries filed in due wheel slots and holds each zone's lock for at most
+// the zones whose timer wheels have a due slot (see dueIndex), and there
+// only entries filed in due slots, holding each zone's lock for at most
 // expireSlice entries at a time. It returns how many entries expired.
 func (t *Tracker) Expire(now time.Duration) int {
+	nowTick := int64(now) >> wheelShift
 	n := 0
-	for i := range t.zones {
-		z := t.zones[i].Load()
-		if z == nil {
+	for g := range t.dues.group {
+		if t.dues.group[g].Load() >= nowTick {
 			continue
 		}
-		for {
-			z.mu.Lock()
-			if z.dead {
-				z.mu.Unlock()
-				break
+		t.dues.group[g].Store(math.MaxInt64)
+		next := int64(math.MaxInt64)
+		for i := g * dueGroup; i < (g+1)*dueGroup; i++ {
+			if t.dues.zone[i].Load() < nowTick {
+				t.dues.zone[i].Store(math.MaxInt64)
+				if z := t.zones[i].Load(); z != nil {
+					n += t.expireZone(z, now)
+				}
 			}
-			_, caughtUp := z.advance(int64(now), expireSlice, func(idx uint32) {
-				z.unlink(idx)
-				z.release(idx)
-				t.entries.Add(-1)
-				n++
-			})
-			z.mu.Unlock()
-			if caughtUp {
-				break
-			}
+			next = min(next, t.dues.zone[i].Load())
 		}
+		casMin(&t.dues.group[g], next)
 	}
 	t.expired.Add(int64(n))
 	return n
+}
+
+// expireZone advances one zone's wheel to now and files the zone's next due
+// tick in the due index.
+func (t *Tracker) expireZone(z *zone, now time.Duration) int {
+	n := 0
+	for {
+		z.mu.Lock()
+		if z.dead {
+			z.mu.Unlock()
+			return n
+		}
+		_, caughtUp := z.advance(int64(now), expireSlice, func(idx uint32) {
+			z.unlink(idx)
+			z.release(idx)
+			t.entries.Add(-1)
+			n++
+		})
+		if caughtUp {
+			z.wheelMu.Lock()
+			t.dues.lower(z.id, z.nextDue())
+			z.wheelMu.Unlock()
+			z.mu.Unlock()
+			return n
+		}
+		z.mu.Unlock()
+	}
 }
 
 // Flush empties one zone. It detaches the zone's table at once, so every

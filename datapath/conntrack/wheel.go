@@ -1,5 +1,10 @@
 package conntrack
 
+import (
+	"math"
+	"sync/atomic"
+)
+
 // A zone's timer wheel: four levels of 64 slots; a level-0 slot spans
 // 2^28 ns (about a quarter second), a level-3 slot about 19 hours, so the
 // wheel covers 51 days. Each entry sits in exactly one slot, chosen from its
@@ -41,6 +46,9 @@ func (z *zone) schedule(idx uint32) {
 		t = w.tick + max // filed early; re-filed when reached
 	}
 	slot := level*wheelSlots + int(t>>(wheelBits*level))&(wheelSlots-1)
+	// The wheel reaches the slot at the start of the span of level-0
+	// ticks it covers (for level 0, at t itself).
+	z.dues.lower(z.id, t&^(int64(1)<<(wheelBits*level)-1))
 	c.wslot = uint16(slot + 1)
 	c.wprev = 0
 	c.wnext = w.heads[slot]
@@ -85,6 +93,12 @@ func (z *zone) advance(now int64, budget int, drop func(idx uint32)) (int, bool)
 	w := &z.wheel
 	nowTick := now >> wheelShift
 	visits := 0
+	// Skip the ticks where only empty slots would be visited: a zone
+	// Expire passed over for a day would otherwise step through 300,000
+	// of them.
+	if next := z.nextDue(); next > w.tick {
+		w.tick, w.cascaded = min(next, nowTick), false
+	}
 	for w.tick < nowTick {
 		if !w.cascaded {
 			for level := 1; level < wheelLevels; level++ {
@@ -121,4 +135,72 @@ func (z *zone) advance(now int64, budget int, drop func(idx uint32)) (int, bool)
 		w.cascaded = false
 	}
 	return visits, true
+}
+
+// nextDue returns the first tick, from the wheel's current one on, at which
+// advance would visit a non-empty slot (processing it at level 0 or
+// cascading it from a higher level), or math.MaxInt64 if the wheel is
+// empty. The caller holds wheelMu.
+func (z *zone) nextDue() int64 {
+	w := &z.wheel
+	next := int64(math.MaxInt64)
+	for k := range int64(wheelSlots) {
+		if w.heads[int(w.tick+k)&(wheelSlots-1)] != 0 {
+			next = w.tick + k
+			break
+		}
+	}
+	for level := 1; level < wheelLevels; level++ {
+		span := int64(1) << (wheelBits * level)
+		first := (w.tick + span - 1) &^ (span - 1) // first cascade of this level from w.tick on
+		for j := range int64(wheelSlots) {
+			c := first + j*span
+			if c >= next {
+				break
+			}
+			if w.heads[level*wheelSlots+int(c>>(wheelBits*level))&(wheelSlots-1)] != 0 {
+				next = c
+				break
+			}
+		}
+	}
+	return next
+}
+
+// dueIndex tells Expire which zones' wheels have work due, so that a pass
+// costs in proportion to the zones with something due rather than to all
+// of them. Each zone has a lower bound of the next tick its wheel has work
+// at (lowered by schedule, recomputed by Expire); each group of 64 zones
+// the minimum of theirs. Both only ever move down outside Expire, which
+// resets a group before recomputing it, so a concurrent lowering is never
+// lost.
+type dueIndex struct {
+	zone  [1 << 16]atomic.Int64
+	group [1 << 16 / dueGroup]atomic.Int64
+}
+
+const dueGroup = 64
+
+func (d *dueIndex) init() {
+	for i := range d.zone {
+		d.zone[i].Store(math.MaxInt64)
+	}
+	for i := range d.group {
+		d.group[i].Store(math.MaxInt64)
+	}
+}
+
+// lower records that zone has work at tick.
+func (d *dueIndex) lower(zone uint16, tick int64) {
+	casMin(&d.zone[zone], tick)
+	casMin(&d.group[zone/dueGroup], tick)
+}
+
+func casMin(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if v >= old || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
 }
