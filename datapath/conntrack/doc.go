@@ -74,17 +74,14 @@
 //     MaxBatch packets, and only then runs the packets one by one through
 //     the ordinary path, which finds everything in cache (about 2.5 times
 //     the single-packet rate over 500,000 connections).
-//
 //   - Lookups of established connections take only their zone's read lock
 //     and the entry's own mutex; there is no global lock on the packet path.
-//
 //   - Flushing a zone swaps its pointer to nil: from that instant lookups see
 //     an empty zone, and Flush returns. The detached table is handed to a
 //     reclaimer goroutine that marks it dead (so a lookup that raced with the
 //     swap retries on the new table) and returns its slab chunks to a pool in
 //     bounded slices. Flush's cost does not depend on the number of entries
 //     in the zone or in other zones.
-//
 //   - Timeouts: each entry stores its expiry; an established packet only
 //     moves that expiry forward. The wheel finds entries by their scheduled
 //     slot and re-files those whose expiry moved (lazy rescheduling), so no
