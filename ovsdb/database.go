@@ -328,7 +328,7 @@ func (db *Database) ApplyRecord(tables map[string]map[string]json.RawMessage, is
 
 // applyDiff applies an update2-style difference to old.
 func applyDiff(old, diff Datum, ct *ColumnType) Datum {
-	if ct.IsScalar() {
+	if ct.IsScalar() || ct.IsOptional() {
 		return diff
 	}
 	if ct.IsMap() {
@@ -355,8 +355,13 @@ func applyDiff(old, diff Datum, ct *ColumnType) Datum {
 // column of type ct (see ovsdb-server(7) §4.1.14): the new value for a
 // scalar, the symmetric difference for a set, and for a map the pairs
 // whose keys are in only one of the two plus the new pairs of changed keys.
+//
+// An optional column (a set of at most one atom) counts as a single value,
+// as ovsdb-server sends it: the new value, or the empty set when cleared.
+// Its symmetric difference could hold two atoms, which ovsdb-idl clients
+// reject against the column's max of 1 and then never see the change.
 func Diff(old, new Datum, ct *ColumnType) Datum {
-	if ct.IsScalar() {
+	if ct.IsScalar() || ct.IsOptional() {
 		return new
 	}
 	if !ct.IsMap() {
