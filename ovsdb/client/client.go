@@ -624,7 +624,7 @@ func (c *Client) SetConditions(ctx context.Context, table string, where []Condit
 		return fmt.Errorf("set conditions: no table %q", table)
 	}
 	if where == nil {
-		where = []Condition{True}
+		where = []Condition{Constant(true)}
 	}
 	b := []byte(`{`)
 	b = ovsdb.AppendJSONString(b, table)

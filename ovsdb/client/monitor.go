@@ -37,11 +37,13 @@ type Condition struct {
 	Value    ovsdb.Datum
 }
 
-// True and False are the constant conditions of monitor requests.
-var (
-	True  = Condition{Function: "true"}
-	False = Condition{Function: "false"}
-)
+// Constant returns the condition that is always v, for monitor requests.
+func Constant(v bool) Condition {
+	if v {
+		return Condition{Function: "true"}
+	}
+	return Condition{Function: "false"}
+}
 
 // Equal returns the condition column == value.
 func Equal(column string, value ovsdb.Datum) Condition {

@@ -156,7 +156,7 @@ func TestDecodeUpdates(t *testing.T) {
 func TestMonitorRequests(t *testing.T) {
 	s := ovsdb.MustParseSchema([]byte(testSchema))
 	tables := map[string][]string{"Switch": {"name", "ports", "_uuid", "nope"}, "Port": nil, "Missing": nil}
-	conds := map[string][]Condition{"Switch": {Equal("name", str("a")), False}}
+	conds := map[string][]Condition{"Switch": {Equal("name", str("a")), Constant(false)}}
 	tests := []struct {
 		method monitorMethod
 		want   string
