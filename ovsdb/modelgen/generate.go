@@ -60,12 +60,19 @@ func identifier(v string) string {
 	return b.String()
 }
 
-var goAtomTypes = map[ovsdb.AtomicType]string{
-	ovsdb.TypeInteger: "int64",
-	ovsdb.TypeReal:    "float64",
-	ovsdb.TypeBoolean: "bool",
-	ovsdb.TypeString:  "string",
-	ovsdb.TypeUUID:    "ovsdb.UUID",
+// goAtomType returns the Go type that holds atoms of type t.
+func goAtomType(t ovsdb.AtomicType) string {
+	switch t {
+	case ovsdb.TypeInteger:
+		return "int64"
+	case ovsdb.TypeReal:
+		return "float64"
+	case ovsdb.TypeBoolean:
+		return "bool"
+	case ovsdb.TypeString:
+		return "string"
+	}
+	return "ovsdb.UUID"
 }
 
 // column is what the templates need to know about one column.
@@ -80,7 +87,7 @@ type column struct {
 
 func columnOf(c *ovsdb.ColumnSchema, taken map[string]bool) column {
 	t := &c.Type
-	col := column{name: c.Name, field: goName(c.Name), key: goAtomTypes[t.Key.Type]}
+	col := column{name: c.Name, field: goName(c.Name), key: goAtomType(t.Key.Type)}
 	for taken[col.field] {
 		col.field += "Column"
 	}
@@ -88,7 +95,7 @@ func columnOf(c *ovsdb.ColumnSchema, taken map[string]bool) column {
 	switch {
 	case t.IsMap():
 		col.kind = "map"
-		col.value = goAtomTypes[t.Value.Type]
+		col.value = goAtomType(t.Value.Type)
 		col.goType = "map[" + col.key + "]" + col.value
 	case t.IsScalar():
 		col.kind = "scalar"
