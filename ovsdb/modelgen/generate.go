@@ -10,18 +10,18 @@ import (
 	"github.com/govn/govn/ovsdb"
 )
 
-// initialisms are the words written in capitals in Go names.
-var initialisms = map[string]string{
-	"acl": "ACL", "acls": "ACLs", "api": "API", "arp": "ARP", "bfd": "BFD", "ca": "CA",
-	"cfg": "Cfg", "cfm": "CFM", "cidr": "CIDR", "ct": "CT", "dhcp": "DHCP", "dhcpv4": "DHCPv4",
-	"dhcpv6": "DHCPv6", "dns": "DNS", "dp": "DP", "dpdk": "DPDK", "dscp": "DSCP", "eth": "Eth",
-	"fdb": "FDB", "ha": "HA", "hv": "HV", "id": "ID", "ids": "IDs", "igmp": "IGMP", "ip": "IP",
-	"ip4": "IP4", "ip6": "IP6", "ipfix": "IPFIX", "ips": "IPs", "ipsec": "IPsec", "ipv4": "IPv4",
-	"ipv6": "IPv6", "lacp": "LACP", "lb": "LB", "lldp": "LLDP", "mac": "MAC", "mpid": "MPID",
-	"mpids": "MPIDs", "mtu": "MTU", "nat": "NAT", "nb": "NB", "qos": "QoS", "ra": "RA",
-	"rbac": "RBAC", "rstp": "RSTP", "rx": "Rx", "sb": "SB", "sflow": "SFlow", "ssl": "SSL",
-	"stp": "STP", "tcp": "TCP", "tx": "Tx", "udp": "UDP", "url": "URL", "uuid": "UUID",
-	"vip": "VIP", "vips": "VIPs", "vlan": "VLAN", "vlans": "VLANs", "vmac": "VMAC", "vtep": "VTEP",
+// initialisms are the words written specially (mostly in capitals) in Go
+// names, matched without regard to case.
+const initialisms = "ACL ACLs API ARP BFD CA Cfg CFM CIDR CT DHCP DHCPv4 DHCPv6 DNS DP DPDK DSCP Eth FDB HA HV ID IDs IGMP IP IP4 IP6 IPFIX IPs IPsec IPv4 IPv6 LACP LB LLDP MAC MPID MPIDs MTU NAT NB QoS RA RBAC RSTP Rx SB SFlow SSL STP TCP Tx UDP URL UUID VIP VIPs VLAN VLANs VMAC VTEP"
+
+// initialism returns how word is written in a Go name, if it is special.
+func initialism(word string) (string, bool) {
+	for _, w := range strings.Fields(initialisms) {
+		if strings.EqualFold(w, word) {
+			return w, true
+		}
+	}
+	return "", false
 }
 
 // goName turns an OVSDB name ("Logical_Switch", "external_ids") into an
@@ -29,7 +29,7 @@ var initialisms = map[string]string{
 func goName(name string) string {
 	var b strings.Builder
 	for _, word := range strings.FieldsFunc(name, func(r rune) bool { return r == '_' || r == '-' || r == '.' || r == ' ' }) {
-		if w, ok := initialisms[strings.ToLower(word)]; ok {
+		if w, ok := initialism(word); ok {
 			b.WriteString(w)
 			continue
 		}
@@ -49,7 +49,7 @@ func goName(name string) string {
 func identifier(v string) string {
 	var b strings.Builder
 	for _, word := range strings.FieldsFunc(v, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
-		if w, ok := initialisms[strings.ToLower(word)]; ok {
+		if w, ok := initialism(word); ok {
 			b.WriteString(w)
 			continue
 		}
