@@ -525,13 +525,14 @@ func (p *parser) rowValues(t *ovsdb.TableSchema) ([]colValue, error) {
 	return p.scratch, err
 }
 
-// setRow sets vals on row; with diff, non-scalar values are update2
-// differences.
+// setRow sets vals on row; with diff, values of sets and maps are update2
+// differences. Scalars and optional columns (at most one atom) carry their
+// new value, as ovsdb-server sends them.
 func setRow(t *ovsdb.TableSchema, row *ovsdb.Row, vals []colValue, diff bool) *ovsdb.Row {
 	for _, v := range vals {
 		c := t.Columns[v.index]
 		d := v.datum
-		if diff && !c.Type.IsScalar() {
+		if diff && !c.Type.IsScalar() && !c.Type.IsOptional() {
 			d = applyDiff(row.Data[v.index], d, c.Type.IsMap())
 		}
 		row.Data[v.index] = d

@@ -29,6 +29,14 @@
 // the difference to the old cache as ordinary events, so incremental
 // processors never have to start over.
 //
+// # Typed rows
+//
+// The models that ovsdb/modelgen generates from govn's schemas
+// (schema/nb, schema/sb, schema/vswitch) read rows of the cache as Go
+// structs: Get[nb.LogicalSwitch](cache, id), List[nb.LogicalSwitch](cache),
+// Load[nb.LogicalSwitch](cache, event.New); Txn.InsertModel and
+// Txn.UpdateModel write them.
+//
 // # Transactions
 //
 // [Client.Transact] sends raw operations; [Txn] builds them the way OVSDB

@@ -247,6 +247,18 @@ func testClientBasics(t *testing.T, srv testServer) {
 		t.Errorf("select returned %v", results[0].Rows)
 	}
 
+	// An optional column changed, then cleared: ovsdb-server sends the new
+	// value rather than a set difference, and the cache must hold it.
+	for _, tag := range []ovsdb.Datum{integer(9), ovsdb.Set()} {
+		txn = c.Txn()
+		txn.Update("Switch", swID, map[string]ovsdb.Datum{"tag": tag})
+		if _, err := txn.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		check("Switch", swID, "tag", tag)
+	}
+	rec.take(schema)
+
 	// A constraint violation comes back as an *OpError.
 	_, err = c.Transact(ctx, Operation{Op: "insert", Table: "Switch", Row: map[string]ovsdb.Datum{"name": str("bad"), "tag": integer(5000)}})
 	if oe, ok := err.(*OpError); !ok || oe.Err.Tag != ovsdb.ErrConstraintViolation {
