@@ -23,9 +23,10 @@ type Flow struct {
 	Used       time.Duration // time of the last hit, on the caller's clock
 	Created    time.Duration
 
-	st   *subtable
-	hash uint64
-	dead bool
+	st      *subtable
+	hash    uint64
+	dead    bool
+	recircs xlate.Recircs // held while the megaflow is installed
 }
 
 // Mask returns the megaflow's mask.
@@ -316,7 +317,8 @@ func (c *Cache) Insert(res *xlate.Result, now time.Duration) *Flow {
 	}
 	f := &Flow{Key: mk, Actions: res.Actions, Reasons: res.Reasons, Generation: res.Generation,
 		Tables: res.Tables, Groups: res.Groups,
-		Used: now, Created: now, st: st, hash: st.hash(&mk)}
+		Used: now, Created: now, st: st, hash: st.hash(&mk), recircs: res.Recircs}
+	f.recircs.Hold()
 	st.insert(f)
 	c.n++
 	c.stats.Inserted++
@@ -333,6 +335,7 @@ func (c *Cache) Remove(f *Flow) {
 
 func (c *Cache) remove(f *Flow) {
 	f.dead = true
+	f.recircs.Release()
 	st := f.st
 	st.remove(f)
 	c.n--

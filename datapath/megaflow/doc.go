@@ -18,5 +18,12 @@
 // the megaflow's mask (then every packet it matches would translate the
 // same way); otherwise it is deleted. Until Revalidate has run for a generation,
 // Lookup reports megaflows of older generations as misses, so no stale
-// megaflow is ever used. Idle megaflows are removed by Expire.
+// megaflow is ever used. Idle megaflows are removed by Expire.//
+// # Recirculation states
+//
+// A megaflow whose actions recirculate holds the translator's frozen states
+// they name (xlate.Recircs) from Insert until it is deleted (by Remove,
+// Revalidate, Expire or Flush, or replaced by Insert), so the translator can
+// free states no megaflow refers to. A cache dropped without Flush keeps its
+// states alive: flush a cache you discard.
 package megaflow

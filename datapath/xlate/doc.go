@@ -34,4 +34,13 @@
 // the SelectHash method works the same way: hash(l4) and recirc, then the
 // bucket is chosen from dp_hash's low bits after recirculation. Frozen
 // states are deduplicated, so equal states share an id.
+//
+// Frozen states are reference counted by the megaflows that recirculate
+// into them: Result.Recircs names them, and the megaflow cache holds them
+// from Insert until it deletes the megaflow. A state that nothing holds is
+// freed once unused (not frozen, resumed or released) for a grace period
+// (DefaultRecircGrace), which covers a result waiting to be installed and
+// packets already recirculated towards it. The check runs when a new state
+// is allocated, at most once a grace period. Ids are not reused until the
+// 32-bit space wraps, so a megaflow matching a freed id simply idles out.
 package xlate

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/govn/govn/datapath/classifier"
 	"github.com/govn/govn/datapath/flow"
@@ -25,9 +26,14 @@ const hashSlotBits = 6
 type Translator struct {
 	tables *classifier.Tables
 
-	mu     sync.Mutex
-	frozen map[frozenState]uint32
-	byID   []frozenState // byID[id-1]
+	now   func() time.Time
+	grace time.Duration
+
+	mu        sync.Mutex
+	frozen    map[frozenState]*recircState
+	byID      map[uint32]*recircState
+	nextID    uint32
+	lastSweep time.Time
 }
 
 // frozenState is what a recirculation resumes from.
@@ -46,8 +52,14 @@ const (
 )
 
 // New returns a translator over tables.
-func New(tables *classifier.Tables) *Translator {
-	return &Translator{tables: tables, frozen: map[frozenState]uint32{}}
+func New(tables *classifier.Tables, opts ...Option) *Translator {
+	t := &Translator{tables: tables, now: time.Now, grace: DefaultRecircGrace,
+		frozen: map[frozenState]*recircState{}, byID: map[uint32]*recircState{}}
+	for _, o := range opts {
+		o(t)
+	}
+	t.lastSweep = t.now()
+	return t
 }
 
 // Options tune one translation.
@@ -105,8 +117,11 @@ type Result struct {
 	Generation uint64 // the tables' generation the translation saw
 	// Tables are the tables the translation looked up, and Groups whether
 	// it used a group: a later change elsewhere leaves it valid.
-	Tables  flow.TableSet
-	Groups  bool
+	Tables flow.TableSet
+	Groups bool
+	// Recircs are the recirculation states Actions refer to; a cache
+	// holds them while it keeps the actions.
+	Recircs Recircs
 	Reasons []Reason
 	Trace   []Step
 	Err     error // set if the packet was dropped for exceeding a limit or a missing recirculation
@@ -206,6 +221,7 @@ func (t *Translator) Translate(k *flow.Key, opts Options) Result {
 	if c.err != nil {
 		res.Err = c.err
 		res.Actions = nil
+		res.Recircs = Recircs{}
 	} else {
 		res.Actions = c.acts
 	}
@@ -221,35 +237,6 @@ func invert(m *flow.Mask) *flow.Mask {
 		r.W[i] = ^w
 	}
 	return &r
-}
-
-func (t *Translator) state(id uint32) (frozenState, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if id == 0 || int(id) > len(t.byID) {
-		return frozenState{}, false
-	}
-	return t.byID[id-1], true
-}
-
-// freeze returns the recirc_id of a state, allocating one if it is new.
-func (t *Translator) freeze(fs frozenState) uint32 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if id, ok := t.frozen[fs]; ok {
-		return id
-	}
-	t.byID = append(t.byID, fs)
-	id := uint32(len(t.byID))
-	t.frozen[fs] = id
-	return id
-}
-
-// RecircStates returns how many frozen states have been allocated.
-func (t *Translator) RecircStates() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.byID)
 }
 
 func (c *ctx) step(s Step) {
@@ -468,6 +455,7 @@ func (c *ctx) ct(a flow.CT) {
 	fs := frozenState{Table: a.Table}
 	copy(fs.Words[:], c.k.W[firstPipelineWord:firstPipelineWord+pipelineWords])
 	id := c.t.freeze(fs)
+	c.recircs(id)
 	c.acts = append(c.acts, flow.DPRecirc{ID: id})
 	c.step(Step{Table: c.table, Note: fmt.Sprintf("%s; recirc(0x%x) resumes in table %d", dp, id, a.Table)})
 }
@@ -555,6 +543,7 @@ func (c *ctx) group(id uint32) {
 		fs := frozenState{HasGroup: true, Group: id}
 		copy(fs.Words[:], c.k.W[firstPipelineWord:firstPipelineWord+pipelineWords])
 		rid := c.t.freeze(fs)
+		c.recircs(rid)
 		c.acts = append(c.acts, flow.DPHashL4{Basis: id}, flow.DPRecirc{ID: rid})
 		c.step(Step{Table: c.table, Note: fmt.Sprintf("group:%d: hash(l4), recirc(0x%x)", id, rid)})
 		c.exit = true
