@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,12 +98,16 @@ type Result struct {
 // Report is the outcome of a run: Results[0] is the subject, Results[1]
 // the baseline it is compared with.
 type Report struct {
-	Clients  int       `json:"clients"`
-	Monitors int       `json:"monitors"`
-	Commits  int       `json:"commits"`
-	BigRows  int       `json:"big_rows"`
-	Durable  bool      `json:"durable_inserts"`
-	Results  [2]Result `json:"-"`
+	Clients  int  `json:"clients"`
+	Monitors int  `json:"monitors"`
+	Commits  int  `json:"commits"`
+	BigRows  int  `json:"big_rows"`
+	Durable  bool `json:"durable_inserts"`
+	// CPUs and LoadAverage describe the machine when the run started:
+	// figures from a busy machine vary more.
+	CPUs        int       `json:"cpus"`
+	LoadAverage float64   `json:"load_average"`
+	Results     [2]Result `json:"-"`
 }
 
 // Run starts both targets and measures them alternately. It stops both
@@ -137,7 +143,8 @@ func Run(ctx context.Context, subject, baseline Target, cfg Config) (*Report, er
 		defer s.stop()
 		servers[i] = s
 	}
-	r := &Report{Clients: cfg.Clients, Monitors: cfg.Monitors, Commits: cfg.Commits, BigRows: cfg.BigRows, Durable: cfg.Durable}
+	r := &Report{Clients: cfg.Clients, Monitors: cfg.Monitors, Commits: cfg.Commits, BigRows: cfg.BigRows, Durable: cfg.Durable,
+		CPUs: runtime.NumCPU(), LoadAverage: loadAverage()}
 	for i, s := range servers {
 		r.Results[i].Server = s.target.Name
 	}
@@ -222,6 +229,17 @@ func Run(ctx context.Context, subject, baseline Target, cfg Config) (*Report, er
 		res.PeakRSSMiB, res.RSSMiB = float64(peak)/(1<<20), float64(cur)/(1<<20)
 	}
 	return r, nil
+}
+
+// loadAverage returns the 1-minute load average (0 if unknown).
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f, _, _ := strings.Cut(string(b), " ")
+	v, _ := strconv.ParseFloat(f, 64)
+	return v
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

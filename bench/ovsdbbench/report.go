@@ -55,6 +55,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		out += fmt.Sprintf("%-*s%*s%*s%8.2fx  %s\n", width, m.label, col, format(m.value(s)), col, format(m.value(b)), ratio(m.value(s), m.value(b)), better)
 	}
+	if r.CPUs > 0 {
+		out += fmt.Sprintf("(ratio = %s / %s; %d CPUs, load average %.2f at the start)\n", s.Server, b.Server, r.CPUs, r.LoadAverage)
+	}
 	_, err := io.WriteString(w, out)
 	return err
 }

@@ -8,7 +8,7 @@ import (
 )
 
 func sampleReport() *Report {
-	return &Report{Clients: 16, Monitors: 200, Commits: 50, BigRows: 100000, Results: [2]Result{
+	return &Report{Clients: 16, Monitors: 200, Commits: 50, BigRows: 100000, CPUs: 2, LoadAverage: 1.5, Results: [2]Result{
 		{Server: "govn", InsertTPS1: 20000, InsertTPSN: 60000, FanoutP50Ms: 2, FanoutP99Ms: 4, InitialMonitorMs: 150, PeakRSSMiB: 80, RSSMiB: 70},
 		{Server: "ovsdb-server", InsertTPS1: 10000, InsertTPSN: 12000, FanoutP50Ms: 8, FanoutP99Ms: 10, InitialMonitorMs: 600, PeakRSSMiB: 100, RSSMiB: 100},
 	}}
@@ -27,6 +27,7 @@ fan-out to 200 monitors, p99 ms             4.00          10.0    0.40x  lower
 initial monitor of 100000 rows, ms           150           600    0.25x  lower
 peak RSS, MiB                               80.0           100    0.80x  lower
 RSS at end, MiB                             70.0           100    0.70x  lower
+(ratio = govn / ovsdb-server; 2 CPUs, load average 1.50 at the start)
 `
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
