@@ -86,10 +86,94 @@ type Cache struct {
 	// replaced whenever it grows.
 	generation uint64
 	changed    chan struct{}
+	// indexes maps table and column to the rows holding each value.
+	indexes map[string]map[string]map[string]map[ovsdb.UUID]*ovsdb.Row
 }
 
-func newCache() *Cache {
-	return &Cache{tables: map[string]map[ovsdb.UUID]*ovsdb.Row{}, changed: make(chan struct{})}
+// newCache returns an empty cache keeping indexes on the given columns
+// (table -> columns).
+func newCache(indexes map[string][]string) *Cache {
+	c := &Cache{tables: map[string]map[ovsdb.UUID]*ovsdb.Row{}, changed: make(chan struct{}),
+		indexes: map[string]map[string]map[string]map[ovsdb.UUID]*ovsdb.Row{}}
+	for table, cols := range indexes {
+		c.indexes[table] = map[string]map[string]map[ovsdb.UUID]*ovsdb.Row{}
+		for _, col := range cols {
+			c.indexes[table][col] = map[string]map[ovsdb.UUID]*ovsdb.Row{}
+		}
+	}
+	return c
+}
+
+// datumKey is a map key that is equal for equal data.
+func datumKey(d ovsdb.Datum) string {
+	b := make([]byte, 0, 64)
+	for _, a := range d.Keys {
+		b = a.AppendJSON(b)
+		b = append(b, ',')
+	}
+	if d.Values != nil {
+		b = append(b, '|')
+		for _, a := range d.Values {
+			b = a.AppendJSON(b)
+			b = append(b, ',')
+		}
+	}
+	return string(b)
+}
+
+// Lookup returns the rows of table whose column equals value, sorted by
+// UUID: through an index when Options.Indexes declares one, else by
+// scanning the table.
+func (c *Cache) Lookup(table, column string, value ovsdb.Datum) []*ovsdb.Row {
+	c.mu.RLock()
+	var rows []*ovsdb.Row
+	if idx, ok := c.indexes[table][column]; ok {
+		for _, r := range idx[datumKey(value)] {
+			rows = append(rows, r)
+		}
+	} else if c.schema != nil && c.schema.Tables[table] != nil {
+		if col := c.schema.Tables[table].Column(column); col != nil {
+			for _, r := range c.tables[table] {
+				if r.Get(col).Equal(value) {
+					rows = append(rows, r)
+				}
+			}
+		}
+	}
+	c.mu.RUnlock()
+	slices.SortFunc(rows, func(a, b *ovsdb.Row) int { return a.UUID.Compare(b.UUID) })
+	return rows
+}
+
+// reindex moves row r of table between index entries: out of old's
+// values (if old is not nil) and into new's (if new is not nil). c.mu is
+// held for writing.
+func (c *Cache) reindex(table string, old, new *ovsdb.Row) {
+	idxs := c.indexes[table]
+	if len(idxs) == 0 || c.schema == nil || c.schema.Tables[table] == nil {
+		return
+	}
+	t := c.schema.Tables[table]
+	for name, idx := range idxs {
+		col := t.Column(name)
+		if col == nil {
+			continue
+		}
+		if old != nil {
+			k := datumKey(old.Get(col))
+			delete(idx[k], old.UUID)
+			if len(idx[k]) == 0 {
+				delete(idx, k)
+			}
+		}
+		if new != nil {
+			k := datumKey(new.Get(col))
+			if idx[k] == nil {
+				idx[k] = map[ovsdb.UUID]*ovsdb.Row{}
+			}
+			idx[k][new.UUID] = new
+		}
+	}
 }
 
 // Schema returns the schema the server reported (nil before the first
@@ -157,10 +241,24 @@ func (c *Cache) Get(table string, id ovsdb.UUID, col string) (ovsdb.Datum, bool)
 }
 
 // apply installs the rows of cs (already computed against the current
-// contents) and bumps the generation. Resync change sets carry the complete
-// new contents in replace.
-func (c *Cache) apply(cs *ChangeSet) {
+// contents) and bumps the generation. With a schema, it first switches
+// the cache to it: the events of such a change set then delete every row of
+// a different old schema and insert the new ones.
+func (c *Cache) apply(cs *ChangeSet, schema *ovsdb.Schema) {
 	c.mu.Lock()
+	if schema != nil && schema != c.schema {
+		if c.schema != nil && string(c.schema.JSON()) != string(schema.JSON()) {
+			// Old rows do not fit the new schema's columns: start the
+			// indexes afresh and never read old rows through it.
+			for _, cols := range c.indexes {
+				for col := range cols {
+					cols[col] = map[string]map[ovsdb.UUID]*ovsdb.Row{}
+				}
+			}
+			c.tables = map[string]map[ovsdb.UUID]*ovsdb.Row{}
+		}
+		c.schema = schema
+	}
 	for _, e := range cs.Events {
 		t := c.tables[e.Table]
 		if t == nil {
@@ -168,8 +266,10 @@ func (c *Cache) apply(cs *ChangeSet) {
 			c.tables[e.Table] = t
 		}
 		if e.New == nil {
+			c.reindex(e.Table, t[e.Old.UUID], nil)
 			delete(t, e.Old.UUID)
 		} else {
+			c.reindex(e.Table, t[e.New.UUID], e.New)
 			t[e.New.UUID] = e.New
 		}
 	}
@@ -187,10 +287,3 @@ func (c *Cache) snapshotTable(table string) map[ovsdb.UUID]*ovsdb.Row {
 	return c.tables[table]
 }
 
-// setSchema switches the cache to schema s. If the schema differs from the
-// one in use, the cache must be rebuilt: the caller resyncs.
-func (c *Cache) setSchema(s *ovsdb.Schema) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.schema = s
-}

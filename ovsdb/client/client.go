@@ -29,6 +29,10 @@ type Options struct {
 	// all). A nil map monitors every table of the server's schema; an
 	// empty non-nil map monitors nothing.
 	Tables map[string][]string
+	// Indexes names, per table, the columns Cache.Lookup finds rows by
+	// through an index kept up to date with every change (other columns
+	// are scanned).
+	Indexes map[string][]string
 	// Conditions are the initial monitor conditions per table (a table
 	// without an entry is monitored whole). SetConditions changes them.
 	Conditions map[string][]Condition
@@ -123,7 +127,7 @@ func New(opts Options) (*Client, error) {
 	c := &Client{
 		opts:  opts,
 		log:   log.With("db", opts.Database),
-		cache: newCache(),
+		cache: newCache(opts.Indexes),
 		up:    make(chan struct{}),
 		conds: map[string][]Condition{},
 		locks: map[string]bool{},
@@ -429,7 +433,6 @@ func (c *Client) startSession(ctx context.Context, s *session) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", method, err)
 		}
-		c.cache.setSchema(schema)
 		if err := c.applyInitial(s, raw, since, schemaChanged); err != nil {
 			return fmt.Errorf("%s reply: %w", method, err)
 		}
@@ -494,7 +497,7 @@ func (c *Client) applyInitial(s *session, raw json.RawMessage, since string, sch
 	if txnID != "" && txnID != zeroTxnID {
 		cs.TxnID = txnID
 	}
-	c.publish(s, &cs)
+	c.publish(s, &cs, s.schema)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -521,8 +524,8 @@ func (c *Client) cacheTables(s *session) []string {
 
 // publish applies a change set to the cache, remembers its transaction id
 // and reports it.
-func (c *Client) publish(s *session, cs *ChangeSet) {
-	c.cache.apply(cs)
+func (c *Client) publish(s *session, cs *ChangeSet, schema *ovsdb.Schema) {
+	c.cache.apply(cs, schema)
 	c.mu.Lock()
 	if cs.TxnID != "" {
 		c.lastTxnID = cs.TxnID
@@ -592,7 +595,7 @@ func (c *Client) applyUpdate(s *session, m *jsonrpc.Message) {
 	if method == methodCondSince {
 		cs.TxnID, _ = jsonString(params[1])
 	}
-	c.publish(s, &cs)
+	c.publish(s, &cs, nil)
 }
 
 func (c *Client) dropSession(s *session, err error) {

@@ -403,7 +403,7 @@ func TestReconnectResyncs(t *testing.T) {
 
 func testReconnectResyncs(t *testing.T, srv testServer) {
 	var rec recorder
-	c := connect(t, srv.Socket(), Options{OnChange: rec.record})
+	c := connect(t, srv.Socket(), Options{OnChange: rec.record, Indexes: map[string][]string{"Switch": {"name"}}})
 	ctx := t.Context()
 	schema := c.Cache().Schema()
 	txn := c.Txn()
@@ -442,6 +442,10 @@ func testReconnectResyncs(t *testing.T, srv testServer) {
 		if !want[g] {
 			t.Errorf("unexpected event %q", g)
 		}
+	}
+	// The index followed the resync.
+	if len(c.Cache().Lookup("Switch", "name", str("gone"))) != 0 || len(c.Cache().Lookup("Switch", "name", str("new"))) != 1 {
+		t.Error("index not updated by the resync")
 	}
 	// An unchanged row keeps its identity: nothing was reported for it.
 	if c.Cache().Row("Switch", res.UUID(keep)) != keepRow {
@@ -839,4 +843,57 @@ func TestInactivityProbe(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLookup finds rows by column value through an index and by scanning,
+// as rows are inserted, changed and deleted.
+func TestLookup(t *testing.T) {
+	eachServer(t, testSchema, testLookup)
+}
+
+func testLookup(t *testing.T, srv testServer) {
+	ctx := t.Context()
+	c := connect(t, srv.Socket(), Options{Indexes: map[string][]string{"Switch": {"name", "external_ids"}}})
+	names := func(table, column string, value ovsdb.Datum) string {
+		var out []string
+		for _, r := range c.Cache().Lookup(table, column, value) {
+			out = append(out, r.Get(c.Cache().Schema().Tables[table].Column("name")).Keys[0].Str())
+		}
+		slices.Sort(out)
+		return strings.Join(out, ",")
+	}
+	owner := func(o string) ovsdb.Datum { return ovsdb.Map(strs("owner"), strs(o)) }
+	txn := c.Txn()
+	a := txn.Insert("Switch", map[string]ovsdb.Datum{"name": str("a"), "counter": integer(1), "external_ids": owner("x")})
+	txn.Insert("Switch", map[string]ovsdb.Datum{"name": str("b"), "counter": integer(1), "external_ids": owner("x")})
+	res, err := txn.Commit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(column string, value ovsdb.Datum, want string) {
+		t.Helper()
+		if got := names("Switch", column, value); got != want {
+			t.Errorf("Lookup(%s == %v) = %q, want %q", column, value, got, want)
+		}
+	}
+	check("name", str("a"), "a")
+	check("external_ids", owner("x"), "a,b")
+	check("counter", integer(1), "a,b") // not indexed: scanned
+	txn = c.Txn()
+	txn.Update("Switch", res.UUID(a), map[string]ovsdb.Datum{"name": str("c"), "external_ids": owner("y")})
+	if _, err := txn.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("name", str("a"), "")
+	check("name", str("c"), "c")
+	check("external_ids", owner("x"), "b")
+	check("external_ids", owner("y"), "c")
+	txn = c.Txn()
+	txn.Delete("Switch", res.UUID(a))
+	if _, err := txn.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("name", str("c"), "")
+	check("external_ids", owner("y"), "")
+	check("name", str("b"), "b")
 }
