@@ -6,6 +6,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,5 +142,55 @@ func TestTCPAndEndpointRotation(t *testing.T) {
 	}
 	if c.Cache().Len("Switch") != 1 {
 		t.Error("insert over TCP not in the cache")
+	}
+}
+
+// TestSchemaChange reconnects to a server whose schema has changed (a new
+// column): the client drops the old rows, loads the new ones under the new
+// schema and reports both.
+func TestSchemaChange(t *testing.T) {
+	srv := startGovnServer(t, testSchema)
+	var rec recorder
+	c := connect(t, srv.Socket(), Options{OnChange: rec.record, Indexes: map[string][]string{"Switch": {"name"}}})
+	ctx := t.Context()
+	if _, err := c.Transact(ctx, Operation{Op: "insert", Table: "Switch", Row: map[string]ovsdb.Datum{"name": str("old")}}); err != nil {
+		t.Fatal(err)
+	}
+	rec.take(c.Cache().Schema())
+
+	// Restart on a new database file whose Switch has one more column.
+	srv.Stop()
+	newSchema := strings.Replace(testSchema, `"counter": {"type": "integer"}`, `"counter": {"type": "integer"}, "extra": {"type": "string"}`, 1)
+	srv.db = filepath.Join(t.TempDir(), "new.db")
+	if err := server.CreateFile(srv.db, []byte(newSchema)); err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	other := connect(t, srv.Socket(), Options{})
+	if _, err := other.Transact(ctx, Operation{Op: "insert", Table: "Switch", Row: map[string]ovsdb.Datum{"name": str("new"), "extra": str("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return len(c.Cache().Lookup("Switch", "name", str("new"))) == 1 })
+	s := c.Cache().Schema()
+	if s.Tables["Switch"].Column("extra") == nil {
+		t.Fatal("cache kept the old schema")
+	}
+	if len(c.Cache().Lookup("Switch", "name", str("old"))) != 0 || c.Cache().Len("Switch") != 1 {
+		t.Errorf("old rows remain: %d rows", c.Cache().Len("Switch"))
+	}
+	rows := c.Cache().Rows("Switch")
+	if got, _ := c.Cache().Get("Switch", rows[0].UUID, "extra"); !got.Equal(str("x")) {
+		t.Errorf("extra = %v", got)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var kinds []string
+	for _, cs := range rec.sets {
+		for _, e := range cs.Events {
+			kinds = append(kinds, e.Kind.String())
+		}
+	}
+	if !slices.Contains(kinds, "delete") || !slices.Contains(kinds, "insert") {
+		t.Errorf("events after the schema change: %v", kinds)
 	}
 }
