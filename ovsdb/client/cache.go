@@ -286,4 +286,3 @@ func (c *Cache) snapshotTable(table string) map[ovsdb.UUID]*ovsdb.Row {
 	defer c.mu.RUnlock()
 	return c.tables[table]
 }
-
