@@ -69,13 +69,15 @@ func (t *Tracker) processBatch(b *batch, pkts [][]byte, l3offs []int, p *Params,
 // tags and the atomic expiry). The caller holds z.mu for reading.
 func (z *zone) touch(b *batch, n int) uint32 {
 	ix := &z.index
-	if len(ix.buckets) == 0 {
+	if len(ix.dir) == 0 {
 		return 0
 	}
 	var sum uint32
 	for i := range n {
 		if b.lookup[i] {
-			sum += ix.buckets[tagOf(b.hash[i])&ix.mask].over
+			tag := tagOf(b.hash[i])
+			sg := ix.segment(tag)
+			sum += sg.buckets[tag&sg.mask].over
 		}
 	}
 	for i := range n {
@@ -83,7 +85,8 @@ func (z *zone) touch(b *batch, n int) uint32 {
 			continue
 		}
 		tag := tagOf(b.hash[i])
-		bk := &ix.buckets[tag&ix.mask]
+		sg := ix.segment(tag)
+		bk := &sg.buckets[tag&sg.mask]
 		for s := range bucketSlots {
 			if bk.tags[s] != tag || bk.refs[s] == 0 {
 				continue

@@ -85,26 +85,27 @@ type zone struct {
 
 func newZone(id uint16, now int64, dues *dueIndex) *zone {
 	z := &zone{id: id, dues: dues}
-	z.index.init(1)
+	z.index.init()
 	z.wheel.init(now)
 	return z
 }
 
 func (z *zone) at(idx uint32) *conn { return &z.chunks[idx>>chunkBits][idx&(chunkSize-1)] }
 
-// tagOf is the part of a tuple hash the index keeps: its low bits choose
-// the home bucket and all 32 bits filter candidates before an entry is read.
+// tagOf is the part of a tuple hash the index keeps: its high bits choose
+// the segment, its low bits the home bucket, and all 32 bits filter
+// candidates before an entry is read.
 func tagOf(h uint64) uint32 { return uint32(h) ^ uint32(h>>32) }
 
 // lookup finds k; the caller holds z.mu.
 func (z *zone) lookup(k *key, h uint64) (uint32, int, bool) {
 	tag := tagOf(h)
-	ix := &z.index
-	if len(ix.buckets) == 0 {
+	if len(z.index.dir) == 0 {
 		return 0, 0, false
 	}
-	for i, n := tag&ix.mask, 0; n < len(ix.buckets); i, n = (i+1)&ix.mask, n+1 {
-		b := &ix.buckets[i]
+	sg := z.index.segment(tag)
+	for i, n := tag&sg.mask, 0; n < len(sg.buckets); i, n = (i+1)&sg.mask, n+1 {
+		b := &sg.buckets[i]
 		for s := range bucketSlots {
 			if b.tags[s] == tag && b.refs[s] != 0 {
 				r := ref(b.refs[s])
@@ -146,9 +147,6 @@ func (z *zone) alloc(pool *chunkPool) uint32 {
 // z.mu for writing.
 func (z *zone) link(idx uint32, hashes [2]uint64) {
 	c := z.at(idx)
-	if z.index.used+2 > len(z.index.buckets)*maxLoad {
-		z.index.grow()
-	}
 	for d := range 2 {
 		c.tags[d] = tagOf(hashes[d])
 		z.index.insert(c.tags[d], mkref(idx, d))
@@ -206,84 +204,3 @@ func (p *chunkPool) put(c []conn) bool {
 }
 
 func hashKey(seed maphash.Seed, k *key) uint64 { return maphash.Comparable(seed, *k) }
-
-// A zone's index maps tuple hashes to entries. It is open addressing over
-// buckets of one cache line: seven (tag, ref) slots and an overflow count.
-// A key lives in its home bucket (tag & mask) or, when that is full, in one
-// of the buckets after it; each bucket counts the keys that passed it for
-// lack of room, so a search stops at the first bucket whose count is zero.
-// A hit thus reads one bucket line and one entry, a miss usually one line
-// and no entry (the 32-bit tags filter out other keys); the array holds no
-// pointers. Growing doubles the buckets and rehashes from the tags alone,
-// without reading entries.
-const (
-	bucketSlots = 7
-	maxLoad     = 4 // average used slots per bucket before growing (57%)
-)
-
-type bucket struct {
-	tags [bucketSlots]uint32
-	over uint32 // keys homed at or before this bucket that live after it
-	refs [bucketSlots]uint32
-	_    uint32
-}
-
-type index struct {
-	buckets []bucket // a power of two of them
-	mask    uint32
-	used    int
-}
-
-func (ix *index) init(n int) {
-	ix.buckets = make([]bucket, n)
-	ix.mask = uint32(n - 1)
-	ix.used = 0
-}
-
-// insert files r under tag; the table must have a free slot.
-func (ix *index) insert(tag uint32, r ref) {
-	for i := tag & ix.mask; ; i = (i + 1) & ix.mask {
-		b := &ix.buckets[i]
-		for s := range bucketSlots {
-			if b.refs[s] == 0 {
-				b.tags[s], b.refs[s] = tag, uint32(r)
-				ix.used++
-				return
-			}
-		}
-		b.over++
-	}
-}
-
-// remove deletes r, filed under tag, and takes it off the overflow counts
-// of the buckets it passed.
-func (ix *index) remove(tag uint32, r ref) {
-	home := tag & ix.mask
-	for i, n := home, 0; n < len(ix.buckets); i, n = (i+1)&ix.mask, n+1 {
-		b := &ix.buckets[i]
-		for s := range bucketSlots {
-			if b.refs[s] == uint32(r) {
-				b.tags[s], b.refs[s] = 0, 0
-				ix.used--
-				for j := home; j != i; j = (j + 1) & ix.mask {
-					ix.buckets[j].over--
-				}
-				return
-			}
-		}
-	}
-}
-
-// grow doubles the buckets.
-func (ix *index) grow() {
-	old := ix.buckets
-	ix.init(2 * len(old))
-	for i := range old {
-		b := &old[i]
-		for s := range bucketSlots {
-			if b.refs[s] != 0 {
-				ix.insert(b.tags[s], ref(b.refs[s]))
-			}
-		}
-	}
-}
