@@ -191,13 +191,13 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 // ServeConn starts a session on rwc and returns at once; the session ends
 // when the peer hangs up, misbehaves, or ctx ends.
 func (s *Server) ServeConn(ctx context.Context, rwc io.ReadWriteCloser) {
-	sess := &session{srv: s, ready: make(chan struct{}), lastRecv: time.Now(), monitors: map[string]*monitor{}, locks: map[string]bool{}, pending: map[string]*blockedTxn{}}
-	sess.conn = jsonrpc.NewConn(ctx, rwc, jsonrpc.Options{
+	sess := &session{srv: s, lastRecv: time.Now(), monitors: map[string]*monitor{}, locks: map[string]bool{}, pending: map[string]*blockedTxn{}}
+	// The session must hold its Conn before the first request arrives.
+	sess.conn = jsonrpc.New(ctx, rwc, jsonrpc.Options{
 		Handler:        sess.handle,
 		MaxMessageSize: s.opts.MaxMessageSize,
 		Logger:         s.log,
 	})
-	close(sess.ready)
 	s.sessMu.Lock()
 	s.sessions[sess] = struct{}{}
 	s.sessMu.Unlock()
@@ -208,6 +208,7 @@ func (s *Server) ServeConn(ctx context.Context, rwc io.ReadWriteCloser) {
 		delete(s.sessions, sess)
 		s.sessMu.Unlock()
 	}()
+	sess.conn.Start()
 	if s.opts.ProbeInterval > 0 {
 		go sess.probe(s.opts.ProbeInterval)
 	}

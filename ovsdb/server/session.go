@@ -16,9 +16,6 @@ import (
 type session struct {
 	srv  *Server
 	conn *jsonrpc.Conn
-	// ready is closed once conn is set; the reader goroutine may deliver
-	// a request before NewConn has returned.
-	ready chan struct{}
 
 	mu       sync.Mutex
 	monitors map[string]*monitor // by the monitor's <json-value>, as raw text
@@ -38,7 +35,6 @@ func (s *session) replyError(id json.RawMessage, e json.RawMessage) {
 // handle serves one request or notification; it runs on the connection's
 // reader goroutine.
 func (s *session) handle(ctx context.Context, c *jsonrpc.Conn, m *jsonrpc.Message) {
-	<-s.ready
 	s.mu.Lock()
 	s.lastRecv = time.Now()
 	s.mu.Unlock()
