@@ -66,8 +66,9 @@
 //
 //   - An entry is three cache lines, laid out so that a UDP hit reads lines
 //     0 and 1 only. The index is open addressing over one-line buckets of
-//     seven (32-bit tag, entry) slots: a hit costs one bucket line and the
-//     entry, and a tag mismatch never reads an entry. With tables larger
+//     seven (32-bit tag, entry) slots, in segments that split as the zone
+//     grows (so growing never rehashes a whole zone): a hit costs one
+//     bucket line and the entry, and a tag mismatch never reads an entry. With tables larger
 //     than the caches those are two misses per packet, one after the
 //     other; ProcessBatch first reads every packet's bucket, then every
 //     candidate entry, so that the CPU overlaps the misses of up to

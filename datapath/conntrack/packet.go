@@ -49,7 +49,7 @@ func keyAddr(a [16]byte, v6 bool) netip.Addr {
 	if v6 {
 		return netip.AddrFrom16(a)
 	}
-	return netip.AddrFrom16(a).Unmap()
+	return netip.AddrFrom4([4]byte(a[12:16])) // keys hold IPv4 as IPv4-mapped
 }
 
 // In a key, ICMP's identifier is the source "port" and type<<8|code the
