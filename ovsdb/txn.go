@@ -706,8 +706,11 @@ func (t *txn) wait(b []byte, op map[string]any) ([]byte, error) {
 	if err != nil {
 		return b, err
 	}
-	if cols == nil {
-		cols = ts.Columns
+	// Without "columns", ovsdb-server compares whole rows, _uuid and
+	// _version included, which rows given in the request cannot match.
+	whole := cols == nil
+	if whole {
+		cols = allColumns(ts)
 	}
 	until, _ := op["until"].(string)
 	if until != "==" && until != "!=" {
@@ -750,11 +753,11 @@ func (t *txn) wait(b []byte, op map[string]any) ([]byte, error) {
 				return b, Errorf(ErrSyntax, "wait row has column %q that is not in \"columns\"", name)
 			}
 		}
-		want = append(want, string(projection(r, ts, cols)))
+		want = append(want, string(projection(r, cols, whole)))
 	}
 	var got []string
 	if err := t.forEach(ts, conds, func(r *Row) error {
-		got = append(got, string(projection(r, ts, cols)))
+		got = append(got, string(projection(r, cols, whole)))
 		return nil
 	}); err != nil {
 		return b, err
@@ -773,10 +776,12 @@ func (t *txn) wait(b []byte, op map[string]any) ([]byte, error) {
 	return b, nil
 }
 
-func projection(r *Row, ts *TableSchema, cols []*ColumnSchema) []byte {
+// projection encodes the columns of r that a "wait" compares; _uuid and
+// _version count only when withIDs is set.
+func projection(r *Row, cols []*ColumnSchema, withIDs bool) []byte {
 	var b []byte
 	for _, c := range cols {
-		if c.Index < 0 {
+		if c.Index < 0 && !withIDs {
 			continue
 		}
 		b = r.Get(c).AppendJSON(b, &c.Type)

@@ -333,3 +333,21 @@ func TestReadOnly(t *testing.T) {
 		t.Errorf("select in a read-only database: %v", reply)
 	}
 }
+
+// TestWaitWithoutColumns follows ovsdb-server: without "columns" whole
+// rows are compared, so only an empty "rows" can match.
+func TestWaitWithoutColumns(t *testing.T) {
+	db := newTestDB(t)
+	empty := `[{"op":"wait","table":"Root","where":[],"until":"==","rows":[],"timeout":0}]`
+	if reply, _ := run(t, db, empty, TxnOptions{}); errorTag(reply) != "" {
+		t.Fatalf("empty table: %v", reply)
+	}
+	run(t, db, `[{"op":"insert","table":"Root","row":{"name":"a"}}]`, TxnOptions{})
+	if reply, _ := run(t, db, empty, TxnOptions{}); errorTag(reply) != ErrTimedOut {
+		t.Fatalf("non-empty table: %v", reply)
+	}
+	same := `[{"op":"wait","table":"Root","where":[],"until":"==","rows":[{"name":"a"}],"timeout":0}]`
+	if reply, _ := run(t, db, same, TxnOptions{}); errorTag(reply) != ErrTimedOut {
+		t.Fatalf("rows without _uuid cannot match whole rows: %v", reply)
+	}
+}
