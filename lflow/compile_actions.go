@@ -89,22 +89,6 @@ func (ac *actionCompiler) assign(out []flow.Action, a *AssignAction) ([]flow.Act
 	return append(out, flow.Load{Dst: dst, Value: toFlow(a.Value.Value)}), nil
 }
 
-// exchange swaps two fields. The datapath has no stack, so the swap goes
-// through metadata (64 bits at a time), whose value, the logical datapath
-// key, is a constant here and is reloaded afterwards.
-func (ac *actionCompiler) exchange(out []flow.Action, a, b flow.FieldRange) []flow.Action {
-	meta, _ := flow.FieldByName(DPLogicalDatapath)
-	w := a.Width()
-	for ofs := uint(0); ofs < w; ofs += 64 {
-		n := min(64, w-ofs)
-		pa := flow.FieldRange{Field: a.Field, Ofs: a.Ofs + ofs, Bits: n}
-		pb := flow.FieldRange{Field: b.Field, Ofs: b.Ofs + ofs, Bits: n}
-		tmp := flow.FieldRange{Field: meta, Ofs: 0, Bits: n}
-		out = append(out, flow.Move{Src: pa, Dst: tmp}, flow.Move{Src: pb, Dst: pa}, flow.Move{Src: tmp, Dst: pb})
-	}
-	return append(out, flow.Load{Dst: flow.Whole(meta), Value: flow.U128{Lo: uint64(ac.ctx.Datapath)}})
-}
-
 // portZone is the zone of plain connection tracking: the logical port's
 // zone on a switch, the DNAT zone on a router (as OVN does).
 func (ac *actionCompiler) portZone() flow.FieldRange {
@@ -140,7 +124,7 @@ func (ac *actionCompiler) action(out []flow.Action, a Action) ([]flow.Action, er
 		if a.A.Sym.OVNField || a.B.Sym.OVNField {
 			return nil, fmt.Errorf("OVN fields cannot be exchanged")
 		}
-		return ac.exchange(out, ac.c.rangeOf(a.A), ac.c.rangeOf(a.B)), nil
+		return exchange(out, ac.c.rangeOf(a.A), ac.c.rangeOf(a.B)), nil
 	case *DecTTLAction:
 		return append(out, flow.DecTTL{}), nil
 	case *NestedAction:
@@ -240,6 +224,8 @@ func (ac *actionCompiler) call(out []flow.Action, a *CallAction) ([]flow.Action,
 		return ac.lookup(out, a, a.Result)
 	case "select":
 		return ac.selectGroup(out, a, next)
+	case "push", "pop":
+		return ac.stackAction(out, a)
 	}
 	return nil, &UnsupportedError{Action: a.Name}
 }
@@ -248,8 +234,8 @@ func (ac *actionCompiler) call(out []flow.Action, a *CallAction) ([]flow.Action,
 // the arguments are moved into the registers the table matches (OVN
 // passes them in outport/inport, reg0 or xxreg0, and eth.src), the table
 // sets its flags bit on a hit, and the bit is copied into the result.
-// Unlike OVN, argument registers are not saved and restored around the
-// lookup.
+// As in OVN, a register that receives an argument is pushed before and
+// popped after the lookup, so the action changes nothing but its result.
 func (ac *actionCompiler) lookup(out []flow.Action, a *CallAction, result *FieldRef) ([]flow.Action, error) {
 	lk, ok := ac.c.layout.Lookups[a.Name]
 	if !ok {
@@ -264,6 +250,7 @@ func (ac *actionCompiler) lookup(out []flow.Action, a *CallAction, result *Field
 	// Destinations of the positional arguments by type: a port goes to
 	// inport (or outport for get_*), an address to reg0/xxreg0, a MAC to
 	// eth.src.
+	var saved []flow.FieldRange
 	for i, arg := range a.Args {
 		if len(arg.Value) != 1 || arg.Key != "" {
 			continue
@@ -293,9 +280,14 @@ func (ac *actionCompiler) lookup(out []flow.Action, a *CallAction, result *Field
 			continue
 		}
 		srcRange := ac.c.rangeOf(FieldRef{Sym: src})
-		out = append(out, flow.Move{Src: srcRange, Dst: ac.c.fieldRange(dstName)})
+		dst := ac.c.fieldRange(dstName)
+		out = append(out, flow.Push{Src: dst}, flow.Move{Src: srcRange, Dst: dst})
+		saved = append(saved, dst)
 	}
 	out = append(out, flow.Resubmit{Table: lk.Table})
+	for i := len(saved) - 1; i >= 0; i-- {
+		out = append(out, flow.Pop{Dst: saved[i]})
+	}
 	if answers {
 		dst := ac.c.rangeOf(*result)
 		src := bit

@@ -58,13 +58,15 @@
 // ovn-controller: on the features-a setup, the number of rules per (table,
 // priority, datapath) agrees for every group but those listed as explained.
 //
+// As in OVN, a <-> exchange and push/pop use the datapath's stack
+// (flow.Push, flow.Pop), and the registers a table lookup (lookup_arp,
+// get_arp, ...) receives its arguments in are pushed before the lookup and
+// popped after it, so the action changes nothing but its result.
+//
 // Known differences from OVN, each because datapath/flow has no
-// equivalent yet: a <-> exchange goes through metadata as a scratch field
-// (its value, the datapath key, is a compile-time constant and is reloaded
-// afterwards) instead of the OpenFlow stack; the argument registers of
-// table lookups are not saved and restored around the lookup; set_meter,
-// commit_lb_aff, check_pkt_larger, set_queue, fwd_group, sample, push and
-// pop compile to an *UnsupportedError. Conjunctive rules from two logical
-// flows that share a match must be merged by the caller (the controller)
-// into one rule with both conjunction actions, as OVN's ofctrl does.
+// equivalent yet: set_meter, commit_lb_aff, check_pkt_larger, set_queue,
+// fwd_group and sample compile to an *UnsupportedError. Conjunctive rules
+// from two logical flows that share a match must be merged by the caller
+// (the controller) into one rule with both conjunction actions, as OVN's
+// ofctrl does.
 package lflow

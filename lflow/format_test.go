@@ -71,6 +71,12 @@ func formatAction(a flow.Action) string {
 		return fmt.Sprintf("load:%s->%s", hex128(a.Value), formatRange(a.Dst))
 	case flow.Move:
 		return fmt.Sprintf("move:%s->%s", formatRange(a.Src), formatRange(a.Dst))
+	case flow.Push:
+		return "push:" + formatRange(a.Src)
+	case flow.Pop:
+		return "pop:" + formatRange(a.Dst)
+	case flow.CheckPktLarger:
+		return fmt.Sprintf("check_pkt_larger(%d)->%s", a.Len, formatRange(a.Dst))
 	case flow.Resubmit:
 		return fmt.Sprintf("resubmit(,%d)", a.Table)
 	case flow.Conjunction:

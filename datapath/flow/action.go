@@ -136,22 +136,50 @@ type Conjunction struct {
 // Exit stops processing the packet's actions (no further resubmits run).
 type Exit struct{}
 
-func (Output) isAction()      {}
-func (Load) isAction()        {}
-func (Move) isAction()        {}
-func (Resubmit) isAction()    {}
-func (GotoTable) isAction()   {}
-func (CT) isAction()          {}
-func (CTClear) isAction()     {}
-func (Clone) isAction()       {}
-func (Drop) isAction()        {}
-func (Controller) isAction()  {}
-func (PushVLAN) isAction()    {}
-func (PopVLAN) isAction()     {}
-func (DecTTL) isAction()      {}
-func (Group) isAction()       {}
-func (Conjunction) isAction() {}
-func (Exit) isAction()        {}
+// Push pushes the bits of Src onto the translation's stack (OpenFlow's
+// push:field[range]). Reading Src makes the megaflow match a packet
+// field's bits, as Move does.
+type Push struct {
+	Src FieldRange
+}
+
+// Pop pops the top of the stack into Dst (pop:field[range]); its low
+// Dst.Width() bits are written. Pop on an empty stack does nothing. The
+// stack belongs to one translation: it is empty at table 0, survives
+// resubmits and recirculation, and a Clone's changes to it are undone at
+// the end of the clone.
+type Pop struct {
+	Dst FieldRange
+}
+
+// CheckPktLarger writes 1 to the one-bit Dst if the packet is longer
+// than Len bytes, and 0 otherwise (OVS's check_pkt_larger). Length is
+// the frame's length from the Ethernet header on, as the datapath sees
+// it when the action runs.
+type CheckPktLarger struct {
+	Len uint16
+	Dst FieldRange
+}
+
+func (Output) isAction()         {}
+func (Load) isAction()           {}
+func (Move) isAction()           {}
+func (Resubmit) isAction()       {}
+func (GotoTable) isAction()      {}
+func (CT) isAction()             {}
+func (CTClear) isAction()        {}
+func (Clone) isAction()          {}
+func (Drop) isAction()           {}
+func (Controller) isAction()     {}
+func (PushVLAN) isAction()       {}
+func (PopVLAN) isAction()        {}
+func (DecTTL) isAction()         {}
+func (Group) isAction()          {}
+func (Conjunction) isAction()    {}
+func (Exit) isAction()           {}
+func (Push) isAction()           {}
+func (Pop) isAction()            {}
+func (CheckPktLarger) isAction() {}
 
 func (a Output) String() string {
 	if a.PortField.Field.Valid() {
@@ -280,6 +308,14 @@ func (a Conjunction) String() string {
 
 func (Exit) String() string { return "exit" }
 
+func (a Push) String() string { return "push:" + a.Src.String() }
+
+func (a Pop) String() string { return "pop:" + a.Dst.String() }
+
+func (a CheckPktLarger) String() string {
+	return fmt.Sprintf("check_pkt_larger(%d)->%s", a.Len, a.Dst)
+}
+
 // ActionsString formats a list of actions as OVS does, comma-separated;
 // the empty list is "drop".
 func ActionsString(as []Action) string {
@@ -347,6 +383,19 @@ func validateActions(table uint8, as []Action, inCTExec bool) error {
 			}
 			if err == nil && a.Src.Width() != a.Dst.Width() {
 				err = fmt.Errorf("move %s->%s: widths differ", a.Src, a.Dst)
+			}
+		case Push:
+			err = a.Src.Validate()
+		case Pop:
+			if err = a.Dst.Validate(); err == nil {
+				err = writable(a.Dst, inCTExec)
+			}
+		case CheckPktLarger:
+			if err = a.Dst.Validate(); err == nil {
+				err = writable(a.Dst, inCTExec)
+			}
+			if err == nil && a.Dst.Width() != 1 {
+				err = fmt.Errorf("check_pkt_larger: %s is not one bit", a.Dst)
 			}
 		case Resubmit:
 			if a.Table >= NumTables {

@@ -260,6 +260,18 @@ func parseUint(s string, bits int) (uint64, error) {
 }
 
 func parseAction(s string) (Action, error) {
+	if rest, ok := strings.CutPrefix(s, "check_pkt_larger("); ok {
+		ls, ds, ok := strings.Cut(rest, ")->")
+		if !ok {
+			return nil, fmt.Errorf("check_pkt_larger: expected check_pkt_larger(LEN)->DST")
+		}
+		n, err := parseUint(ls, 16)
+		if err != nil {
+			return nil, fmt.Errorf("check_pkt_larger: bad length: %w", err)
+		}
+		dst, err := ParseFieldRange(ds)
+		return CheckPktLarger{Len: uint16(n), Dst: dst}, err
+	}
 	if name, args, ok := call(s); ok {
 		switch name {
 		case "resubmit":
@@ -356,6 +368,12 @@ func parseAction(s string) (Action, error) {
 			return nil, err
 		}
 		return Load{Dst: dst, Value: v}, nil
+	case "push":
+		r, err := ParseFieldRange(arg)
+		return Push{Src: r}, err
+	case "pop":
+		r, err := ParseFieldRange(arg)
+		return Pop{Dst: r}, err
 	case "move":
 		ss, ds, ok := strings.Cut(arg, "->")
 		if !ok {

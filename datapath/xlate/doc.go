@@ -35,6 +35,12 @@
 // bucket is chosen from dp_hash's low bits after recirculation. Frozen
 // states are deduplicated, so equal states share an id.
 //
+// The push/pop stack (flow.Push, flow.Pop) belongs to one translation: a
+// push reads its source as a move does (a packet field's bits become part
+// of the megaflow), a pop writes like a load and reads nothing. The stack
+// is part of a frozen state, so it survives recirculation, and a clone's
+// changes to it are undone at the end of the clone.
+//
 // Frozen states are reference counted by the megaflows that recirculate
 // into them: Result.Recircs names them, and the megaflow cache holds them
 // from Insert until it deletes the megaflow. A state that nothing holds is

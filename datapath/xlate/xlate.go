@@ -42,6 +42,7 @@ type frozenState struct {
 	HasGroup bool // resume by choosing a bucket of Group from dp_hash
 	Group    uint32
 	Words    [pipelineWords]uint64
+	Stack    string // the translation's stack (push/pop), encoded by encodeStack
 }
 
 // The pipeline-only words saved across recirculation: metadata and
@@ -169,6 +170,7 @@ type ctx struct {
 	lookups int
 	exit    bool
 	err     error
+	stack   []flow.U128 // push/pop, bottom first
 	res     *Result
 	table   uint8      // current table, for reasons
 	rule    *flow.Rule // current rule, for reasons; nil for a table miss
@@ -212,6 +214,7 @@ func (t *Translator) Translate(k *flow.Key, opts Options) Result {
 			return
 		}
 		copy(c.k.W[firstPipelineWord:firstPipelineWord+pipelineWords], fs.Words[:])
+		c.stack = decodeStack(fs.Stack)
 		if fs.HasGroup {
 			c.selectByHash(fs.Group)
 			return
@@ -356,6 +359,10 @@ func (c *ctx) runActions(as []flow.Action) {
 			c.writeField(a.Dst, a.Value)
 		case flow.Move:
 			c.writeField(a.Dst, c.readField(a.Src, "move to "+a.Dst.String()))
+		case flow.Push:
+			c.push(a)
+		case flow.Pop:
+			c.pop(a)
 		case flow.Resubmit:
 			c.runTable(a.Table)
 		case flow.GotoTable:
@@ -397,6 +404,8 @@ func (c *ctx) runActions(as []flow.Action) {
 			// nothing.
 		case flow.Exit:
 			c.exit = true
+		default:
+			c.err = fmt.Errorf("action %s: not supported by the translator", a)
 		}
 	}
 }
@@ -452,7 +461,7 @@ func (c *ctx) ct(a flow.CT) {
 		c.step(Step{Table: c.table, Note: dp.String()})
 		return
 	}
-	fs := frozenState{Table: a.Table}
+	fs := frozenState{Table: a.Table, Stack: encodeStack(c.stack)}
 	copy(fs.Words[:], c.k.W[firstPipelineWord:firstPipelineWord+pipelineWords])
 	id := c.t.freeze(fs)
 	c.recircs(id)
@@ -464,10 +473,11 @@ func (c *ctx) ct(a flow.CT) {
 // clone() unless they do not change the packet.
 func (c *ctx) clone(as []flow.Action) {
 	saveK, saveActs, saveExit := c.k, c.acts, c.exit
+	saveStack := append([]flow.U128(nil), c.stack...)
 	c.acts = nil
 	c.runActions(as)
 	inner := c.acts
-	c.k, c.acts, c.exit = saveK, saveActs, saveExit
+	c.k, c.acts, c.exit, c.stack = saveK, saveActs, saveExit, saveStack
 	if len(inner) == 0 {
 		return
 	}
@@ -540,7 +550,7 @@ func (c *ctx) group(id uint32) {
 		c.runBucket(g, flow.HashFinish(h))
 	default:
 		// Hash in the datapath, then choose after recirculation.
-		fs := frozenState{HasGroup: true, Group: id}
+		fs := frozenState{HasGroup: true, Group: id, Stack: encodeStack(c.stack)}
 		copy(fs.Words[:], c.k.W[firstPipelineWord:firstPipelineWord+pipelineWords])
 		rid := c.t.freeze(fs)
 		c.recircs(rid)
