@@ -226,6 +226,8 @@ func (ac *actionCompiler) call(out []flow.Action, a *CallAction) ([]flow.Action,
 		return ac.selectGroup(out, a, next)
 	case "push", "pop":
 		return ac.stackAction(out, a)
+	case "check_pkt_larger":
+		return ac.checkPktLarger(out, a)
 	}
 	return nil, &UnsupportedError{Action: a.Name}
 }

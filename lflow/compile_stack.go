@@ -71,3 +71,23 @@ func (ac *actionCompiler) stackAction(out []flow.Action, a *CallAction) ([]flow.
 func exchange(out []flow.Action, a, b flow.FieldRange) []flow.Action {
 	return append(out, flow.Push{Src: a}, flow.Push{Src: b}, flow.Pop{Dst: a}, flow.Pop{Dst: b})
 }
+
+// checkPktLarger compiles R = check_pkt_larger(L): the datapath compares
+// the frame's length with L and writes the answer into the one-bit R.
+func (ac *actionCompiler) checkPktLarger(out []flow.Action, a *CallAction) ([]flow.Action, error) {
+	if a.Result == nil {
+		return nil, fmt.Errorf("check_pkt_larger: needs a result (R = check_pkt_larger(L))")
+	}
+	if len(a.Args) != 1 || a.Args[0].Key != "" || len(a.Args[0].Value) != 1 || a.Args[0].Value[0].Kind != TokInt {
+		return nil, fmt.Errorf("check_pkt_larger: expected one length")
+	}
+	n := a.Args[0].Value[0].Value
+	if n.Hi != 0 || n.Lo > 65535 {
+		return nil, fmt.Errorf("check_pkt_larger: length %s out of range", a.Args[0].Value[0].Text)
+	}
+	dst := ac.c.rangeOf(*a.Result)
+	if dst.Width() != 1 {
+		return nil, fmt.Errorf("check_pkt_larger: result %s must be one bit", a.Result.Sym.Name)
+	}
+	return append(out, flow.CheckPktLarger{Len: uint16(n.Lo), Dst: dst}), nil
+}

@@ -64,8 +64,8 @@
 // popped after it, so the action changes nothing but its result.
 //
 // Known differences from OVN, each because datapath/flow has no
-// equivalent yet: set_meter, commit_lb_aff, check_pkt_larger, set_queue,
-// fwd_group and sample compile to an *UnsupportedError. Conjunctive rules
+// equivalent yet: set_meter, commit_lb_aff, set_queue, fwd_group and
+// sample compile to an *UnsupportedError. Conjunctive rules
 // from two logical flows that share a match must be merged by the caller
 // (the controller) into one rule with both conjunction actions, as OVN's
 // ofctrl does.

@@ -153,9 +153,9 @@ type Pop struct {
 }
 
 // CheckPktLarger writes 1 to the one-bit Dst if the packet is longer
-// than Len bytes, and 0 otherwise (OVS's check_pkt_larger). Length is
-// the frame's length from the Ethernet header on, as the datapath sees
-// it when the action runs.
+// than Len bytes, and 0 otherwise (OVS's check_pkt_larger). The length is
+// the Ethernet frame's (pkt_len, which packet.Extract fills in), adjusted
+// for VLAN headers pushed or popped earlier in the translation.
 type CheckPktLarger struct {
 	Len uint16
 	Dst FieldRange
@@ -336,12 +336,12 @@ func ValidateActions(table uint8, as []Action) error { return validateActions(ta
 
 // ReadOnly reports whether actions may not write f: conntrack results
 // (ct_mark and ct_label are set only through ct(exec(...))), recirc_id,
-// dp_hash, conj_id, and the derived fields eth_type, nw_proto, nw_frag and
-// tcp_flags.
+// dp_hash, conj_id, and the derived fields eth_type, nw_proto, nw_frag,
+// tcp_flags and pkt_len.
 func (f Field) ReadOnly() bool {
 	switch f {
 	case RecircID, DPHash, ConjID, CTState, CTZone, CTMark, CTLabel, CTNWProto, CTNWSrc, CTNWDst,
-		CTTPSrc, CTTPDst, CTIPv6Src, CTIPv6Dst, EthType, NWProto, NWFrag, TCPFlags:
+		CTTPSrc, CTTPDst, CTIPv6Src, CTIPv6Dst, EthType, NWProto, NWFrag, TCPFlags, PktLen:
 		return true
 	}
 	return false

@@ -95,6 +95,7 @@ const (
 	NDSLL
 	NDTLL
 	TCPFlags
+	PktLen
 	numFields
 )
 
@@ -126,7 +127,7 @@ const (
 	wCTIPv6Dst    = 22 // 22..23
 	wEthSrc       = 24 // eth_src(48) eth_type(16)
 	wEthDst       = 25 // eth_dst(48) vlan_tci(16)
-	wVLANInner    = 26 // - vlan_tci_inner(16)
+	wVLANInner    = 26 // pkt_len(32) - vlan_tci_inner(16)
 	wNWAddr       = 27 // nw_src(32) nw_dst(32)
 	wIPv6Src      = 28 // 28..29
 	wIPv6Dst      = 30 // 30..31
@@ -221,6 +222,9 @@ var fieldInfo = [numFields]FieldInfo{
 	NDSLL:        {"nd_sll", wNDSLL, 16, 48, StageL4},
 	NDTLL:        {"nd_tll", wNDTLL, 16, 48, StageL4},
 	TCPFlags:     {"tcp_flags", wNDSLL, 0, 16, StageL4},
+	// pkt_len is the frame's length in bytes, for check_pkt_larger; no
+	// OpenFlow match field, but a megaflow may match some of its bits.
+	PktLen: {"pkt_len", wVLANInner, 32, 32, StageL2},
 }
 
 // aliases are extra names accepted by FieldByName.

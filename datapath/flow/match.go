@@ -119,7 +119,7 @@ func FormatValue(f Field, v, mask U128) string {
 			return macString(v.Lo)
 		}
 		return macString(v.Lo) + "/" + macString(mask.Lo)
-	case InPort, TPSrc, TPDst, NWProto, NWTTL, CTZone, CTNWProto, CTTPSrc, CTTPDst, ARPOp, RecircID, ConjID:
+	case InPort, TPSrc, TPDst, NWProto, NWTTL, CTZone, CTNWProto, CTTPSrc, CTTPDst, ARPOp, RecircID, ConjID, PktLen:
 		if exact {
 			return fmt.Sprintf("%d", v.Lo)
 		}

@@ -19,6 +19,6 @@ func ExampleExtract() {
 	fmt.Println(k.String())
 	fmt.Println("L3 at", off.L3, "L4 at", off.L4)
 	// Output:
-	// in_port=1,eth_src=02:00:00:00:00:0a,eth_type=0x800,eth_dst=02:00:00:00:00:0b,nw_src=10.0.0.1,nw_dst=10.0.0.2,nw_proto=6,nw_ttl=64,tp_src=1234,tp_dst=80,tcp_flags=0x2
+	// in_port=1,eth_src=02:00:00:00:00:0a,eth_type=0x800,eth_dst=02:00:00:00:00:0b,nw_src=10.0.0.1,nw_dst=10.0.0.2,nw_proto=6,nw_ttl=64,tp_src=1234,tp_dst=80,tcp_flags=0x2,pkt_len=54
 	// L3 at 14 L4 at 34
 }

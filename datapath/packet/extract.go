@@ -2,6 +2,7 @@ package packet
 
 import (
 	"encoding/binary"
+	"math"
 
 	"github.com/govn/govn/datapath/flow"
 )
@@ -96,6 +97,8 @@ const (
 // L4 headers are. It leaves k's metadata words alone. It does not allocate.
 func Extract(b []byte, k *flow.Key) Offsets {
 	clear(k.W[firstWord:])
+	// pkt_len shares the inner VLAN's word.
+	k.W[wVLANInner] = uint64(uint32(min(len(b), math.MaxUint32))) << 32
 	var off Offsets
 	if len(b) < 14 {
 		return off
@@ -130,7 +133,7 @@ func Extract(b []byte, k *flow.Key) Offsets {
 	}
 	k.W[wEthSrc] = src<<16 | typ
 	k.W[wEthDst] = dst<<16 | tci
-	k.W[wVLANInner] = tci2
+	k.W[wVLANInner] |= tci2
 	switch typ {
 	case EtherTypeIPv4:
 		return extractIPv4(b, p, k)

@@ -127,6 +127,7 @@ func TestExtract(t *testing.T) {
 			got.Set(flow.TunID, 77)
 			want.Set(flow.InPort, 9)
 			want.Set(flow.TunID, 77)
+			want.Set(flow.PktLen, uint64(len(tt.frame)))
 			// Fill the packet words with garbage: Extract must clear them.
 			for i := flow.StageStart(flow.StageL2); i < flow.NumWords; i++ {
 				got.W[i] = 0x5555555555555555

@@ -41,6 +41,22 @@
 // is part of a frozen state, so it survives recirculation, and a clone's
 // changes to it are undone at the end of the clone.
 //
+// # check_pkt_larger
+//
+// OVS evaluates check_pkt_larger in the datapath (check_pkt_len with an
+// action list for each outcome). govn instead puts the frame's length in
+// the key (pkt_len, filled by packet.Extract, which the datapath re-runs
+// after it pushes or pops a VLAN or NATs) and decides at translation
+// time: the megaflow matches pkt_len's bits from the most significant
+// down to the first bit in which the length and the threshold differ, so
+// every packet the megaflow covers compares the same way, and one
+// threshold costs at most one megaflow per bit of the length (13 for
+// 1500 over lengths 0..3000) rather than one per length. This needs no
+// conditional datapath action and keeps the fast path a plain list. A VLAN
+// pushed or popped earlier in the same translation adjusts the length.
+// Limitation: a segmentation-offloaded (GSO) frame counts with its whole
+// length, where OVS's kernel datapath counts one segment.
+//
 // Frozen states are reference counted by the megaflows that recirculate
 // into them: Result.Recircs names them, and the megaflow cache holds them
 // from Insert until it deletes the megaflow. A state that nothing holds is

@@ -3,6 +3,7 @@ package xlate
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 
 	"github.com/govn/govn/datapath/flow"
 )
@@ -52,4 +53,35 @@ func decodeStack(s string) []flow.U128 {
 		st = append(st, flow.U128{Hi: binary.BigEndian.Uint64([]byte(s[:8])), Lo: binary.BigEndian.Uint64([]byte(s[8:16]))})
 	}
 	return st
+}
+
+// checkPktLarger compares the packet's length with a.Len. The megaflow
+// matches pkt_len's bits from the top down to the first bit in which the
+// length and the threshold differ (all of them if equal): every packet
+// that agrees on those bits compares the same way, so a threshold costs
+// at most one megaflow per bit of pkt_len, not one per length.
+func (c *ctx) checkPktLarger(a flow.CheckPktLarger) {
+	length := int64(c.k.Get(flow.PktLen))
+	threshold := int64(a.Len) - c.lenDelta // length+delta > Len ⇔ length > Len-delta
+	larger := length > threshold
+	var examined uint64
+	if threshold >= 0 {
+		diff := uint64(length) ^ uint64(threshold)
+		examined = 0xffffffff // equal: every bit
+		if diff != 0 {
+			examined = ^(uint64(1)<<(63-bits.LeadingZeros64(diff)) - 1) & 0xffffffff
+		}
+	}
+	if examined != 0 {
+		var m flow.Mask
+		m.SetBits(flow.PktLen, flow.U128{Lo: examined})
+		c.note(&m, c.table, c.rule, "check_pkt_larger")
+		c.wc.Or(&m)
+	}
+	v := uint64(0)
+	if larger {
+		v = 1
+	}
+	c.step(Step{Table: c.table, Note: fmt.Sprintf("check_pkt_larger(%d): length %d: %d->%s", a.Len, length+c.lenDelta, v, a.Dst)})
+	c.writeField(a.Dst, flow.U128{Lo: v})
 }

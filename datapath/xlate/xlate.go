@@ -171,10 +171,13 @@ type ctx struct {
 	exit    bool
 	err     error
 	stack   []flow.U128 // push/pop, bottom first
-	res     *Result
-	table   uint8      // current table, for reasons
-	rule    *flow.Rule // current rule, for reasons; nil for a table miss
-	ruleStr string     // rule formatted, cached
+	// lenDelta is how much VLAN pushes and pops changed the packet's
+	// length since it was extracted (pkt_len).
+	lenDelta int64
+	res      *Result
+	table    uint8      // current table, for reasons
+	rule     *flow.Rule // current rule, for reasons; nil for a table miss
+	ruleStr  string     // rule formatted, cached
 }
 
 // ruleString formats the current rule once per lookup, only when a reason
@@ -363,6 +366,8 @@ func (c *ctx) runActions(as []flow.Action) {
 			c.push(a)
 		case flow.Pop:
 			c.pop(a)
+		case flow.CheckPktLarger:
+			c.checkPktLarger(a)
 		case flow.Resubmit:
 			c.runTable(a.Table)
 		case flow.GotoTable:
@@ -388,12 +393,14 @@ func (c *ctx) runActions(as []flow.Action) {
 			c.k.Set(flow.VLANTCIInner, c.k.Get(flow.VLANTCI))
 			c.k.Set(flow.VLANTCI, 0x1000)
 			c.acts = append(c.acts, flow.DPPushVLAN{TPID: a.TPID, TCI: 0x1000})
+			c.lenDelta += 4
 		case flow.PopVLAN:
 			c.readField(flow.Whole(flow.VLANTCI), "pop_vlan")
 			if c.k.Get(flow.VLANTCI)&0x1000 != 0 {
 				c.k.Set(flow.VLANTCI, c.k.Get(flow.VLANTCIInner))
 				c.k.Set(flow.VLANTCIInner, 0)
 				c.acts = append(c.acts, flow.DPPopVLAN{})
+				c.lenDelta -= 4
 			}
 		case flow.DecTTL:
 			c.decTTL(a)
@@ -474,10 +481,11 @@ func (c *ctx) ct(a flow.CT) {
 func (c *ctx) clone(as []flow.Action) {
 	saveK, saveActs, saveExit := c.k, c.acts, c.exit
 	saveStack := append([]flow.U128(nil), c.stack...)
+	saveDelta := c.lenDelta
 	c.acts = nil
 	c.runActions(as)
 	inner := c.acts
-	c.k, c.acts, c.exit, c.stack = saveK, saveActs, saveExit, saveStack
+	c.k, c.acts, c.exit, c.stack, c.lenDelta = saveK, saveActs, saveExit, saveStack, saveDelta
 	if len(inner) == 0 {
 		return
 	}
