@@ -47,10 +47,17 @@ type Config struct {
 	Logger       *slog.Logger  // progress; discarded if nil
 	TempDir      string        // parent of the servers' directories; os.TempDir() if ""
 	KeepTempDirs bool          // leave the servers' directories for inspection
-	// Durable makes every insert transaction end with a durable commit,
-	// so that both servers fsync before replying.
-	Durable bool
+	// InsertModes lists the ways inserts are measured: ModeDefault (plain
+	// transactions) and ModeDurable (each ends with a durable commit, so
+	// that both servers fsync before replying). Empty means both.
+	InsertModes []string
 }
+
+// Insert modes (see Config.InsertModes).
+const (
+	ModeDefault = "default"
+	ModeDurable = "durable"
+)
 
 func (c *Config) defaults() {
 	if c.Inserts <= 0 {
@@ -80,6 +87,9 @@ func (c *Config) defaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if len(c.InsertModes) == 0 {
+		c.InsertModes = []string{ModeDefault, ModeDurable}
+	}
 }
 
 // Result holds one server's figures.
@@ -87,6 +97,8 @@ type Result struct {
 	Server             string  `json:"server"`
 	InsertTPS1         float64 `json:"insert_txn_per_s_1_client"`
 	InsertTPSN         float64 `json:"insert_txn_per_s_n_clients"`
+	DurableTPS1        float64 `json:"durable_insert_txn_per_s_1_client"`
+	DurableTPSN        float64 `json:"durable_insert_txn_per_s_n_clients"`
 	FanoutP50Ms        float64 `json:"fanout_p50_ms"`
 	FanoutP99Ms        float64 `json:"fanout_p99_ms"`
 	InitialMonitorMs   float64 `json:"initial_monitor_ms"`
@@ -98,11 +110,12 @@ type Result struct {
 // Report is the outcome of a run: Results[0] is the subject, Results[1]
 // the baseline it is compared with.
 type Report struct {
-	Clients  int  `json:"clients"`
-	Monitors int  `json:"monitors"`
-	Commits  int  `json:"commits"`
-	BigRows  int  `json:"big_rows"`
-	Durable  bool `json:"durable_inserts"`
+	Clients  int `json:"clients"`
+	Monitors int `json:"monitors"`
+	Commits  int `json:"commits"`
+	BigRows  int `json:"big_rows"`
+	// InsertModes are the insert modes measured (Config.InsertModes).
+	InsertModes []string `json:"insert_modes"`
 	// CPUs and LoadAverage describe the machine when the run started:
 	// figures from a busy machine vary more.
 	CPUs        int       `json:"cpus"`
@@ -143,7 +156,7 @@ func Run(ctx context.Context, subject, baseline Target, cfg Config) (*Report, er
 		defer s.stop()
 		servers[i] = s
 	}
-	r := &Report{Clients: cfg.Clients, Monitors: cfg.Monitors, Commits: cfg.Commits, BigRows: cfg.BigRows, Durable: cfg.Durable,
+	r := &Report{Clients: cfg.Clients, Monitors: cfg.Monitors, Commits: cfg.Commits, BigRows: cfg.BigRows, InsertModes: cfg.InsertModes,
 		CPUs: runtime.NumCPU(), LoadAverage: loadAverage()}
 	for i, s := range servers {
 		r.Results[i].Server = s.target.Name
@@ -161,21 +174,35 @@ func Run(ctx context.Context, subject, baseline Target, cfg Config) (*Report, er
 		}
 		return nil
 	}
-	var tps1, tpsN, monitorTimes [2][]float64
+	var monitorTimes [2][]float64
+	tps := map[string]*[2][]float64{} // by mode and client count
 	var fanoutLat [2][]time.Duration
-	insert := func(clients int, into *[2][]float64) func(s *server, i int) error {
+	insert := func(clients int, mode string) func(s *server, i int) error {
+		into := &[2][]float64{}
+		tps[mode+strconv.Itoa(clients)] = into
 		return func(s *server, i int) error {
-			tps, n, err := insertThroughput(ctx, s, clients, cfg.Inserts, cfg.Duration, cfg.Durable)
+			tps, n, err := insertThroughput(ctx, s, clients, cfg.Inserts, cfg.Duration, mode == ModeDurable)
 			into[i] = append(into[i], tps)
 			r.Results[i].InsertTransactions += n
 			return err
 		}
 	}
-	if err := each("inserts from 1 client", cfg.Rounds, insert(1, &tps1)); err != nil {
-		return nil, err
+	for _, mode := range cfg.InsertModes {
+		if mode != ModeDefault && mode != ModeDurable {
+			return nil, fmt.Errorf("unknown insert mode %q", mode)
+		}
+		if err := each(mode+" inserts from 1 client", cfg.Rounds, insert(1, mode)); err != nil {
+			return nil, err
+		}
+		if err := each(fmt.Sprintf("%s inserts from %d clients", mode, cfg.Clients), cfg.Rounds, insert(cfg.Clients, mode)); err != nil {
+			return nil, err
+		}
 	}
-	if err := each(fmt.Sprintf("inserts from %d clients", cfg.Clients), cfg.Rounds, insert(cfg.Clients, &tpsN)); err != nil {
-		return nil, err
+	medianOf := func(mode string, clients, i int) float64 {
+		if t := tps[mode+strconv.Itoa(clients)]; t != nil {
+			return median(t[i])
+		}
+		return 0
 	}
 	var rigs [2]*fanoutRig
 	defer func() {
@@ -218,7 +245,8 @@ func Run(ctx context.Context, subject, baseline Target, cfg Config) (*Report, er
 	}
 	for i, s := range servers {
 		res := &r.Results[i]
-		res.InsertTPS1, res.InsertTPSN = median(tps1[i]), median(tpsN[i])
+		res.InsertTPS1, res.InsertTPSN = medianOf(ModeDefault, 1, i), medianOf(ModeDefault, cfg.Clients, i)
+		res.DurableTPS1, res.DurableTPSN = medianOf(ModeDurable, 1, i), medianOf(ModeDurable, cfg.Clients, i)
 		res.FanoutP50Ms = ms(percentile(fanoutLat[i], 50))
 		res.FanoutP99Ms = ms(percentile(fanoutLat[i], 99))
 		res.InitialMonitorMs = median(monitorTimes[i])
@@ -385,7 +413,9 @@ func newFanout(ctx context.Context, s *server, monitors int) (*fanoutRig, error)
 }
 
 // commits times n commits, each from sending it until every monitor has
-// its update.
+// its update. The writer's reply is waited for after the timing, not in
+// it: a server may notify monitors before its commit is durable and reply
+// to the writer only after, and the figure is the monitors' latency.
 func (f *fanoutRig) commits(ctx context.Context, n int) ([]time.Duration, error) {
 	lat := make([]time.Duration, 0, n)
 	defer f.current.Store(nil)
@@ -394,18 +424,33 @@ func (f *fanoutRig) commits(ctx context.Context, n int) ([]time.Duration, error)
 		r := &round{want: int32(len(f.monitors)), done: make(chan struct{})}
 		f.current.Store(r)
 		params := json.RawMessage(`["Bench",{"op":"update","table":"Fan","where":[["_uuid","==",["uuid","` + f.row + `"]]],"row":{"seq":` + strconv.Itoa(f.seq) + `}}]`)
+		replied := make(chan error, 1)
 		start := time.Now()
-		if _, err := transact(ctx, f.writer, params); err != nil {
-			return nil, err
-		}
+		go func() {
+			_, err := transact(ctx, f.writer, params)
+			replied <- err
+		}()
 		select {
 		case <-r.done:
+		case err := <-replied:
+			if err != nil {
+				return nil, err
+			}
+			replied <- nil // the reply came first; wait for the monitors
+			select {
+			case <-r.done:
+			case <-time.After(30 * time.Second):
+				return nil, fmt.Errorf("commit %d: only %d of %d monitors got the update within 30s", f.seq, r.got.Load(), len(f.monitors))
+			}
 		case <-time.After(30 * time.Second):
 			return nil, fmt.Errorf("commit %d: only %d of %d monitors got the update within 30s", f.seq, r.got.Load(), len(f.monitors))
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 		lat = append(lat, time.Since(start))
+		if err := <-replied; err != nil {
+			return nil, err
+		}
 	}
 	return lat, nil
 }

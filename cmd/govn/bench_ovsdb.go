@@ -22,10 +22,11 @@ func runBenchOVSDB(ctx context.Context, args []string) error {
 	subject := fs.String("subject", "govn", "server to measure against ovsdb-server: `govn` or ovsdb-server (to check the bench itself)")
 	quick := fs.Bool("quick", false, "smaller sizes and shorter runs, for a smoke test")
 	verbose := fs.Bool("v", false, "log progress to stderr")
-	durable := fs.Bool("durable", false, "end each insert transaction with a durable commit, so both servers fsync before replying")
+	durable := fs.Bool("durable", false, "measure inserts only in durable mode (each transaction ends with a durable commit, so both servers fsync before replying)")
+	inserts := fs.String("inserts", "both", "insert modes to measure: `both`, default (plain transactions) or durable")
 	keep := fs.Bool("keep", false, "keep the servers' directories (databases, logs) for inspection")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
-		return fmt.Errorf("%w: govn bench ovsdb [--json] [--quick] [--subject=govn|ovsdb-server] [--durable] [-v] [--keep]", errUsage)
+		return fmt.Errorf("%w: govn bench ovsdb [--json] [--quick] [--subject=govn|ovsdb-server] [--inserts=both|default|durable] [--durable] [-v] [--keep]", errUsage)
 	}
 	baseline, err := ovsdbbench.OvsdbServer()
 	if err != nil {
@@ -49,7 +50,14 @@ func runBenchOVSDB(ctx context.Context, args []string) error {
 		cfg = ovsdbbench.Config{Inserts: 500, Rounds: 1, Clients: 4, Monitors: 20, Commits: 10, BigRows: 5000}
 	}
 	cfg.KeepTempDirs = *keep
-	cfg.Durable = *durable
+	switch {
+	case *durable || *inserts == ovsdbbench.ModeDurable:
+		cfg.InsertModes = []string{ovsdbbench.ModeDurable}
+	case *inserts == ovsdbbench.ModeDefault:
+		cfg.InsertModes = []string{ovsdbbench.ModeDefault}
+	case *inserts != "both":
+		return fmt.Errorf("%w: --inserts must be both, default or durable", errUsage)
+	}
 	if *verbose {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}

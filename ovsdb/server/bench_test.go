@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+
+	"github.com/govn/govn/ovsdb"
+	"github.com/govn/govn/ovsdb/jsonrpc"
 )
 
 // BenchmarkInsert measures single-row insert transactions, each waited on
@@ -75,4 +79,57 @@ func benchmarkInsert(b *testing.B, durable bool, parallelism int) {
 			}
 		}
 	})
+}
+
+// BenchmarkFanout measures one commit reaching 200 monitoring sessions
+// over unix sockets: from sending the update until every monitor has
+// received it (the writer's reply is not waited for in the timing).
+func BenchmarkFanout(b *testing.B) {
+	const monitors = 200
+	dir := b.TempDir()
+	srv := New(Options{Logger: quietLogger(), ProbeInterval: -1})
+	if err := srv.AddDatabase(ovsdb.NewDatabase(ovsdb.MustParseSchema([]byte(testSchema))), nil); err != nil {
+		b.Fatal(err)
+	}
+	sock := filepath.Join(dir, "db.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l, err := Listen(ctx, "punix:"+sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	go srv.Serve(ctx, l)
+	writer := dial(&testing.T{}, sock)
+	defer writer.conn.Close()
+	if _, err := writer.conn.CallRaw(ctx, "transact", json.RawMessage(`["Test",{"op":"insert","table":"Box","row":{"name":"fan","n":0}}]`)); err != nil {
+		b.Fatal(err)
+	}
+	var got atomic.Int32
+	done := make(chan struct{}, 1)
+	for range monitors {
+		nc, err := net.Dial("unix", sock)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c := jsonrpc.NewConn(ctx, nc, jsonrpc.Options{Logger: quietLogger(), Handler: func(ctx context.Context, conn *jsonrpc.Conn, m *jsonrpc.Message) {
+			if m.Method == "update2" && got.Add(1) == monitors {
+				done <- struct{}{}
+			}
+		}})
+		defer c.Close()
+		if _, err := c.CallRaw(ctx, "monitor_cond", json.RawMessage(`["Test","fan",{"Box":[{"columns":["n"]}]}]`)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		got.Store(0)
+		params := json.RawMessage(fmt.Sprintf(`["Test",{"op":"update","table":"Box","where":[["name","==","fan"]],"row":{"n":%d}}]`, i+1))
+		// Sent without waiting for the reply, which arrives with an id
+		// nobody waits for and is dropped.
+		if err := writer.conn.Send(&jsonrpc.Message{ID: json.RawMessage(fmt.Sprint(i + 1000)), Method: "transact", Params: params}); err != nil {
+			b.Fatal(err)
+		}
+		<-done
+	}
 }
