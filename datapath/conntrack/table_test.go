@@ -257,6 +257,10 @@ func TestEstablishedPathAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { tr.Process(pkt, 0, Params{Zone: 1}, 1) }); n != 0 {
 		t.Errorf("established lookup allocates %v times", n)
 	}
+	pkts, l3offs, res := [][]byte{pkt, pkt, pkt}, make([]int, 3), make([]Result, 3)
+	if n := testing.AllocsPerRun(100, func() { tr.ProcessBatch(pkts, l3offs, Params{Zone: 1}, 1, res) }); n != 0 {
+		t.Errorf("established batch allocates %v times", n)
+	}
 }
 
 // TestPooledChunks: a zone built from a flushed zone's recycled chunks shows
