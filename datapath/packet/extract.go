@@ -2,7 +2,6 @@ package packet
 
 import (
 	"encoding/binary"
-	"math"
 
 	"github.com/govn/govn/datapath/flow"
 )
@@ -98,9 +97,10 @@ const (
 func Extract(b []byte, k *flow.Key) Offsets {
 	clear(k.W[firstWord:])
 	// pkt_len shares the inner VLAN's word.
-	k.W[wVLANInner] = uint64(uint32(min(len(b), math.MaxUint32))) << 32
+	pktLen := uint64(uint32(len(b))) << 32
 	var off Offsets
 	if len(b) < 14 {
+		k.W[wVLANInner] = pktLen
 		return off
 	}
 	dst := binary.BigEndian.Uint64(b[0:8]) >> 16
@@ -112,6 +112,7 @@ func Extract(b []byte, k *flow.Key) Offsets {
 		if len(b) < p+4 {
 			k.W[wEthSrc] = src<<16 | typ
 			k.W[wEthDst] = dst << 16
+			k.W[wVLANInner] = pktLen
 			return off
 		}
 		tci = uint64(binary.BigEndian.Uint16(b[p:])) | VLANPresent
@@ -121,6 +122,7 @@ func Extract(b []byte, k *flow.Key) Offsets {
 			if len(b) < p+4 {
 				k.W[wEthSrc] = src<<16 | typ
 				k.W[wEthDst] = dst<<16 | tci
+				k.W[wVLANInner] = pktLen
 				return off
 			}
 			tci2 = uint64(binary.BigEndian.Uint16(b[p:])) | VLANPresent
@@ -133,7 +135,7 @@ func Extract(b []byte, k *flow.Key) Offsets {
 	}
 	k.W[wEthSrc] = src<<16 | typ
 	k.W[wEthDst] = dst<<16 | tci
-	k.W[wVLANInner] |= tci2
+	k.W[wVLANInner] = pktLen | tci2
 	switch typ {
 	case EtherTypeIPv4:
 		return extractIPv4(b, p, k)
