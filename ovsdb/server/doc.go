@@ -15,6 +15,20 @@
 // the record to reach the disk happens outside the lock, so concurrent
 // commits share fsyncs (group commit); the reply is sent only after.
 //
+// # Durability and monitors
+//
+// A transact reply is sent only once its commit is durable (written and
+// fdatasynced by the log). Monitors are not held back that long: a
+// commit's updates are queued to every monitoring session as soon as it is
+// applied in memory and its record submitted to the log, before the fsync
+// completes, which is what ovsdb-server does (it does not fsync at all
+// unless asked). A crash may therefore lose a commit that monitors have
+// seen but whose writer never got a reply. The monitors converge after the
+// restart: the transaction ids of the lost commits are unknown to the new
+// server, so a client resuming with monitor_cond_since gets found=false
+// and a full dump of the current contents, and older clients re-monitor
+// from scratch anyway.
+//
 // Each connection is a session running on a [jsonrpc.Conn]: requests are
 // handled in arrival order on the connection's reader goroutine and never
 // wait on the network, because sends only queue.
