@@ -104,6 +104,11 @@ type undo func()
 func (ts *Tables) Apply(b flow.Bundle) (uint64, error) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
+	return ts.applyBundle(b)
+}
+
+// applyBundle is Apply with ts.mu held.
+func (ts *Tables) applyBundle(b flow.Bundle) (uint64, error) {
 	var undos []undo
 	var touched flow.TableSet
 	groups := false

@@ -384,6 +384,8 @@ func validateActions(table uint8, as []Action, inCTExec bool) error {
 			if err == nil && a.Src.Width() != a.Dst.Width() {
 				err = fmt.Errorf("move %s->%s: widths differ", a.Src, a.Dst)
 			}
+		case Learn:
+			err = validateLearn(table, a)
 		case Push:
 			err = a.Src.Validate()
 		case Pop:

@@ -280,6 +280,8 @@ func parseAction(s string) (Action, error) {
 			return Resubmit{Table: uint8(n)}, err
 		case "ct":
 			return parseCT(args)
+		case "learn":
+			return parseLearn(args)
 		case "clone":
 			as, err := ParseActions(args)
 			return Clone{Actions: as}, err

@@ -74,6 +74,7 @@ func FuzzParseRule(f *testing.F) {
 	f.Add("table=1,priority=120,tcp,nw_dst=10.0.0.100,tp_dst=80 actions=load:0x1->reg10[3],resubmit(,2)")
 	f.Add("priority=1 actions=ct(commit,zone=reg13[0..15],table=5,nat(dst=[fd00::1]:80),exec(load:0x1->ct_mark))")
 	f.Add("ct_state=+trk-new,ipv6_src=fd00::/64 actions=clone(output:1),controller(userdata=01.02)")
+	f.Add("tcp actions=learn(table=78,priority=100,idle_timeout=30,match:nw_src->nw_src,load:0x1->reg10[14]),push:reg0,pop:reg1,check_pkt_larger(1500)->reg9[1]")
 	f.Fuzz(func(t *testing.T, s string) {
 		r, err := ParseRule(s)
 		if err != nil {

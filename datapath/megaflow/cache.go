@@ -27,6 +27,9 @@ type Flow struct {
 	hash    uint64
 	dead    bool
 	recircs xlate.Recircs // held while the megaflow is installed
+	learned xlate.Learned // refreshed while the megaflow is used
+	// refreshed is Used when learned was last refreshed.
+	refreshed time.Duration
 }
 
 // Mask returns the megaflow's mask.
@@ -317,8 +320,13 @@ func (c *Cache) Insert(res *xlate.Result, now time.Duration) *Flow {
 	}
 	f := &Flow{Key: mk, Actions: res.Actions, Reasons: res.Reasons, Generation: res.Generation,
 		Tables: res.Tables, Groups: res.Groups,
-		Used: now, Created: now, st: st, hash: st.hash(&mk), recircs: res.Recircs}
+		Used: now, Created: now, st: st, hash: st.hash(&mk), recircs: res.Recircs, learned: res.Learned,
+		refreshed: now}
 	f.recircs.Hold()
+	// Learned rules were validated with their learn action; a failure
+	// would leave the affinity (or whatever) unlearned, not the megaflow
+	// wrong.
+	_ = f.learned.Install()
 	st.insert(f)
 	c.n++
 	c.stats.Inserted++
@@ -423,14 +431,29 @@ func (c *Cache) Flush() {
 }
 
 // Expire deletes megaflows not hit since now-idle and returns how many.
+// It also keeps the rules that megaflows' learn actions installed from
+// idling out while the megaflows are hit, and has the translators expire
+// learned rules that did idle out.
 func (c *Cache) Expire(now, idle time.Duration) int {
 	n := 0
+	var learners []*xlate.Translator
 	c.Flows(func(f *Flow) {
+		if t := f.learned.Translator(); t != nil && !slices.Contains(learners, t) {
+			learners = append(learners, t)
+		}
 		if now-f.Used > idle {
 			c.remove(f)
 			n++
+			return
+		}
+		if f.learned.Len() > 0 && f.Used > f.refreshed {
+			f.learned.Refresh()
+			f.refreshed = f.Used
 		}
 	})
+	for _, t := range learners {
+		t.ExpireLearned()
+	}
 	c.stats.Expired += uint64(n)
 	return n
 }

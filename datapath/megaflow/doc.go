@@ -26,4 +26,8 @@
 // Revalidate, Expire or Flush, or replaced by Insert), so the translator can
 // free states no megaflow refers to. A cache dropped without Flush keeps its
 // states alive: flush a cache you discard.
+//
+// A megaflow whose translation ran learn actions installs the learned rules
+// on Insert; Expire refreshes them while the megaflow is hit and has the
+// translator drop learned rules that idled out.
 package megaflow

@@ -57,6 +57,20 @@
 // Limitation: a segmentation-offloaded (GSO) frame counts with its whole
 // length, where OVS's kernel datapath counts one segment.
 //
+// # learn
+//
+// A learn action builds a rule from the working key (reading, and so
+// un-wildcarding, the packet fields it copies) and returns it in
+// Result.Learned; the translation itself does not change the tables.
+// The megaflow cache installs learned rules when it installs the
+// megaflow (Learned.Install; classifier.Tables.Learn leaves an identical
+// rule alone, so re-learning does not invalidate megaflows), refreshes
+// them from its expiry run while the megaflow is hit, and has the
+// translator remove rules past their idle or hard timeout
+// (ExpireLearned). Revalidation's re-translations therefore do not renew
+// a rule, and a rule learned in a translation is not visible to later
+// lookups of the same translation (OVS installs it at once).
+//
 // Frozen states are reference counted by the megaflows that recirculate
 // into them: Result.Recircs names them, and the megaflow cache holds them
 // from Insert until it deletes the megaflow. A state that nothing holds is

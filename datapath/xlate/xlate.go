@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/govn/govn/datapath/classifier"
@@ -34,6 +35,11 @@ type Translator struct {
 	byID      map[uint32]*recircState
 	nextID    uint32
 	lastSweep time.Time
+
+	lmu            sync.Mutex
+	learned        map[learnKey]*learnedRule
+	nLearned       atomic.Int64 // len(learned), read without the lock
+	lastLearnSweep time.Time
 }
 
 // frozenState is what a recirculation resumes from.
@@ -55,7 +61,8 @@ const (
 // New returns a translator over tables.
 func New(tables *classifier.Tables, opts ...Option) *Translator {
 	t := &Translator{tables: tables, now: time.Now, grace: DefaultRecircGrace,
-		frozen: map[frozenState]*recircState{}, byID: map[uint32]*recircState{}}
+		frozen: map[frozenState]*recircState{}, byID: map[uint32]*recircState{},
+		learned: map[learnKey]*learnedRule{}}
 	for _, o := range opts {
 		o(t)
 	}
@@ -123,6 +130,9 @@ type Result struct {
 	// Recircs are the recirculation states Actions refer to; a cache
 	// holds them while it keeps the actions.
 	Recircs Recircs
+	// Learned are the rules learn actions produced; whoever installs
+	// the megaflow installs them (Learned.Install).
+	Learned Learned
 	Reasons []Reason
 	Trace   []Step
 	Err     error // set if the packet was dropped for exceeding a limit or a missing recirculation
@@ -174,6 +184,7 @@ type ctx struct {
 	// lenDelta is how much VLAN pushes and pops changed the packet's
 	// length since it was extracted (pkt_len).
 	lenDelta int64
+	learns   []pendingLearn
 	res      *Result
 	table    uint8      // current table, for reasons
 	rule     *flow.Rule // current rule, for reasons; nil for a table miss
@@ -203,6 +214,7 @@ func (t *Translator) Translate(k *flow.Key, opts Options) Result {
 	c.wc.SetField(flow.InPort)
 	c.wc.SetField(flow.RecircID)
 
+	t.ExpireLearned()
 	res.Generation = t.tables.BeginRead()
 	func() {
 		defer t.tables.EndRead()
@@ -224,6 +236,12 @@ func (t *Translator) Translate(k *flow.Key, opts Options) Result {
 		}
 		c.runTable(fs.Table)
 	}()
+	if len(c.learns) > 0 && c.err == nil {
+		res.Learned = Learned{t: t, rules: c.learns}
+	}
+	if t.nLearned.Load() > 0 {
+		res.Learned.t = t
+	}
 	if c.err != nil {
 		res.Err = c.err
 		res.Actions = nil
@@ -368,6 +386,8 @@ func (c *ctx) runActions(as []flow.Action) {
 			c.pop(a)
 		case flow.CheckPktLarger:
 			c.checkPktLarger(a)
+		case flow.Learn:
+			c.learn(a)
 		case flow.Resubmit:
 			c.runTable(a.Table)
 		case flow.GotoTable:
