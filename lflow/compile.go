@@ -84,9 +84,15 @@ type Result struct {
 }
 
 // UnsupportedError reports an action the datapath cannot express yet.
-type UnsupportedError struct{ Action string }
+type UnsupportedError struct {
+	Action string
+	Reason string // what the datapath lacks, if known
+}
 
 func (e *UnsupportedError) Error() string {
+	if e.Reason != "" {
+		return fmt.Sprintf("action %s is not supported by the datapath yet: %s", e.Action, e.Reason)
+	}
 	return fmt.Sprintf("action %s is not supported by the datapath yet", e.Action)
 }
 

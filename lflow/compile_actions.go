@@ -228,6 +228,14 @@ func (ac *actionCompiler) call(out []flow.Action, a *CallAction) ([]flow.Action,
 		return ac.stackAction(out, a)
 	case "check_pkt_larger":
 		return ac.checkPktLarger(out, a)
+	case "commit_lb_aff":
+		return ac.commitLBAff(out, a)
+	case "set_meter":
+		return nil, &UnsupportedError{Action: a.Name, Reason: "it has no meters (per-flow rate limiting)"}
+	case "set_queue":
+		return nil, &UnsupportedError{Action: a.Name, Reason: "it has no QoS queues"}
+	case "sample":
+		return nil, &UnsupportedError{Action: a.Name, Reason: "it has no IPFIX sampling"}
 	}
 	return nil, &UnsupportedError{Action: a.Name}
 }

@@ -62,10 +62,13 @@
 // (flow.Push, flow.Pop), and the registers a table lookup (lookup_arp,
 // get_arp, ...) receives its arguments in are pushed before the lookup and
 // popped after it, so the action changes nothing but its result.
+// R = check_pkt_larger(L) compiles to flow.CheckPktLarger, and
+// commit_lb_aff to a flow.Learn of the affinity rule that chk_lb_aff's
+// table then answers from.
 //
 // Known differences from OVN, each because datapath/flow has no
-// equivalent yet: set_meter, commit_lb_aff, set_queue, fwd_group and
-// sample compile to an *UnsupportedError. Conjunctive rules
+// equivalent yet: set_meter (no meters), set_queue, fwd_group and sample
+// compile to an *UnsupportedError. Conjunctive rules
 // from two logical flows that share a match must be merged by the caller
 // (the controller) into one rule with both conjunction actions, as OVN's
 // ofctrl does.
