@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/govn/govn/ovsdb"
 	"github.com/govn/govn/ovsdb/jsonrpc"
@@ -132,4 +133,63 @@ func BenchmarkFanout(b *testing.B) {
 		}
 		<-done
 	}
+}
+
+// BenchmarkCommitDuringInitialMonitor times commits made while another
+// session's initial monitor of a 100k-row table is being built: the
+// reported max-commit-ms is how long the dump stalls the database.
+func BenchmarkCommitDuringInitialMonitor(b *testing.B) {
+	const rows = 100000
+	srv := New(Options{Logger: quietLogger(), ProbeInterval: -1})
+	db := ovsdb.NewDatabase(ovsdb.MustParseSchema([]byte(testSchema)))
+	if err := srv.AddDatabase(db, nil); err != nil {
+		b.Fatal(err)
+	}
+	sock := filepath.Join(b.TempDir(), "db.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l, err := Listen(ctx, "punix:"+sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	go srv.Serve(ctx, l)
+	w := dial(&testing.T{}, sock)
+	defer w.conn.Close()
+	for start := 0; start < rows; start += 5000 {
+		ops := []byte(`["Test"`)
+		for i := start; i < start+5000; i++ {
+			ops = fmt.Appendf(ops, `,{"op":"insert","table":"Box","row":{"name":"b%d","n":%d,"opts":["map",[["owner","bench"]]]}}`, i, i)
+		}
+		ops = append(ops, ']')
+		if _, err := w.conn.CallRaw(ctx, "transact", json.RawMessage(ops)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var worst time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		m := dial(&testing.T{}, sock)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if _, err := m.conn.CallRaw(ctx, "monitor_cond", json.RawMessage(`["Test","all",{"Box":{}}]`)); err != nil {
+				b.Error(err)
+			}
+		}()
+		for n := 0; ; n++ {
+			select {
+			case <-done:
+			default:
+				start := time.Now()
+				if _, err := w.conn.CallRaw(ctx, "transact", json.RawMessage(fmt.Sprintf(`["Test",{"op":"insert","table":"Box","row":{"name":"x%d-%d"}}]`, i, n))); err != nil {
+					b.Fatal(err)
+				}
+				worst = max(worst, time.Since(start))
+				continue
+			}
+			break
+		}
+		m.conn.Close()
+	}
+	b.ReportMetric(float64(worst)/float64(time.Millisecond), "max-commit-ms")
 }

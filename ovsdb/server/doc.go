@@ -40,7 +40,10 @@
 // transaction changed; monitors whose request is the same and has no
 // conditions share one encoding of the update. Initial contents and
 // monitor_cond_change use the tables' condition indexes, so a conditional
-// monitor costs work in proportion to the rows it selects.
+// monitor costs work in proportion to the rows it selects. The initial
+// reply is encoded outside the database's lock from the rows captured
+// under it (rows are immutable), so a large dump does not stall commits;
+// the new monitor's updates are held meanwhile and sent after the reply.
 //
 // Every commit gets a transaction id. The last commits (bounded in number
 // and in changed rows, Options.HistoryLength and HistoryRows) are kept so

@@ -27,6 +27,10 @@ type monitor struct {
 	// (same version, tables, columns and select flags, no conditions); ""
 	// when the monitor has conditions and must be encoded on its own.
 	shape string
+	// held, while not nil, collects the monitor's update notifications
+	// (params) instead of sending them: its initial reply is being encoded
+	// outside the database's lock and must go out first. Guarded by d.mu.
+	held [][]byte
 }
 
 // monTable is what a monitor watches in one table.
@@ -362,26 +366,48 @@ func (m *monitor) appendUpdates(b []byte, tables map[string]map[ovsdb.UUID]*ovsd
 	return append(b, '}'), nt > 0
 }
 
-// appendInitial appends the initial contents the monitor selects.
-func (m *monitor) appendInitial(b []byte, db *ovsdb.Database) []byte {
-	b = append(b, '{')
-	nt := 0
+// initialRows is the rows a monitor's initial reply holds, per table,
+// captured under the database's lock. Rows are immutable, so the reply can
+// be encoded from it after the lock is released.
+type initialRows map[string][]*ovsdb.Row
+
+// snapshotInitialLocked captures the rows the monitor's initial contents
+// select. Callers hold m.d.mu.
+func (m *monitor) snapshotInitialLocked(db *ovsdb.Database) initialRows {
+	snap := initialRows{}
 	for name, mt := range m.tables {
 		if !mt.sel.initial {
 			continue
 		}
-		tstart := len(b)
+		t := db.Table(name)
+		var rows []*ovsdb.Row
+		if len(mt.conds) == 0 {
+			rows = make([]*ovsdb.Row, 0, len(t.Rows))
+		}
+		t.ForEachMatchAny(mt.conds, func(r *ovsdb.Row) { rows = append(rows, r) })
+		snap[name] = rows
+	}
+	return snap
+}
+
+// appendInitial appends the initial contents in snap.
+func (m *monitor) appendInitial(b []byte, snap initialRows) []byte {
+	b = append(b, '{')
+	nt := 0
+	for name, rows := range snap {
+		if len(rows) == 0 {
+			continue
+		}
+		mt := m.tables[name]
 		if nt > 0 {
 			b = append(b, ',')
 		}
 		b = ovsdb.AppendJSONString(b, name)
 		b = append(b, `:{`...)
-		nr := 0
-		db.Table(name).ForEachMatchAny(mt.conds, func(r *ovsdb.Row) {
-			if nr > 0 {
+		for i, r := range rows {
+			if i > 0 {
 				b = append(b, ',')
 			}
-			nr++
 			b = append(b, '"')
 			b, _ = r.UUID.AppendText(b)
 			if m.version == monitorV1 {
@@ -391,10 +417,6 @@ func (m *monitor) appendInitial(b []byte, db *ovsdb.Database) []byte {
 			}
 			b = mt.appendRow(b, r, m.version)
 			b = append(b, '}')
-		})
-		if nr == 0 {
-			b = b[:tstart]
-			continue
 		}
 		b = append(b, '}')
 		nt++
@@ -442,6 +464,10 @@ func (d *dbState) notifyLocked(cs *ovsdb.ChangeSet, txnID ovsdb.UUID) {
 		}
 		p = append(p, e.b...)
 		p = append(p, ']')
+		if m.held != nil {
+			m.held = append(m.held, p)
+			continue
+		}
 		m.sess.conn.Notify(m.method(), json.RawMessage(p))
 	}
 }
@@ -524,10 +550,10 @@ func (s *session) monitor(id json.RawMessage, method string, params []any) {
 	m.computeShape()
 
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	s.mu.Lock()
 	if _, dup := s.monitors[string(monID)]; dup || s.closed {
 		s.mu.Unlock()
+		d.mu.Unlock()
 		s.replyError(id, errorJSON(ovsdb.ErrSyntax, "duplicate monitor ID %s", monID))
 		return
 	}
@@ -536,31 +562,47 @@ func (s *session) monitor(id json.RawMessage, method string, params []any) {
 	d.monitors[m] = struct{}{}
 	d.watchLocked(m)
 
-	var result []byte
-	switch version {
-	case monitorV3:
-		var changes map[string]map[ovsdb.UUID]*ovsdb.RowChange
-		found := false
-		if !since.IsZero() {
-			changes, found = d.composeSince(since)
-		}
-		result = append(result, '[')
-		if found {
-			result = append(result, `true,"`...)
+	if version == monitorV3 && !since.IsZero() {
+		if changes, found := d.composeSince(since); found {
+			result := []byte(`[true,"`)
 			result, _ = d.lastTxn.AppendText(result)
 			result = append(result, `",`...)
 			result, _ = m.appendUpdates(result, changes)
-		} else {
-			result = append(result, `false,"`...)
-			result, _ = d.lastTxn.AppendText(result)
-			result = append(result, `",`...)
-			result = m.appendInitial(result, d.db)
+			result = append(result, ']')
+			s.conn.Reply(id, json.RawMessage(result))
+			d.mu.Unlock()
+			return
 		}
-		result = append(result, ']')
-	default:
-		result = m.appendInitial(nil, d.db)
 	}
+	// The initial contents: capture the rows under the lock, encode them
+	// outside it (a large table takes long enough to stall every commit),
+	// and hold the monitor's updates meanwhile so that they follow the
+	// reply.
+	snap := m.snapshotInitialLocked(d.db)
+	lastTxn := d.lastTxn
+	m.held = [][]byte{}
+	d.mu.Unlock()
+
+	var result []byte
+	if version == monitorV3 {
+		result = append(result, `[false,"`...)
+		result, _ = lastTxn.AppendText(result)
+		result = append(result, `",`...)
+		result = m.appendInitial(result, snap)
+		result = append(result, ']')
+	} else {
+		result = m.appendInitial(nil, snap)
+	}
+
+	// Updates are still held, so the reply (whose queueing copies it) goes
+	// out before them without the lock.
 	s.conn.Reply(id, json.RawMessage(result))
+	d.mu.Lock()
+	for _, p := range m.held {
+		s.conn.Notify(m.method(), json.RawMessage(p))
+	}
+	m.held = nil
+	d.mu.Unlock()
 }
 
 func toErrJSON(err error) json.RawMessage {
