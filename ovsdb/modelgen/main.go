@@ -1,6 +1,8 @@
 // Command modelgen generates typed Go models from an OVSDB schema: one
 // struct per table with a field per column, conversion to and from
 // ovsdb.Row, and constants for table names and enumerated values. The
+// generated code holds only what differs per table (each struct lists its
+// fields' columns); the conversions themselves are package ovsdb/model. The
 // structs satisfy client.Model, so the client cache can hand out typed rows
 // (client.Get, client.List) and transactions can take them (Txn.InsertModel).
 //

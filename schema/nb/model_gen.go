@@ -2,7 +2,10 @@
 
 package nb
 
-import "github.com/govn/govn/ovsdb"
+import (
+	"github.com/govn/govn/ovsdb"
+	"github.com/govn/govn/ovsdb/model"
+)
 
 // DatabaseName is the name of the database this schema describes.
 const DatabaseName = "OVN_Northbound"
@@ -81,61 +84,32 @@ type ACL struct {
 // TableName returns "ACL".
 func (*ACL) TableName() string { return "ACL" }
 
+// columns binds m's fields to the columns of ACL.
+func (m *ACL) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("action", &m.Action),
+		model.Scalar("direction", &m.Direction),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("label", &m.Label),
+		model.Scalar("log", &m.Log),
+		model.Scalar("match", &m.Match),
+		model.Optional("meter", &m.Meter),
+		model.Optional("name", &m.Name),
+		model.Map("options", &m.Options),
+		model.Scalar("priority", &m.Priority),
+		model.Optional("severity", &m.Severity),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *ACL) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = ACL{UUID: r.UUID}
-	if d, ok := column(t, r, "action"); ok {
-		m.Action = scalar[string](d)
-	}
-	if d, ok := column(t, r, "direction"); ok {
-		m.Direction = scalar[string](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "label"); ok {
-		m.Label = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "log"); ok {
-		m.Log = scalar[bool](d)
-	}
-	if d, ok := column(t, r, "match"); ok {
-		m.Match = scalar[string](d)
-	}
-	if d, ok := column(t, r, "meter"); ok {
-		m.Meter = optional[string](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = optional[string](d)
-	}
-	if d, ok := column(t, r, "options"); ok {
-		m.Options = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "priority"); ok {
-		m.Priority = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "severity"); ok {
-		m.Severity = optional[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *ACL) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"action":       ovsdb.Scalar(atom(m.Action)),
-		"direction":    ovsdb.Scalar(atom(m.Direction)),
-		"external_ids": mapDatum(m.ExternalIDs),
-		"label":        ovsdb.Scalar(atom(m.Label)),
-		"log":          ovsdb.Scalar(atom(m.Log)),
-		"match":        ovsdb.Scalar(atom(m.Match)),
-		"meter":        optionalDatum(m.Meter),
-		"name":         optionalDatum(m.Name),
-		"options":      mapDatum(m.Options),
-		"priority":     ovsdb.Scalar(atom(m.Priority)),
-		"severity":     optionalDatum(m.Severity),
-	}
-}
+func (m *ACL) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // AddressSet is a row of the Address_Set table (a root table).
 type AddressSet struct {
@@ -148,29 +122,24 @@ type AddressSet struct {
 // TableName returns "Address_Set".
 func (*AddressSet) TableName() string { return "Address_Set" }
 
+// columns binds m's fields to the columns of Address_Set.
+func (m *AddressSet) columns() []model.Column {
+	return []model.Column{
+		model.Set("addresses", &m.Addresses),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("name", &m.Name),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *AddressSet) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = AddressSet{UUID: r.UUID}
-	if d, ok := column(t, r, "addresses"); ok {
-		m.Addresses = set[string](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *AddressSet) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"addresses":    setDatum(m.Addresses),
-		"external_ids": mapDatum(m.ExternalIDs),
-		"name":         ovsdb.Scalar(atom(m.Name)),
-	}
-}
+func (m *AddressSet) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of BFD.
 const (
@@ -196,49 +165,29 @@ type BFD struct {
 // TableName returns "BFD".
 func (*BFD) TableName() string { return "BFD" }
 
+// columns binds m's fields to the columns of BFD.
+func (m *BFD) columns() []model.Column {
+	return []model.Column{
+		model.Optional("detect_mult", &m.DetectMult),
+		model.Scalar("dst_ip", &m.DstIP),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("logical_port", &m.LogicalPort),
+		model.Optional("min_rx", &m.MinRx),
+		model.Optional("min_tx", &m.MinTx),
+		model.Map("options", &m.Options),
+		model.Optional("status", &m.Status),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *BFD) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = BFD{UUID: r.UUID}
-	if d, ok := column(t, r, "detect_mult"); ok {
-		m.DetectMult = optional[int64](d)
-	}
-	if d, ok := column(t, r, "dst_ip"); ok {
-		m.DstIP = scalar[string](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "logical_port"); ok {
-		m.LogicalPort = scalar[string](d)
-	}
-	if d, ok := column(t, r, "min_rx"); ok {
-		m.MinRx = optional[int64](d)
-	}
-	if d, ok := column(t, r, "min_tx"); ok {
-		m.MinTx = optional[int64](d)
-	}
-	if d, ok := column(t, r, "options"); ok {
-		m.Options = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "status"); ok {
-		m.Status = optional[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *BFD) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"detect_mult":  optionalDatum(m.DetectMult),
-		"dst_ip":       ovsdb.Scalar(atom(m.DstIP)),
-		"external_ids": mapDatum(m.ExternalIDs),
-		"logical_port": ovsdb.Scalar(atom(m.LogicalPort)),
-		"min_rx":       optionalDatum(m.MinRx),
-		"min_tx":       optionalDatum(m.MinTx),
-		"options":      mapDatum(m.Options),
-		"status":       optionalDatum(m.Status),
-	}
-}
+func (m *BFD) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // ChassisTemplateVar is a row of the Chassis_Template_Var table (a root table).
 type ChassisTemplateVar struct {
@@ -251,29 +200,24 @@ type ChassisTemplateVar struct {
 // TableName returns "Chassis_Template_Var".
 func (*ChassisTemplateVar) TableName() string { return "Chassis_Template_Var" }
 
+// columns binds m's fields to the columns of Chassis_Template_Var.
+func (m *ChassisTemplateVar) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("chassis", &m.Chassis),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Map("variables", &m.Variables),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *ChassisTemplateVar) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = ChassisTemplateVar{UUID: r.UUID}
-	if d, ok := column(t, r, "chassis"); ok {
-		m.Chassis = scalar[string](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "variables"); ok {
-		m.Variables = mapOf[string, string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *ChassisTemplateVar) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"chassis":      ovsdb.Scalar(atom(m.Chassis)),
-		"external_ids": mapDatum(m.ExternalIDs),
-		"variables":    mapDatum(m.Variables),
-	}
-}
+func (m *ChassisTemplateVar) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Connection is a row of the Connection table (not a root table: rows nobody refers to are deleted).
 type Connection struct {
@@ -290,45 +234,28 @@ type Connection struct {
 // TableName returns "Connection".
 func (*Connection) TableName() string { return "Connection" }
 
+// columns binds m's fields to the columns of Connection.
+func (m *Connection) columns() []model.Column {
+	return []model.Column{
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Optional("inactivity_probe", &m.InactivityProbe),
+		model.Scalar("is_connected", &m.IsConnected),
+		model.Optional("max_backoff", &m.MaxBackoff),
+		model.Map("other_config", &m.OtherConfig),
+		model.Map("status", &m.Status),
+		model.Scalar("target", &m.Target),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *Connection) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = Connection{UUID: r.UUID}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "inactivity_probe"); ok {
-		m.InactivityProbe = optional[int64](d)
-	}
-	if d, ok := column(t, r, "is_connected"); ok {
-		m.IsConnected = scalar[bool](d)
-	}
-	if d, ok := column(t, r, "max_backoff"); ok {
-		m.MaxBackoff = optional[int64](d)
-	}
-	if d, ok := column(t, r, "other_config"); ok {
-		m.OtherConfig = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "status"); ok {
-		m.Status = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "target"); ok {
-		m.Target = scalar[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *Connection) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"external_ids":     mapDatum(m.ExternalIDs),
-		"inactivity_probe": optionalDatum(m.InactivityProbe),
-		"is_connected":     ovsdb.Scalar(atom(m.IsConnected)),
-		"max_backoff":      optionalDatum(m.MaxBackoff),
-		"other_config":     mapDatum(m.OtherConfig),
-		"status":           mapDatum(m.Status),
-		"target":           ovsdb.Scalar(atom(m.Target)),
-	}
-}
+func (m *Connection) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Copp is a row of the Copp table (a root table).
 type Copp struct {
@@ -341,29 +268,24 @@ type Copp struct {
 // TableName returns "Copp".
 func (*Copp) TableName() string { return "Copp" }
 
+// columns binds m's fields to the columns of Copp.
+func (m *Copp) columns() []model.Column {
+	return []model.Column{
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Map("meters", &m.Meters),
+		model.Scalar("name", &m.Name),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *Copp) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = Copp{UUID: r.UUID}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "meters"); ok {
-		m.Meters = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *Copp) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"external_ids": mapDatum(m.ExternalIDs),
-		"meters":       mapDatum(m.Meters),
-		"name":         ovsdb.Scalar(atom(m.Name)),
-	}
-}
+func (m *Copp) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // DHCPOptions is a row of the DHCP_Options table (a root table).
 type DHCPOptions struct {
@@ -376,29 +298,24 @@ type DHCPOptions struct {
 // TableName returns "DHCP_Options".
 func (*DHCPOptions) TableName() string { return "DHCP_Options" }
 
+// columns binds m's fields to the columns of DHCP_Options.
+func (m *DHCPOptions) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("cidr", &m.CIDR),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Map("options", &m.Options),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *DHCPOptions) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = DHCPOptions{UUID: r.UUID}
-	if d, ok := column(t, r, "cidr"); ok {
-		m.CIDR = scalar[string](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "options"); ok {
-		m.Options = mapOf[string, string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *DHCPOptions) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"cidr":         ovsdb.Scalar(atom(m.CIDR)),
-		"external_ids": mapDatum(m.ExternalIDs),
-		"options":      mapDatum(m.Options),
-	}
-}
+func (m *DHCPOptions) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // DNS is a row of the DNS table (a root table).
 type DNS struct {
@@ -410,25 +327,23 @@ type DNS struct {
 // TableName returns "DNS".
 func (*DNS) TableName() string { return "DNS" }
 
+// columns binds m's fields to the columns of DNS.
+func (m *DNS) columns() []model.Column {
+	return []model.Column{
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Map("records", &m.Records),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *DNS) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = DNS{UUID: r.UUID}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "records"); ok {
-		m.Records = mapOf[string, string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *DNS) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"external_ids": mapDatum(m.ExternalIDs),
-		"records":      mapDatum(m.Records),
-	}
-}
+func (m *DNS) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // ForwardingGroup is a row of the Forwarding_Group table (not a root table: rows nobody refers to are deleted).
 type ForwardingGroup struct {
@@ -444,41 +359,27 @@ type ForwardingGroup struct {
 // TableName returns "Forwarding_Group".
 func (*ForwardingGroup) TableName() string { return "Forwarding_Group" }
 
+// columns binds m's fields to the columns of Forwarding_Group.
+func (m *ForwardingGroup) columns() []model.Column {
+	return []model.Column{
+		model.Set("child_port", &m.ChildPort),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("liveness", &m.Liveness),
+		model.Scalar("name", &m.Name),
+		model.Scalar("vip", &m.VIP),
+		model.Scalar("vmac", &m.VMAC),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *ForwardingGroup) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = ForwardingGroup{UUID: r.UUID}
-	if d, ok := column(t, r, "child_port"); ok {
-		m.ChildPort = set[string](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "liveness"); ok {
-		m.Liveness = scalar[bool](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "vip"); ok {
-		m.VIP = scalar[string](d)
-	}
-	if d, ok := column(t, r, "vmac"); ok {
-		m.VMAC = scalar[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *ForwardingGroup) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"child_port":   setDatum(m.ChildPort),
-		"external_ids": mapDatum(m.ExternalIDs),
-		"liveness":     ovsdb.Scalar(atom(m.Liveness)),
-		"name":         ovsdb.Scalar(atom(m.Name)),
-		"vip":          ovsdb.Scalar(atom(m.VIP)),
-		"vmac":         ovsdb.Scalar(atom(m.VMAC)),
-	}
-}
+func (m *ForwardingGroup) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // GatewayChassis is a row of the Gateway_Chassis table (not a root table: rows nobody refers to are deleted).
 type GatewayChassis struct {
@@ -493,37 +394,26 @@ type GatewayChassis struct {
 // TableName returns "Gateway_Chassis".
 func (*GatewayChassis) TableName() string { return "Gateway_Chassis" }
 
+// columns binds m's fields to the columns of Gateway_Chassis.
+func (m *GatewayChassis) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("chassis_name", &m.ChassisName),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("name", &m.Name),
+		model.Map("options", &m.Options),
+		model.Scalar("priority", &m.Priority),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *GatewayChassis) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = GatewayChassis{UUID: r.UUID}
-	if d, ok := column(t, r, "chassis_name"); ok {
-		m.ChassisName = scalar[string](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "options"); ok {
-		m.Options = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "priority"); ok {
-		m.Priority = scalar[int64](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *GatewayChassis) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"chassis_name": ovsdb.Scalar(atom(m.ChassisName)),
-		"external_ids": mapDatum(m.ExternalIDs),
-		"name":         ovsdb.Scalar(atom(m.Name)),
-		"options":      mapDatum(m.Options),
-		"priority":     ovsdb.Scalar(atom(m.Priority)),
-	}
-}
+func (m *GatewayChassis) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // HAChassis is a row of the HA_Chassis table (not a root table: rows nobody refers to are deleted).
 type HAChassis struct {
@@ -536,29 +426,24 @@ type HAChassis struct {
 // TableName returns "HA_Chassis".
 func (*HAChassis) TableName() string { return "HA_Chassis" }
 
+// columns binds m's fields to the columns of HA_Chassis.
+func (m *HAChassis) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("chassis_name", &m.ChassisName),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("priority", &m.Priority),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *HAChassis) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = HAChassis{UUID: r.UUID}
-	if d, ok := column(t, r, "chassis_name"); ok {
-		m.ChassisName = scalar[string](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "priority"); ok {
-		m.Priority = scalar[int64](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *HAChassis) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"chassis_name": ovsdb.Scalar(atom(m.ChassisName)),
-		"external_ids": mapDatum(m.ExternalIDs),
-		"priority":     ovsdb.Scalar(atom(m.Priority)),
-	}
-}
+func (m *HAChassis) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // HAChassisGroup is a row of the HA_Chassis_Group table (a root table).
 type HAChassisGroup struct {
@@ -571,29 +456,24 @@ type HAChassisGroup struct {
 // TableName returns "HA_Chassis_Group".
 func (*HAChassisGroup) TableName() string { return "HA_Chassis_Group" }
 
+// columns binds m's fields to the columns of HA_Chassis_Group.
+func (m *HAChassisGroup) columns() []model.Column {
+	return []model.Column{
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Set("ha_chassis", &m.HAChassis),
+		model.Scalar("name", &m.Name),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *HAChassisGroup) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = HAChassisGroup{UUID: r.UUID}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "ha_chassis"); ok {
-		m.HAChassis = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *HAChassisGroup) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"external_ids": mapDatum(m.ExternalIDs),
-		"ha_chassis":   setDatum(m.HAChassis),
-		"name":         ovsdb.Scalar(atom(m.Name)),
-	}
-}
+func (m *HAChassisGroup) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of Load_Balancer.
 const (
@@ -624,49 +504,29 @@ type LoadBalancer struct {
 // TableName returns "Load_Balancer".
 func (*LoadBalancer) TableName() string { return "Load_Balancer" }
 
+// columns binds m's fields to the columns of Load_Balancer.
+func (m *LoadBalancer) columns() []model.Column {
+	return []model.Column{
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Set("health_check", &m.HealthCheck),
+		model.Map("ip_port_mappings", &m.IPPortMappings),
+		model.Scalar("name", &m.Name),
+		model.Map("options", &m.Options),
+		model.Optional("protocol", &m.Protocol),
+		model.Set("selection_fields", &m.SelectionFields),
+		model.Map("vips", &m.VIPs),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *LoadBalancer) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = LoadBalancer{UUID: r.UUID}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "health_check"); ok {
-		m.HealthCheck = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "ip_port_mappings"); ok {
-		m.IPPortMappings = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "options"); ok {
-		m.Options = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "protocol"); ok {
-		m.Protocol = optional[string](d)
-	}
-	if d, ok := column(t, r, "selection_fields"); ok {
-		m.SelectionFields = set[string](d)
-	}
-	if d, ok := column(t, r, "vips"); ok {
-		m.VIPs = mapOf[string, string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *LoadBalancer) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"external_ids":     mapDatum(m.ExternalIDs),
-		"health_check":     setDatum(m.HealthCheck),
-		"ip_port_mappings": mapDatum(m.IPPortMappings),
-		"name":             ovsdb.Scalar(atom(m.Name)),
-		"options":          mapDatum(m.Options),
-		"protocol":         optionalDatum(m.Protocol),
-		"selection_fields": setDatum(m.SelectionFields),
-		"vips":             mapDatum(m.VIPs),
-	}
-}
+func (m *LoadBalancer) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // LoadBalancerGroup is a row of the Load_Balancer_Group table (a root table).
 type LoadBalancerGroup struct {
@@ -678,25 +538,23 @@ type LoadBalancerGroup struct {
 // TableName returns "Load_Balancer_Group".
 func (*LoadBalancerGroup) TableName() string { return "Load_Balancer_Group" }
 
+// columns binds m's fields to the columns of Load_Balancer_Group.
+func (m *LoadBalancerGroup) columns() []model.Column {
+	return []model.Column{
+		model.Set("load_balancer", &m.LoadBalancer),
+		model.Scalar("name", &m.Name),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *LoadBalancerGroup) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = LoadBalancerGroup{UUID: r.UUID}
-	if d, ok := column(t, r, "load_balancer"); ok {
-		m.LoadBalancer = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *LoadBalancerGroup) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"load_balancer": setDatum(m.LoadBalancer),
-		"name":          ovsdb.Scalar(atom(m.Name)),
-	}
-}
+func (m *LoadBalancerGroup) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // LoadBalancerHealthCheck is a row of the Load_Balancer_Health_Check table (not a root table: rows nobody refers to are deleted).
 type LoadBalancerHealthCheck struct {
@@ -709,29 +567,24 @@ type LoadBalancerHealthCheck struct {
 // TableName returns "Load_Balancer_Health_Check".
 func (*LoadBalancerHealthCheck) TableName() string { return "Load_Balancer_Health_Check" }
 
+// columns binds m's fields to the columns of Load_Balancer_Health_Check.
+func (m *LoadBalancerHealthCheck) columns() []model.Column {
+	return []model.Column{
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Map("options", &m.Options),
+		model.Scalar("vip", &m.VIP),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *LoadBalancerHealthCheck) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = LoadBalancerHealthCheck{UUID: r.UUID}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "options"); ok {
-		m.Options = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "vip"); ok {
-		m.VIP = scalar[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *LoadBalancerHealthCheck) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"external_ids": mapDatum(m.ExternalIDs),
-		"options":      mapDatum(m.Options),
-		"vip":          ovsdb.Scalar(atom(m.VIP)),
-	}
-}
+func (m *LoadBalancerHealthCheck) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // LogicalRouter is a row of the Logical_Router table (a root table).
 type LogicalRouter struct {
@@ -752,61 +605,32 @@ type LogicalRouter struct {
 // TableName returns "Logical_Router".
 func (*LogicalRouter) TableName() string { return "Logical_Router" }
 
+// columns binds m's fields to the columns of Logical_Router.
+func (m *LogicalRouter) columns() []model.Column {
+	return []model.Column{
+		model.Optional("copp", &m.Copp),
+		model.Optional("enabled", &m.Enabled),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Set("load_balancer", &m.LoadBalancer),
+		model.Set("load_balancer_group", &m.LoadBalancerGroup),
+		model.Scalar("name", &m.Name),
+		model.Set("nat", &m.NAT),
+		model.Map("options", &m.Options),
+		model.Set("policies", &m.Policies),
+		model.Set("ports", &m.Ports),
+		model.Set("static_routes", &m.StaticRoutes),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *LogicalRouter) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = LogicalRouter{UUID: r.UUID}
-	if d, ok := column(t, r, "copp"); ok {
-		m.Copp = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "enabled"); ok {
-		m.Enabled = optional[bool](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "load_balancer"); ok {
-		m.LoadBalancer = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "load_balancer_group"); ok {
-		m.LoadBalancerGroup = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "nat"); ok {
-		m.NAT = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "options"); ok {
-		m.Options = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "policies"); ok {
-		m.Policies = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "ports"); ok {
-		m.Ports = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "static_routes"); ok {
-		m.StaticRoutes = set[ovsdb.UUID](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *LogicalRouter) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"copp":                optionalDatum(m.Copp),
-		"enabled":             optionalDatum(m.Enabled),
-		"external_ids":        mapDatum(m.ExternalIDs),
-		"load_balancer":       setDatum(m.LoadBalancer),
-		"load_balancer_group": setDatum(m.LoadBalancerGroup),
-		"name":                ovsdb.Scalar(atom(m.Name)),
-		"nat":                 setDatum(m.NAT),
-		"options":             mapDatum(m.Options),
-		"policies":            setDatum(m.Policies),
-		"ports":               setDatum(m.Ports),
-		"static_routes":       setDatum(m.StaticRoutes),
-	}
-}
+func (m *LogicalRouter) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of Logical_Router_Policy.
 const (
@@ -830,45 +654,28 @@ type LogicalRouterPolicy struct {
 // TableName returns "Logical_Router_Policy".
 func (*LogicalRouterPolicy) TableName() string { return "Logical_Router_Policy" }
 
+// columns binds m's fields to the columns of Logical_Router_Policy.
+func (m *LogicalRouterPolicy) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("action", &m.Action),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("match", &m.Match),
+		model.Optional("nexthop", &m.Nexthop),
+		model.Set("nexthops", &m.Nexthops),
+		model.Map("options", &m.Options),
+		model.Scalar("priority", &m.Priority),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *LogicalRouterPolicy) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = LogicalRouterPolicy{UUID: r.UUID}
-	if d, ok := column(t, r, "action"); ok {
-		m.Action = scalar[string](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "match"); ok {
-		m.Match = scalar[string](d)
-	}
-	if d, ok := column(t, r, "nexthop"); ok {
-		m.Nexthop = optional[string](d)
-	}
-	if d, ok := column(t, r, "nexthops"); ok {
-		m.Nexthops = set[string](d)
-	}
-	if d, ok := column(t, r, "options"); ok {
-		m.Options = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "priority"); ok {
-		m.Priority = scalar[int64](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *LogicalRouterPolicy) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"action":       ovsdb.Scalar(atom(m.Action)),
-		"external_ids": mapDatum(m.ExternalIDs),
-		"match":        ovsdb.Scalar(atom(m.Match)),
-		"nexthop":      optionalDatum(m.Nexthop),
-		"nexthops":     setDatum(m.Nexthops),
-		"options":      mapDatum(m.Options),
-		"priority":     ovsdb.Scalar(atom(m.Priority)),
-	}
-}
+func (m *LogicalRouterPolicy) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // LogicalRouterPort is a row of the Logical_Router_Port table (not a root table: rows nobody refers to are deleted).
 type LogicalRouterPort struct {
@@ -889,61 +696,32 @@ type LogicalRouterPort struct {
 // TableName returns "Logical_Router_Port".
 func (*LogicalRouterPort) TableName() string { return "Logical_Router_Port" }
 
+// columns binds m's fields to the columns of Logical_Router_Port.
+func (m *LogicalRouterPort) columns() []model.Column {
+	return []model.Column{
+		model.Optional("enabled", &m.Enabled),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Set("gateway_chassis", &m.GatewayChassis),
+		model.Optional("ha_chassis_group", &m.HAChassisGroup),
+		model.Set("ipv6_prefix", &m.IPv6Prefix),
+		model.Map("ipv6_ra_configs", &m.IPv6RAConfigs),
+		model.Scalar("mac", &m.MAC),
+		model.Scalar("name", &m.Name),
+		model.Set("networks", &m.Networks),
+		model.Map("options", &m.Options),
+		model.Optional("peer", &m.Peer),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *LogicalRouterPort) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = LogicalRouterPort{UUID: r.UUID}
-	if d, ok := column(t, r, "enabled"); ok {
-		m.Enabled = optional[bool](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "gateway_chassis"); ok {
-		m.GatewayChassis = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "ha_chassis_group"); ok {
-		m.HAChassisGroup = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "ipv6_prefix"); ok {
-		m.IPv6Prefix = set[string](d)
-	}
-	if d, ok := column(t, r, "ipv6_ra_configs"); ok {
-		m.IPv6RAConfigs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "mac"); ok {
-		m.MAC = scalar[string](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "networks"); ok {
-		m.Networks = set[string](d)
-	}
-	if d, ok := column(t, r, "options"); ok {
-		m.Options = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "peer"); ok {
-		m.Peer = optional[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *LogicalRouterPort) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"enabled":          optionalDatum(m.Enabled),
-		"external_ids":     mapDatum(m.ExternalIDs),
-		"gateway_chassis":  setDatum(m.GatewayChassis),
-		"ha_chassis_group": optionalDatum(m.HAChassisGroup),
-		"ipv6_prefix":      setDatum(m.IPv6Prefix),
-		"ipv6_ra_configs":  mapDatum(m.IPv6RAConfigs),
-		"mac":              ovsdb.Scalar(atom(m.MAC)),
-		"name":             ovsdb.Scalar(atom(m.Name)),
-		"networks":         setDatum(m.Networks),
-		"options":          mapDatum(m.Options),
-		"peer":             optionalDatum(m.Peer),
-	}
-}
+func (m *LogicalRouterPort) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of Logical_Router_Static_Route.
 const (
@@ -967,49 +745,29 @@ type LogicalRouterStaticRoute struct {
 // TableName returns "Logical_Router_Static_Route".
 func (*LogicalRouterStaticRoute) TableName() string { return "Logical_Router_Static_Route" }
 
+// columns binds m's fields to the columns of Logical_Router_Static_Route.
+func (m *LogicalRouterStaticRoute) columns() []model.Column {
+	return []model.Column{
+		model.Optional("bfd", &m.BFD),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("ip_prefix", &m.IPPrefix),
+		model.Scalar("nexthop", &m.Nexthop),
+		model.Map("options", &m.Options),
+		model.Optional("output_port", &m.OutputPort),
+		model.Optional("policy", &m.Policy),
+		model.Scalar("route_table", &m.RouteTable),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *LogicalRouterStaticRoute) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = LogicalRouterStaticRoute{UUID: r.UUID}
-	if d, ok := column(t, r, "bfd"); ok {
-		m.BFD = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "ip_prefix"); ok {
-		m.IPPrefix = scalar[string](d)
-	}
-	if d, ok := column(t, r, "nexthop"); ok {
-		m.Nexthop = scalar[string](d)
-	}
-	if d, ok := column(t, r, "options"); ok {
-		m.Options = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "output_port"); ok {
-		m.OutputPort = optional[string](d)
-	}
-	if d, ok := column(t, r, "policy"); ok {
-		m.Policy = optional[string](d)
-	}
-	if d, ok := column(t, r, "route_table"); ok {
-		m.RouteTable = scalar[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *LogicalRouterStaticRoute) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"bfd":          optionalDatum(m.BFD),
-		"external_ids": mapDatum(m.ExternalIDs),
-		"ip_prefix":    ovsdb.Scalar(atom(m.IPPrefix)),
-		"nexthop":      ovsdb.Scalar(atom(m.Nexthop)),
-		"options":      mapDatum(m.Options),
-		"output_port":  optionalDatum(m.OutputPort),
-		"policy":       optionalDatum(m.Policy),
-		"route_table":  ovsdb.Scalar(atom(m.RouteTable)),
-	}
-}
+func (m *LogicalRouterStaticRoute) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // LogicalSwitch is a row of the Logical_Switch table (a root table).
 type LogicalSwitch struct {
@@ -1030,61 +788,32 @@ type LogicalSwitch struct {
 // TableName returns "Logical_Switch".
 func (*LogicalSwitch) TableName() string { return "Logical_Switch" }
 
+// columns binds m's fields to the columns of Logical_Switch.
+func (m *LogicalSwitch) columns() []model.Column {
+	return []model.Column{
+		model.Set("acls", &m.ACLs),
+		model.Optional("copp", &m.Copp),
+		model.Set("dns_records", &m.DNSRecords),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Set("forwarding_groups", &m.ForwardingGroups),
+		model.Set("load_balancer", &m.LoadBalancer),
+		model.Set("load_balancer_group", &m.LoadBalancerGroup),
+		model.Scalar("name", &m.Name),
+		model.Map("other_config", &m.OtherConfig),
+		model.Set("ports", &m.Ports),
+		model.Set("qos_rules", &m.QoSRules),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *LogicalSwitch) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = LogicalSwitch{UUID: r.UUID}
-	if d, ok := column(t, r, "acls"); ok {
-		m.ACLs = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "copp"); ok {
-		m.Copp = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "dns_records"); ok {
-		m.DNSRecords = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "forwarding_groups"); ok {
-		m.ForwardingGroups = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "load_balancer"); ok {
-		m.LoadBalancer = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "load_balancer_group"); ok {
-		m.LoadBalancerGroup = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "other_config"); ok {
-		m.OtherConfig = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "ports"); ok {
-		m.Ports = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "qos_rules"); ok {
-		m.QoSRules = set[ovsdb.UUID](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *LogicalSwitch) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"acls":                setDatum(m.ACLs),
-		"copp":                optionalDatum(m.Copp),
-		"dns_records":         setDatum(m.DNSRecords),
-		"external_ids":        mapDatum(m.ExternalIDs),
-		"forwarding_groups":   setDatum(m.ForwardingGroups),
-		"load_balancer":       setDatum(m.LoadBalancer),
-		"load_balancer_group": setDatum(m.LoadBalancerGroup),
-		"name":                ovsdb.Scalar(atom(m.Name)),
-		"other_config":        mapDatum(m.OtherConfig),
-		"ports":               setDatum(m.Ports),
-		"qos_rules":           setDatum(m.QoSRules),
-	}
-}
+func (m *LogicalSwitch) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // LogicalSwitchPort is a row of the Logical_Switch_Port table (not a root table: rows nobody refers to are deleted).
 type LogicalSwitchPort struct {
@@ -1110,81 +839,37 @@ type LogicalSwitchPort struct {
 // TableName returns "Logical_Switch_Port".
 func (*LogicalSwitchPort) TableName() string { return "Logical_Switch_Port" }
 
+// columns binds m's fields to the columns of Logical_Switch_Port.
+func (m *LogicalSwitchPort) columns() []model.Column {
+	return []model.Column{
+		model.Set("addresses", &m.Addresses),
+		model.Optional("dhcpv4_options", &m.DHCPv4Options),
+		model.Optional("dhcpv6_options", &m.DHCPv6Options),
+		model.Optional("dynamic_addresses", &m.DynamicAddresses),
+		model.Optional("enabled", &m.Enabled),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Optional("ha_chassis_group", &m.HAChassisGroup),
+		model.Set("mirror_rules", &m.MirrorRules),
+		model.Scalar("name", &m.Name),
+		model.Map("options", &m.Options),
+		model.Optional("parent_name", &m.ParentName),
+		model.Set("port_security", &m.PortSecurity),
+		model.Optional("tag", &m.Tag),
+		model.Optional("tag_request", &m.TagRequest),
+		model.Scalar("type", &m.Type),
+		model.Optional("up", &m.Up),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *LogicalSwitchPort) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = LogicalSwitchPort{UUID: r.UUID}
-	if d, ok := column(t, r, "addresses"); ok {
-		m.Addresses = set[string](d)
-	}
-	if d, ok := column(t, r, "dhcpv4_options"); ok {
-		m.DHCPv4Options = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "dhcpv6_options"); ok {
-		m.DHCPv6Options = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "dynamic_addresses"); ok {
-		m.DynamicAddresses = optional[string](d)
-	}
-	if d, ok := column(t, r, "enabled"); ok {
-		m.Enabled = optional[bool](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "ha_chassis_group"); ok {
-		m.HAChassisGroup = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "mirror_rules"); ok {
-		m.MirrorRules = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "options"); ok {
-		m.Options = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "parent_name"); ok {
-		m.ParentName = optional[string](d)
-	}
-	if d, ok := column(t, r, "port_security"); ok {
-		m.PortSecurity = set[string](d)
-	}
-	if d, ok := column(t, r, "tag"); ok {
-		m.Tag = optional[int64](d)
-	}
-	if d, ok := column(t, r, "tag_request"); ok {
-		m.TagRequest = optional[int64](d)
-	}
-	if d, ok := column(t, r, "type"); ok {
-		m.Type = scalar[string](d)
-	}
-	if d, ok := column(t, r, "up"); ok {
-		m.Up = optional[bool](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *LogicalSwitchPort) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"addresses":         setDatum(m.Addresses),
-		"dhcpv4_options":    optionalDatum(m.DHCPv4Options),
-		"dhcpv6_options":    optionalDatum(m.DHCPv6Options),
-		"dynamic_addresses": optionalDatum(m.DynamicAddresses),
-		"enabled":           optionalDatum(m.Enabled),
-		"external_ids":      mapDatum(m.ExternalIDs),
-		"ha_chassis_group":  optionalDatum(m.HAChassisGroup),
-		"mirror_rules":      setDatum(m.MirrorRules),
-		"name":              ovsdb.Scalar(atom(m.Name)),
-		"options":           mapDatum(m.Options),
-		"parent_name":       optionalDatum(m.ParentName),
-		"port_security":     setDatum(m.PortSecurity),
-		"tag":               optionalDatum(m.Tag),
-		"tag_request":       optionalDatum(m.TagRequest),
-		"type":              ovsdb.Scalar(atom(m.Type)),
-		"up":                optionalDatum(m.Up),
-	}
-}
+func (m *LogicalSwitchPort) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of Meter.
 const (
@@ -1205,37 +890,26 @@ type Meter struct {
 // TableName returns "Meter".
 func (*Meter) TableName() string { return "Meter" }
 
+// columns binds m's fields to the columns of Meter.
+func (m *Meter) columns() []model.Column {
+	return []model.Column{
+		model.Set("bands", &m.Bands),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Optional("fair", &m.Fair),
+		model.Scalar("name", &m.Name),
+		model.Scalar("unit", &m.Unit),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *Meter) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = Meter{UUID: r.UUID}
-	if d, ok := column(t, r, "bands"); ok {
-		m.Bands = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "fair"); ok {
-		m.Fair = optional[bool](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "unit"); ok {
-		m.Unit = scalar[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *Meter) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"bands":        setDatum(m.Bands),
-		"external_ids": mapDatum(m.ExternalIDs),
-		"fair":         optionalDatum(m.Fair),
-		"name":         ovsdb.Scalar(atom(m.Name)),
-		"unit":         ovsdb.Scalar(atom(m.Unit)),
-	}
-}
+func (m *Meter) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of Meter_Band.
 const (
@@ -1254,33 +928,25 @@ type MeterBand struct {
 // TableName returns "Meter_Band".
 func (*MeterBand) TableName() string { return "Meter_Band" }
 
+// columns binds m's fields to the columns of Meter_Band.
+func (m *MeterBand) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("action", &m.Action),
+		model.Scalar("burst_size", &m.BurstSize),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("rate", &m.Rate),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *MeterBand) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = MeterBand{UUID: r.UUID}
-	if d, ok := column(t, r, "action"); ok {
-		m.Action = scalar[string](d)
-	}
-	if d, ok := column(t, r, "burst_size"); ok {
-		m.BurstSize = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "rate"); ok {
-		m.Rate = scalar[int64](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *MeterBand) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"action":       ovsdb.Scalar(atom(m.Action)),
-		"burst_size":   ovsdb.Scalar(atom(m.BurstSize)),
-		"external_ids": mapDatum(m.ExternalIDs),
-		"rate":         ovsdb.Scalar(atom(m.Rate)),
-	}
-}
+func (m *MeterBand) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of Mirror.
 const (
@@ -1304,41 +970,27 @@ type Mirror struct {
 // TableName returns "Mirror".
 func (*Mirror) TableName() string { return "Mirror" }
 
+// columns binds m's fields to the columns of Mirror.
+func (m *Mirror) columns() []model.Column {
+	return []model.Column{
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("filter", &m.Filter),
+		model.Scalar("index", &m.Index),
+		model.Scalar("name", &m.Name),
+		model.Scalar("sink", &m.Sink),
+		model.Scalar("type", &m.Type),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *Mirror) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = Mirror{UUID: r.UUID}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "filter"); ok {
-		m.Filter = scalar[string](d)
-	}
-	if d, ok := column(t, r, "index"); ok {
-		m.Index = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "sink"); ok {
-		m.Sink = scalar[string](d)
-	}
-	if d, ok := column(t, r, "type"); ok {
-		m.Type = scalar[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *Mirror) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"external_ids": mapDatum(m.ExternalIDs),
-		"filter":       ovsdb.Scalar(atom(m.Filter)),
-		"index":        ovsdb.Scalar(atom(m.Index)),
-		"name":         ovsdb.Scalar(atom(m.Name)),
-		"sink":         ovsdb.Scalar(atom(m.Sink)),
-		"type":         ovsdb.Scalar(atom(m.Type)),
-	}
-}
+func (m *Mirror) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of NAT.
 const (
@@ -1366,61 +1018,32 @@ type NAT struct {
 // TableName returns "NAT".
 func (*NAT) TableName() string { return "NAT" }
 
+// columns binds m's fields to the columns of NAT.
+func (m *NAT) columns() []model.Column {
+	return []model.Column{
+		model.Optional("allowed_ext_ips", &m.AllowedExtIPs),
+		model.Optional("exempted_ext_ips", &m.ExemptedExtIPs),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("external_ip", &m.ExternalIP),
+		model.Optional("external_mac", &m.ExternalMAC),
+		model.Scalar("external_port_range", &m.ExternalPortRange),
+		model.Optional("gateway_port", &m.GatewayPort),
+		model.Scalar("logical_ip", &m.LogicalIP),
+		model.Optional("logical_port", &m.LogicalPort),
+		model.Map("options", &m.Options),
+		model.Scalar("type", &m.Type),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *NAT) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = NAT{UUID: r.UUID}
-	if d, ok := column(t, r, "allowed_ext_ips"); ok {
-		m.AllowedExtIPs = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "exempted_ext_ips"); ok {
-		m.ExemptedExtIPs = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "external_ip"); ok {
-		m.ExternalIP = scalar[string](d)
-	}
-	if d, ok := column(t, r, "external_mac"); ok {
-		m.ExternalMAC = optional[string](d)
-	}
-	if d, ok := column(t, r, "external_port_range"); ok {
-		m.ExternalPortRange = scalar[string](d)
-	}
-	if d, ok := column(t, r, "gateway_port"); ok {
-		m.GatewayPort = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "logical_ip"); ok {
-		m.LogicalIP = scalar[string](d)
-	}
-	if d, ok := column(t, r, "logical_port"); ok {
-		m.LogicalPort = optional[string](d)
-	}
-	if d, ok := column(t, r, "options"); ok {
-		m.Options = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "type"); ok {
-		m.Type = scalar[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *NAT) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"allowed_ext_ips":     optionalDatum(m.AllowedExtIPs),
-		"exempted_ext_ips":    optionalDatum(m.ExemptedExtIPs),
-		"external_ids":        mapDatum(m.ExternalIDs),
-		"external_ip":         ovsdb.Scalar(atom(m.ExternalIP)),
-		"external_mac":        optionalDatum(m.ExternalMAC),
-		"external_port_range": ovsdb.Scalar(atom(m.ExternalPortRange)),
-		"gateway_port":        optionalDatum(m.GatewayPort),
-		"logical_ip":          ovsdb.Scalar(atom(m.LogicalIP)),
-		"logical_port":        optionalDatum(m.LogicalPort),
-		"options":             mapDatum(m.Options),
-		"type":                ovsdb.Scalar(atom(m.Type)),
-	}
-}
+func (m *NAT) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // NBGlobal is a row of the NB_Global table (a root table).
 type NBGlobal struct {
@@ -1442,65 +1065,33 @@ type NBGlobal struct {
 // TableName returns "NB_Global".
 func (*NBGlobal) TableName() string { return "NB_Global" }
 
+// columns binds m's fields to the columns of NB_Global.
+func (m *NBGlobal) columns() []model.Column {
+	return []model.Column{
+		model.Set("connections", &m.Connections),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("hv_cfg", &m.HVCfg),
+		model.Scalar("hv_cfg_timestamp", &m.HVCfgTimestamp),
+		model.Scalar("ipsec", &m.IPsec),
+		model.Scalar("name", &m.Name),
+		model.Scalar("nb_cfg", &m.NBCfg),
+		model.Scalar("nb_cfg_timestamp", &m.NBCfgTimestamp),
+		model.Map("options", &m.Options),
+		model.Scalar("sb_cfg", &m.SBCfg),
+		model.Scalar("sb_cfg_timestamp", &m.SBCfgTimestamp),
+		model.Optional("ssl", &m.SSL),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *NBGlobal) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = NBGlobal{UUID: r.UUID}
-	if d, ok := column(t, r, "connections"); ok {
-		m.Connections = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "hv_cfg"); ok {
-		m.HVCfg = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "hv_cfg_timestamp"); ok {
-		m.HVCfgTimestamp = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "ipsec"); ok {
-		m.IPsec = scalar[bool](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "nb_cfg"); ok {
-		m.NBCfg = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "nb_cfg_timestamp"); ok {
-		m.NBCfgTimestamp = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "options"); ok {
-		m.Options = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "sb_cfg"); ok {
-		m.SBCfg = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "sb_cfg_timestamp"); ok {
-		m.SBCfgTimestamp = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "ssl"); ok {
-		m.SSL = optional[ovsdb.UUID](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *NBGlobal) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"connections":      setDatum(m.Connections),
-		"external_ids":     mapDatum(m.ExternalIDs),
-		"hv_cfg":           ovsdb.Scalar(atom(m.HVCfg)),
-		"hv_cfg_timestamp": ovsdb.Scalar(atom(m.HVCfgTimestamp)),
-		"ipsec":            ovsdb.Scalar(atom(m.IPsec)),
-		"name":             ovsdb.Scalar(atom(m.Name)),
-		"nb_cfg":           ovsdb.Scalar(atom(m.NBCfg)),
-		"nb_cfg_timestamp": ovsdb.Scalar(atom(m.NBCfgTimestamp)),
-		"options":          mapDatum(m.Options),
-		"sb_cfg":           ovsdb.Scalar(atom(m.SBCfg)),
-		"sb_cfg_timestamp": ovsdb.Scalar(atom(m.SBCfgTimestamp)),
-		"ssl":              optionalDatum(m.SSL),
-	}
-}
+func (m *NBGlobal) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // PortGroup is a row of the Port_Group table (a root table).
 type PortGroup struct {
@@ -1514,33 +1105,25 @@ type PortGroup struct {
 // TableName returns "Port_Group".
 func (*PortGroup) TableName() string { return "Port_Group" }
 
+// columns binds m's fields to the columns of Port_Group.
+func (m *PortGroup) columns() []model.Column {
+	return []model.Column{
+		model.Set("acls", &m.ACLs),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("name", &m.Name),
+		model.Set("ports", &m.Ports),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *PortGroup) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = PortGroup{UUID: r.UUID}
-	if d, ok := column(t, r, "acls"); ok {
-		m.ACLs = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "ports"); ok {
-		m.Ports = set[ovsdb.UUID](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *PortGroup) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"acls":         setDatum(m.ACLs),
-		"external_ids": mapDatum(m.ExternalIDs),
-		"name":         ovsdb.Scalar(atom(m.Name)),
-		"ports":        setDatum(m.Ports),
-	}
-}
+func (m *PortGroup) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of QoS.
 const (
@@ -1565,41 +1148,27 @@ type QoS struct {
 // TableName returns "QoS".
 func (*QoS) TableName() string { return "QoS" }
 
+// columns binds m's fields to the columns of QoS.
+func (m *QoS) columns() []model.Column {
+	return []model.Column{
+		model.Map("action", &m.Action),
+		model.Map("bandwidth", &m.Bandwidth),
+		model.Scalar("direction", &m.Direction),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("match", &m.Match),
+		model.Scalar("priority", &m.Priority),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *QoS) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = QoS{UUID: r.UUID}
-	if d, ok := column(t, r, "action"); ok {
-		m.Action = mapOf[string, int64](d)
-	}
-	if d, ok := column(t, r, "bandwidth"); ok {
-		m.Bandwidth = mapOf[string, int64](d)
-	}
-	if d, ok := column(t, r, "direction"); ok {
-		m.Direction = scalar[string](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "match"); ok {
-		m.Match = scalar[string](d)
-	}
-	if d, ok := column(t, r, "priority"); ok {
-		m.Priority = scalar[int64](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *QoS) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"action":       mapDatum(m.Action),
-		"bandwidth":    mapDatum(m.Bandwidth),
-		"direction":    ovsdb.Scalar(atom(m.Direction)),
-		"external_ids": mapDatum(m.ExternalIDs),
-		"match":        ovsdb.Scalar(atom(m.Match)),
-		"priority":     ovsdb.Scalar(atom(m.Priority)),
-	}
-}
+func (m *QoS) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // SSL is a row of the SSL table (not a root table: rows nobody refers to are deleted).
 type SSL struct {
@@ -1616,45 +1185,28 @@ type SSL struct {
 // TableName returns "SSL".
 func (*SSL) TableName() string { return "SSL" }
 
+// columns binds m's fields to the columns of SSL.
+func (m *SSL) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("bootstrap_ca_cert", &m.BootstrapCACert),
+		model.Scalar("ca_cert", &m.CACert),
+		model.Scalar("certificate", &m.Certificate),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("private_key", &m.PrivateKey),
+		model.Scalar("ssl_ciphers", &m.SSLCiphers),
+		model.Scalar("ssl_protocols", &m.SSLProtocols),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *SSL) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = SSL{UUID: r.UUID}
-	if d, ok := column(t, r, "bootstrap_ca_cert"); ok {
-		m.BootstrapCACert = scalar[bool](d)
-	}
-	if d, ok := column(t, r, "ca_cert"); ok {
-		m.CACert = scalar[string](d)
-	}
-	if d, ok := column(t, r, "certificate"); ok {
-		m.Certificate = scalar[string](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "private_key"); ok {
-		m.PrivateKey = scalar[string](d)
-	}
-	if d, ok := column(t, r, "ssl_ciphers"); ok {
-		m.SSLCiphers = scalar[string](d)
-	}
-	if d, ok := column(t, r, "ssl_protocols"); ok {
-		m.SSLProtocols = scalar[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *SSL) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"bootstrap_ca_cert": ovsdb.Scalar(atom(m.BootstrapCACert)),
-		"ca_cert":           ovsdb.Scalar(atom(m.CACert)),
-		"certificate":       ovsdb.Scalar(atom(m.Certificate)),
-		"external_ids":      mapDatum(m.ExternalIDs),
-		"private_key":       ovsdb.Scalar(atom(m.PrivateKey)),
-		"ssl_ciphers":       ovsdb.Scalar(atom(m.SSLCiphers)),
-		"ssl_protocols":     ovsdb.Scalar(atom(m.SSLProtocols)),
-	}
-}
+func (m *SSL) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // StaticMACBinding is a row of the Static_MAC_Binding table (a root table).
 type StaticMACBinding struct {
@@ -1668,140 +1220,22 @@ type StaticMACBinding struct {
 // TableName returns "Static_MAC_Binding".
 func (*StaticMACBinding) TableName() string { return "Static_MAC_Binding" }
 
+// columns binds m's fields to the columns of Static_MAC_Binding.
+func (m *StaticMACBinding) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("ip", &m.IP),
+		model.Scalar("logical_port", &m.LogicalPort),
+		model.Scalar("mac", &m.MAC),
+		model.Scalar("override_dynamic_mac", &m.OverrideDynamicMAC),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *StaticMACBinding) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = StaticMACBinding{UUID: r.UUID}
-	if d, ok := column(t, r, "ip"); ok {
-		m.IP = scalar[string](d)
-	}
-	if d, ok := column(t, r, "logical_port"); ok {
-		m.LogicalPort = scalar[string](d)
-	}
-	if d, ok := column(t, r, "mac"); ok {
-		m.MAC = scalar[string](d)
-	}
-	if d, ok := column(t, r, "override_dynamic_mac"); ok {
-		m.OverrideDynamicMAC = scalar[bool](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *StaticMACBinding) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"ip":                   ovsdb.Scalar(atom(m.IP)),
-		"logical_port":         ovsdb.Scalar(atom(m.LogicalPort)),
-		"mac":                  ovsdb.Scalar(atom(m.MAC)),
-		"override_dynamic_mac": ovsdb.Scalar(atom(m.OverrideDynamicMAC)),
-	}
-}
-
-// atomType lists the Go types of OVSDB atoms.
-type atomType interface {
-	int64 | float64 | bool | string | ovsdb.UUID
-}
-
-func atom[T atomType](v T) ovsdb.Atom {
-	switch x := any(v).(type) {
-	case int64:
-		return ovsdb.Integer(x)
-	case float64:
-		return ovsdb.Real(x)
-	case bool:
-		return ovsdb.Boolean(x)
-	case string:
-		return ovsdb.String(x)
-	case ovsdb.UUID:
-		return ovsdb.UUIDAtom(x)
-	}
-	return ovsdb.Atom{} // not reached: atomType allows only the types above
-}
-
-func value[T atomType](a ovsdb.Atom) T {
-	var v T
-	switch p := any(&v).(type) {
-	case *int64:
-		*p = a.Int()
-	case *float64:
-		*p = a.Float()
-	case *bool:
-		*p = a.Bool()
-	case *string:
-		*p = a.Str()
-	case *ovsdb.UUID:
-		*p = a.UUID()
-	}
-	return v
-}
-
-// column returns the named column of r, if t has it.
-func column(t *ovsdb.TableSchema, r *ovsdb.Row, name string) (ovsdb.Datum, bool) {
-	c := t.Column(name)
-	if c == nil || c.Index < 0 || c.Index >= len(r.Data) {
-		return ovsdb.Datum{}, false
-	}
-	return r.Data[c.Index], true
-}
-
-func scalar[T atomType](d ovsdb.Datum) T {
-	if d.Len() == 0 {
-		var zero T
-		return zero
-	}
-	return value[T](d.Keys[0])
-}
-
-func optional[T atomType](d ovsdb.Datum) *T {
-	if d.Len() == 0 {
-		return nil
-	}
-	v := value[T](d.Keys[0])
-	return &v
-}
-
-func set[T atomType](d ovsdb.Datum) []T {
-	if d.Len() == 0 {
-		return nil
-	}
-	s := make([]T, d.Len())
-	for i, a := range d.Keys {
-		s[i] = value[T](a)
-	}
-	return s
-}
-
-func mapOf[K, V atomType](d ovsdb.Datum) map[K]V {
-	if d.Len() == 0 || d.Values == nil {
-		return nil
-	}
-	m := make(map[K]V, d.Len())
-	for i, k := range d.Keys {
-		m[value[K](k)] = value[V](d.Values[i])
-	}
-	return m
-}
-
-func optionalDatum[T atomType](p *T) ovsdb.Datum {
-	if p == nil {
-		return ovsdb.Datum{}
-	}
-	return ovsdb.Scalar(atom(*p))
-}
-
-func setDatum[T atomType](s []T) ovsdb.Datum {
-	atoms := make([]ovsdb.Atom, len(s))
-	for i, v := range s {
-		atoms[i] = atom(v)
-	}
-	return ovsdb.Set(atoms...)
-}
-
-func mapDatum[K, V atomType](m map[K]V) ovsdb.Datum {
-	keys := make([]ovsdb.Atom, 0, len(m))
-	values := make([]ovsdb.Atom, 0, len(m))
-	for k, v := range m {
-		keys = append(keys, atom(k))
-		values = append(values, atom(v))
-	}
-	return ovsdb.Map(keys, values)
-}
+func (m *StaticMACBinding) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }

@@ -2,7 +2,10 @@
 
 package sb
 
-import "github.com/govn/govn/ovsdb"
+import (
+	"github.com/govn/govn/ovsdb"
+	"github.com/govn/govn/ovsdb/model"
+)
 
 // DatabaseName is the name of the database this schema describes.
 const DatabaseName = "OVN_Southbound"
@@ -60,25 +63,23 @@ type AddressSet struct {
 // TableName returns "Address_Set".
 func (*AddressSet) TableName() string { return "Address_Set" }
 
+// columns binds m's fields to the columns of Address_Set.
+func (m *AddressSet) columns() []model.Column {
+	return []model.Column{
+		model.Set("addresses", &m.Addresses),
+		model.Scalar("name", &m.Name),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *AddressSet) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = AddressSet{UUID: r.UUID}
-	if d, ok := column(t, r, "addresses"); ok {
-		m.Addresses = set[string](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *AddressSet) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"addresses": setDatum(m.Addresses),
-		"name":      ovsdb.Scalar(atom(m.Name)),
-	}
-}
+func (m *AddressSet) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of BFD.
 const (
@@ -106,57 +107,31 @@ type BFD struct {
 // TableName returns "BFD".
 func (*BFD) TableName() string { return "BFD" }
 
+// columns binds m's fields to the columns of BFD.
+func (m *BFD) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("detect_mult", &m.DetectMult),
+		model.Scalar("disc", &m.Disc),
+		model.Scalar("dst_ip", &m.DstIP),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("logical_port", &m.LogicalPort),
+		model.Scalar("min_rx", &m.MinRx),
+		model.Scalar("min_tx", &m.MinTx),
+		model.Map("options", &m.Options),
+		model.Scalar("src_port", &m.SrcPort),
+		model.Scalar("status", &m.Status),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *BFD) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = BFD{UUID: r.UUID}
-	if d, ok := column(t, r, "detect_mult"); ok {
-		m.DetectMult = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "disc"); ok {
-		m.Disc = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "dst_ip"); ok {
-		m.DstIP = scalar[string](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "logical_port"); ok {
-		m.LogicalPort = scalar[string](d)
-	}
-	if d, ok := column(t, r, "min_rx"); ok {
-		m.MinRx = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "min_tx"); ok {
-		m.MinTx = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "options"); ok {
-		m.Options = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "src_port"); ok {
-		m.SrcPort = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "status"); ok {
-		m.Status = scalar[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *BFD) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"detect_mult":  ovsdb.Scalar(atom(m.DetectMult)),
-		"disc":         ovsdb.Scalar(atom(m.Disc)),
-		"dst_ip":       ovsdb.Scalar(atom(m.DstIP)),
-		"external_ids": mapDatum(m.ExternalIDs),
-		"logical_port": ovsdb.Scalar(atom(m.LogicalPort)),
-		"min_rx":       ovsdb.Scalar(atom(m.MinRx)),
-		"min_tx":       ovsdb.Scalar(atom(m.MinTx)),
-		"options":      mapDatum(m.Options),
-		"src_port":     ovsdb.Scalar(atom(m.SrcPort)),
-		"status":       ovsdb.Scalar(atom(m.Status)),
-	}
-}
+func (m *BFD) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Chassis is a row of the Chassis table (a root table).
 type Chassis struct {
@@ -174,49 +149,29 @@ type Chassis struct {
 // TableName returns "Chassis".
 func (*Chassis) TableName() string { return "Chassis" }
 
+// columns binds m's fields to the columns of Chassis.
+func (m *Chassis) columns() []model.Column {
+	return []model.Column{
+		model.Set("encaps", &m.Encaps),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("hostname", &m.Hostname),
+		model.Scalar("name", &m.Name),
+		model.Scalar("nb_cfg", &m.NBCfg),
+		model.Map("other_config", &m.OtherConfig),
+		model.Set("transport_zones", &m.TransportZones),
+		model.Set("vtep_logical_switches", &m.VTEPLogicalSwitches),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *Chassis) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = Chassis{UUID: r.UUID}
-	if d, ok := column(t, r, "encaps"); ok {
-		m.Encaps = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "hostname"); ok {
-		m.Hostname = scalar[string](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "nb_cfg"); ok {
-		m.NBCfg = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "other_config"); ok {
-		m.OtherConfig = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "transport_zones"); ok {
-		m.TransportZones = set[string](d)
-	}
-	if d, ok := column(t, r, "vtep_logical_switches"); ok {
-		m.VTEPLogicalSwitches = set[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *Chassis) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"encaps":                setDatum(m.Encaps),
-		"external_ids":          mapDatum(m.ExternalIDs),
-		"hostname":              ovsdb.Scalar(atom(m.Hostname)),
-		"name":                  ovsdb.Scalar(atom(m.Name)),
-		"nb_cfg":                ovsdb.Scalar(atom(m.NBCfg)),
-		"other_config":          mapDatum(m.OtherConfig),
-		"transport_zones":       setDatum(m.TransportZones),
-		"vtep_logical_switches": setDatum(m.VTEPLogicalSwitches),
-	}
-}
+func (m *Chassis) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // ChassisPrivate is a row of the Chassis_Private table (a root table).
 type ChassisPrivate struct {
@@ -231,37 +186,26 @@ type ChassisPrivate struct {
 // TableName returns "Chassis_Private".
 func (*ChassisPrivate) TableName() string { return "Chassis_Private" }
 
+// columns binds m's fields to the columns of Chassis_Private.
+func (m *ChassisPrivate) columns() []model.Column {
+	return []model.Column{
+		model.Optional("chassis", &m.Chassis),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("name", &m.Name),
+		model.Scalar("nb_cfg", &m.NBCfg),
+		model.Scalar("nb_cfg_timestamp", &m.NBCfgTimestamp),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *ChassisPrivate) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = ChassisPrivate{UUID: r.UUID}
-	if d, ok := column(t, r, "chassis"); ok {
-		m.Chassis = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "nb_cfg"); ok {
-		m.NBCfg = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "nb_cfg_timestamp"); ok {
-		m.NBCfgTimestamp = scalar[int64](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *ChassisPrivate) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"chassis":          optionalDatum(m.Chassis),
-		"external_ids":     mapDatum(m.ExternalIDs),
-		"name":             ovsdb.Scalar(atom(m.Name)),
-		"nb_cfg":           ovsdb.Scalar(atom(m.NBCfg)),
-		"nb_cfg_timestamp": ovsdb.Scalar(atom(m.NBCfgTimestamp)),
-	}
-}
+func (m *ChassisPrivate) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // ChassisTemplateVar is a row of the Chassis_Template_Var table (a root table).
 type ChassisTemplateVar struct {
@@ -273,25 +217,23 @@ type ChassisTemplateVar struct {
 // TableName returns "Chassis_Template_Var".
 func (*ChassisTemplateVar) TableName() string { return "Chassis_Template_Var" }
 
+// columns binds m's fields to the columns of Chassis_Template_Var.
+func (m *ChassisTemplateVar) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("chassis", &m.Chassis),
+		model.Map("variables", &m.Variables),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *ChassisTemplateVar) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = ChassisTemplateVar{UUID: r.UUID}
-	if d, ok := column(t, r, "chassis"); ok {
-		m.Chassis = scalar[string](d)
-	}
-	if d, ok := column(t, r, "variables"); ok {
-		m.Variables = mapOf[string, string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *ChassisTemplateVar) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"chassis":   ovsdb.Scalar(atom(m.Chassis)),
-		"variables": mapDatum(m.Variables),
-	}
-}
+func (m *ChassisTemplateVar) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Connection is a row of the Connection table (not a root table: rows nobody refers to are deleted).
 type Connection struct {
@@ -310,53 +252,30 @@ type Connection struct {
 // TableName returns "Connection".
 func (*Connection) TableName() string { return "Connection" }
 
+// columns binds m's fields to the columns of Connection.
+func (m *Connection) columns() []model.Column {
+	return []model.Column{
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Optional("inactivity_probe", &m.InactivityProbe),
+		model.Scalar("is_connected", &m.IsConnected),
+		model.Optional("max_backoff", &m.MaxBackoff),
+		model.Map("other_config", &m.OtherConfig),
+		model.Scalar("read_only", &m.ReadOnly),
+		model.Scalar("role", &m.Role),
+		model.Map("status", &m.Status),
+		model.Scalar("target", &m.Target),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *Connection) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = Connection{UUID: r.UUID}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "inactivity_probe"); ok {
-		m.InactivityProbe = optional[int64](d)
-	}
-	if d, ok := column(t, r, "is_connected"); ok {
-		m.IsConnected = scalar[bool](d)
-	}
-	if d, ok := column(t, r, "max_backoff"); ok {
-		m.MaxBackoff = optional[int64](d)
-	}
-	if d, ok := column(t, r, "other_config"); ok {
-		m.OtherConfig = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "read_only"); ok {
-		m.ReadOnly = scalar[bool](d)
-	}
-	if d, ok := column(t, r, "role"); ok {
-		m.Role = scalar[string](d)
-	}
-	if d, ok := column(t, r, "status"); ok {
-		m.Status = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "target"); ok {
-		m.Target = scalar[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *Connection) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"external_ids":     mapDatum(m.ExternalIDs),
-		"inactivity_probe": optionalDatum(m.InactivityProbe),
-		"is_connected":     ovsdb.Scalar(atom(m.IsConnected)),
-		"max_backoff":      optionalDatum(m.MaxBackoff),
-		"other_config":     mapDatum(m.OtherConfig),
-		"read_only":        ovsdb.Scalar(atom(m.ReadOnly)),
-		"role":             ovsdb.Scalar(atom(m.Role)),
-		"status":           mapDatum(m.Status),
-		"target":           ovsdb.Scalar(atom(m.Target)),
-	}
-}
+func (m *Connection) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of Controller_Event.
 const (
@@ -375,33 +294,25 @@ type ControllerEvent struct {
 // TableName returns "Controller_Event".
 func (*ControllerEvent) TableName() string { return "Controller_Event" }
 
+// columns binds m's fields to the columns of Controller_Event.
+func (m *ControllerEvent) columns() []model.Column {
+	return []model.Column{
+		model.Optional("chassis", &m.Chassis),
+		model.Map("event_info", &m.EventInfo),
+		model.Scalar("event_type", &m.EventType),
+		model.Scalar("seq_num", &m.SeqNum),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *ControllerEvent) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = ControllerEvent{UUID: r.UUID}
-	if d, ok := column(t, r, "chassis"); ok {
-		m.Chassis = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "event_info"); ok {
-		m.EventInfo = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "event_type"); ok {
-		m.EventType = scalar[string](d)
-	}
-	if d, ok := column(t, r, "seq_num"); ok {
-		m.SeqNum = scalar[int64](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *ControllerEvent) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"chassis":    optionalDatum(m.Chassis),
-		"event_info": mapDatum(m.EventInfo),
-		"event_type": ovsdb.Scalar(atom(m.EventType)),
-		"seq_num":    ovsdb.Scalar(atom(m.SeqNum)),
-	}
-}
+func (m *ControllerEvent) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of DHCP_Options.
 const (
@@ -427,29 +338,24 @@ type DHCPOptions struct {
 // TableName returns "DHCP_Options".
 func (*DHCPOptions) TableName() string { return "DHCP_Options" }
 
+// columns binds m's fields to the columns of DHCP_Options.
+func (m *DHCPOptions) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("code", &m.Code),
+		model.Scalar("name", &m.Name),
+		model.Scalar("type", &m.Type),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *DHCPOptions) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = DHCPOptions{UUID: r.UUID}
-	if d, ok := column(t, r, "code"); ok {
-		m.Code = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "type"); ok {
-		m.Type = scalar[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *DHCPOptions) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"code": ovsdb.Scalar(atom(m.Code)),
-		"name": ovsdb.Scalar(atom(m.Name)),
-		"type": ovsdb.Scalar(atom(m.Type)),
-	}
-}
+func (m *DHCPOptions) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of DHCPv6_Options.
 const (
@@ -469,29 +375,24 @@ type DHCPv6Options struct {
 // TableName returns "DHCPv6_Options".
 func (*DHCPv6Options) TableName() string { return "DHCPv6_Options" }
 
+// columns binds m's fields to the columns of DHCPv6_Options.
+func (m *DHCPv6Options) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("code", &m.Code),
+		model.Scalar("name", &m.Name),
+		model.Scalar("type", &m.Type),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *DHCPv6Options) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = DHCPv6Options{UUID: r.UUID}
-	if d, ok := column(t, r, "code"); ok {
-		m.Code = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "type"); ok {
-		m.Type = scalar[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *DHCPv6Options) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"code": ovsdb.Scalar(atom(m.Code)),
-		"name": ovsdb.Scalar(atom(m.Name)),
-		"type": ovsdb.Scalar(atom(m.Type)),
-	}
-}
+func (m *DHCPv6Options) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // DNS is a row of the DNS table (a root table).
 type DNS struct {
@@ -504,29 +405,24 @@ type DNS struct {
 // TableName returns "DNS".
 func (*DNS) TableName() string { return "DNS" }
 
+// columns binds m's fields to the columns of DNS.
+func (m *DNS) columns() []model.Column {
+	return []model.Column{
+		model.Set("datapaths", &m.Datapaths),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Map("records", &m.Records),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *DNS) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = DNS{UUID: r.UUID}
-	if d, ok := column(t, r, "datapaths"); ok {
-		m.Datapaths = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "records"); ok {
-		m.Records = mapOf[string, string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *DNS) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"datapaths":    setDatum(m.Datapaths),
-		"external_ids": mapDatum(m.ExternalIDs),
-		"records":      mapDatum(m.Records),
-	}
-}
+func (m *DNS) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // DatapathBinding is a row of the Datapath_Binding table (a root table).
 type DatapathBinding struct {
@@ -539,29 +435,24 @@ type DatapathBinding struct {
 // TableName returns "Datapath_Binding".
 func (*DatapathBinding) TableName() string { return "Datapath_Binding" }
 
+// columns binds m's fields to the columns of Datapath_Binding.
+func (m *DatapathBinding) columns() []model.Column {
+	return []model.Column{
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Set("load_balancers", &m.LoadBalancers),
+		model.Scalar("tunnel_key", &m.TunnelKey),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *DatapathBinding) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = DatapathBinding{UUID: r.UUID}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "load_balancers"); ok {
-		m.LoadBalancers = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "tunnel_key"); ok {
-		m.TunnelKey = scalar[int64](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *DatapathBinding) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"external_ids":   mapDatum(m.ExternalIDs),
-		"load_balancers": setDatum(m.LoadBalancers),
-		"tunnel_key":     ovsdb.Scalar(atom(m.TunnelKey)),
-	}
-}
+func (m *DatapathBinding) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of Encap.
 const (
@@ -582,33 +473,25 @@ type Encap struct {
 // TableName returns "Encap".
 func (*Encap) TableName() string { return "Encap" }
 
+// columns binds m's fields to the columns of Encap.
+func (m *Encap) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("chassis_name", &m.ChassisName),
+		model.Scalar("ip", &m.IP),
+		model.Map("options", &m.Options),
+		model.Scalar("type", &m.Type),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *Encap) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = Encap{UUID: r.UUID}
-	if d, ok := column(t, r, "chassis_name"); ok {
-		m.ChassisName = scalar[string](d)
-	}
-	if d, ok := column(t, r, "ip"); ok {
-		m.IP = scalar[string](d)
-	}
-	if d, ok := column(t, r, "options"); ok {
-		m.Options = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "type"); ok {
-		m.Type = scalar[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *Encap) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"chassis_name": ovsdb.Scalar(atom(m.ChassisName)),
-		"ip":           ovsdb.Scalar(atom(m.IP)),
-		"options":      mapDatum(m.Options),
-		"type":         ovsdb.Scalar(atom(m.Type)),
-	}
-}
+func (m *Encap) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // FDB is a row of the FDB table (a root table).
 type FDB struct {
@@ -621,29 +504,24 @@ type FDB struct {
 // TableName returns "FDB".
 func (*FDB) TableName() string { return "FDB" }
 
+// columns binds m's fields to the columns of FDB.
+func (m *FDB) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("dp_key", &m.DPKey),
+		model.Scalar("mac", &m.MAC),
+		model.Scalar("port_key", &m.PortKey),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *FDB) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = FDB{UUID: r.UUID}
-	if d, ok := column(t, r, "dp_key"); ok {
-		m.DPKey = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "mac"); ok {
-		m.MAC = scalar[string](d)
-	}
-	if d, ok := column(t, r, "port_key"); ok {
-		m.PortKey = scalar[int64](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *FDB) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"dp_key":   ovsdb.Scalar(atom(m.DPKey)),
-		"mac":      ovsdb.Scalar(atom(m.MAC)),
-		"port_key": ovsdb.Scalar(atom(m.PortKey)),
-	}
-}
+func (m *FDB) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // GatewayChassis is a row of the Gateway_Chassis table (not a root table: rows nobody refers to are deleted).
 type GatewayChassis struct {
@@ -658,37 +536,26 @@ type GatewayChassis struct {
 // TableName returns "Gateway_Chassis".
 func (*GatewayChassis) TableName() string { return "Gateway_Chassis" }
 
+// columns binds m's fields to the columns of Gateway_Chassis.
+func (m *GatewayChassis) columns() []model.Column {
+	return []model.Column{
+		model.Optional("chassis", &m.Chassis),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("name", &m.Name),
+		model.Map("options", &m.Options),
+		model.Scalar("priority", &m.Priority),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *GatewayChassis) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = GatewayChassis{UUID: r.UUID}
-	if d, ok := column(t, r, "chassis"); ok {
-		m.Chassis = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "options"); ok {
-		m.Options = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "priority"); ok {
-		m.Priority = scalar[int64](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *GatewayChassis) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"chassis":      optionalDatum(m.Chassis),
-		"external_ids": mapDatum(m.ExternalIDs),
-		"name":         ovsdb.Scalar(atom(m.Name)),
-		"options":      mapDatum(m.Options),
-		"priority":     ovsdb.Scalar(atom(m.Priority)),
-	}
-}
+func (m *GatewayChassis) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // HAChassis is a row of the HA_Chassis table (not a root table: rows nobody refers to are deleted).
 type HAChassis struct {
@@ -701,29 +568,24 @@ type HAChassis struct {
 // TableName returns "HA_Chassis".
 func (*HAChassis) TableName() string { return "HA_Chassis" }
 
+// columns binds m's fields to the columns of HA_Chassis.
+func (m *HAChassis) columns() []model.Column {
+	return []model.Column{
+		model.Optional("chassis", &m.Chassis),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("priority", &m.Priority),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *HAChassis) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = HAChassis{UUID: r.UUID}
-	if d, ok := column(t, r, "chassis"); ok {
-		m.Chassis = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "priority"); ok {
-		m.Priority = scalar[int64](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *HAChassis) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"chassis":      optionalDatum(m.Chassis),
-		"external_ids": mapDatum(m.ExternalIDs),
-		"priority":     ovsdb.Scalar(atom(m.Priority)),
-	}
-}
+func (m *HAChassis) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // HAChassisGroup is a row of the HA_Chassis_Group table (a root table).
 type HAChassisGroup struct {
@@ -737,33 +599,25 @@ type HAChassisGroup struct {
 // TableName returns "HA_Chassis_Group".
 func (*HAChassisGroup) TableName() string { return "HA_Chassis_Group" }
 
+// columns binds m's fields to the columns of HA_Chassis_Group.
+func (m *HAChassisGroup) columns() []model.Column {
+	return []model.Column{
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Set("ha_chassis", &m.HAChassis),
+		model.Scalar("name", &m.Name),
+		model.Set("ref_chassis", &m.RefChassis),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *HAChassisGroup) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = HAChassisGroup{UUID: r.UUID}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "ha_chassis"); ok {
-		m.HAChassis = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "ref_chassis"); ok {
-		m.RefChassis = set[ovsdb.UUID](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *HAChassisGroup) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"external_ids": mapDatum(m.ExternalIDs),
-		"ha_chassis":   setDatum(m.HAChassis),
-		"name":         ovsdb.Scalar(atom(m.Name)),
-		"ref_chassis":  setDatum(m.RefChassis),
-	}
-}
+func (m *HAChassisGroup) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // IGMPGroup is a row of the IGMP_Group table (a root table).
 type IGMPGroup struct {
@@ -777,33 +631,25 @@ type IGMPGroup struct {
 // TableName returns "IGMP_Group".
 func (*IGMPGroup) TableName() string { return "IGMP_Group" }
 
+// columns binds m's fields to the columns of IGMP_Group.
+func (m *IGMPGroup) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("address", &m.Address),
+		model.Optional("chassis", &m.Chassis),
+		model.Optional("datapath", &m.Datapath),
+		model.Set("ports", &m.Ports),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *IGMPGroup) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = IGMPGroup{UUID: r.UUID}
-	if d, ok := column(t, r, "address"); ok {
-		m.Address = scalar[string](d)
-	}
-	if d, ok := column(t, r, "chassis"); ok {
-		m.Chassis = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "datapath"); ok {
-		m.Datapath = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "ports"); ok {
-		m.Ports = set[ovsdb.UUID](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *IGMPGroup) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"address":  ovsdb.Scalar(atom(m.Address)),
-		"chassis":  optionalDatum(m.Chassis),
-		"datapath": optionalDatum(m.Datapath),
-		"ports":    setDatum(m.Ports),
-	}
-}
+func (m *IGMPGroup) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // IPMulticast is a row of the IP_Multicast table (a root table).
 type IPMulticast struct {
@@ -824,61 +670,32 @@ type IPMulticast struct {
 // TableName returns "IP_Multicast".
 func (*IPMulticast) TableName() string { return "IP_Multicast" }
 
+// columns binds m's fields to the columns of IP_Multicast.
+func (m *IPMulticast) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("datapath", &m.Datapath),
+		model.Optional("enabled", &m.Enabled),
+		model.Scalar("eth_src", &m.EthSrc),
+		model.Optional("idle_timeout", &m.IdleTimeout),
+		model.Scalar("ip4_src", &m.IP4Src),
+		model.Scalar("ip6_src", &m.IP6Src),
+		model.Optional("querier", &m.Querier),
+		model.Optional("query_interval", &m.QueryInterval),
+		model.Optional("query_max_resp", &m.QueryMaxResp),
+		model.Scalar("seq_no", &m.SeqNo),
+		model.Optional("table_size", &m.TableSize),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *IPMulticast) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = IPMulticast{UUID: r.UUID}
-	if d, ok := column(t, r, "datapath"); ok {
-		m.Datapath = scalar[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "enabled"); ok {
-		m.Enabled = optional[bool](d)
-	}
-	if d, ok := column(t, r, "eth_src"); ok {
-		m.EthSrc = scalar[string](d)
-	}
-	if d, ok := column(t, r, "idle_timeout"); ok {
-		m.IdleTimeout = optional[int64](d)
-	}
-	if d, ok := column(t, r, "ip4_src"); ok {
-		m.IP4Src = scalar[string](d)
-	}
-	if d, ok := column(t, r, "ip6_src"); ok {
-		m.IP6Src = scalar[string](d)
-	}
-	if d, ok := column(t, r, "querier"); ok {
-		m.Querier = optional[bool](d)
-	}
-	if d, ok := column(t, r, "query_interval"); ok {
-		m.QueryInterval = optional[int64](d)
-	}
-	if d, ok := column(t, r, "query_max_resp"); ok {
-		m.QueryMaxResp = optional[int64](d)
-	}
-	if d, ok := column(t, r, "seq_no"); ok {
-		m.SeqNo = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "table_size"); ok {
-		m.TableSize = optional[int64](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *IPMulticast) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"datapath":       ovsdb.Scalar(atom(m.Datapath)),
-		"enabled":        optionalDatum(m.Enabled),
-		"eth_src":        ovsdb.Scalar(atom(m.EthSrc)),
-		"idle_timeout":   optionalDatum(m.IdleTimeout),
-		"ip4_src":        ovsdb.Scalar(atom(m.IP4Src)),
-		"ip6_src":        ovsdb.Scalar(atom(m.IP6Src)),
-		"querier":        optionalDatum(m.Querier),
-		"query_interval": optionalDatum(m.QueryInterval),
-		"query_max_resp": optionalDatum(m.QueryMaxResp),
-		"seq_no":         ovsdb.Scalar(atom(m.SeqNo)),
-		"table_size":     optionalDatum(m.TableSize),
-	}
-}
+func (m *IPMulticast) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of Load_Balancer.
 const (
@@ -902,45 +719,28 @@ type LoadBalancer struct {
 // TableName returns "Load_Balancer".
 func (*LoadBalancer) TableName() string { return "Load_Balancer" }
 
+// columns binds m's fields to the columns of Load_Balancer.
+func (m *LoadBalancer) columns() []model.Column {
+	return []model.Column{
+		model.Optional("datapath_group", &m.DatapathGroup),
+		model.Set("datapaths", &m.Datapaths),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("name", &m.Name),
+		model.Map("options", &m.Options),
+		model.Optional("protocol", &m.Protocol),
+		model.Map("vips", &m.VIPs),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *LoadBalancer) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = LoadBalancer{UUID: r.UUID}
-	if d, ok := column(t, r, "datapath_group"); ok {
-		m.DatapathGroup = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "datapaths"); ok {
-		m.Datapaths = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "options"); ok {
-		m.Options = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "protocol"); ok {
-		m.Protocol = optional[string](d)
-	}
-	if d, ok := column(t, r, "vips"); ok {
-		m.VIPs = mapOf[string, string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *LoadBalancer) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"datapath_group": optionalDatum(m.DatapathGroup),
-		"datapaths":      setDatum(m.Datapaths),
-		"external_ids":   mapDatum(m.ExternalIDs),
-		"name":           ovsdb.Scalar(atom(m.Name)),
-		"options":        mapDatum(m.Options),
-		"protocol":       optionalDatum(m.Protocol),
-		"vips":           mapDatum(m.VIPs),
-	}
-}
+func (m *LoadBalancer) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // LogicalDPGroup is a row of the Logical_DP_Group table (not a root table: rows nobody refers to are deleted).
 type LogicalDPGroup struct {
@@ -951,21 +751,22 @@ type LogicalDPGroup struct {
 // TableName returns "Logical_DP_Group".
 func (*LogicalDPGroup) TableName() string { return "Logical_DP_Group" }
 
+// columns binds m's fields to the columns of Logical_DP_Group.
+func (m *LogicalDPGroup) columns() []model.Column {
+	return []model.Column{
+		model.Set("datapaths", &m.Datapaths),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *LogicalDPGroup) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = LogicalDPGroup{UUID: r.UUID}
-	if d, ok := column(t, r, "datapaths"); ok {
-		m.Datapaths = set[ovsdb.UUID](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *LogicalDPGroup) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"datapaths": setDatum(m.Datapaths),
-	}
-}
+func (m *LogicalDPGroup) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of Logical_Flow.
 const (
@@ -991,57 +792,31 @@ type LogicalFlow struct {
 // TableName returns "Logical_Flow".
 func (*LogicalFlow) TableName() string { return "Logical_Flow" }
 
+// columns binds m's fields to the columns of Logical_Flow.
+func (m *LogicalFlow) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("actions", &m.Actions),
+		model.Optional("controller_meter", &m.ControllerMeter),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Optional("logical_datapath", &m.LogicalDatapath),
+		model.Optional("logical_dp_group", &m.LogicalDPGroup),
+		model.Scalar("match", &m.Match),
+		model.Scalar("pipeline", &m.Pipeline),
+		model.Scalar("priority", &m.Priority),
+		model.Scalar("table_id", &m.TableID),
+		model.Map("tags", &m.Tags),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *LogicalFlow) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = LogicalFlow{UUID: r.UUID}
-	if d, ok := column(t, r, "actions"); ok {
-		m.Actions = scalar[string](d)
-	}
-	if d, ok := column(t, r, "controller_meter"); ok {
-		m.ControllerMeter = optional[string](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "logical_datapath"); ok {
-		m.LogicalDatapath = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "logical_dp_group"); ok {
-		m.LogicalDPGroup = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "match"); ok {
-		m.Match = scalar[string](d)
-	}
-	if d, ok := column(t, r, "pipeline"); ok {
-		m.Pipeline = scalar[string](d)
-	}
-	if d, ok := column(t, r, "priority"); ok {
-		m.Priority = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "table_id"); ok {
-		m.TableID = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "tags"); ok {
-		m.Tags = mapOf[string, string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *LogicalFlow) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"actions":          ovsdb.Scalar(atom(m.Actions)),
-		"controller_meter": optionalDatum(m.ControllerMeter),
-		"external_ids":     mapDatum(m.ExternalIDs),
-		"logical_datapath": optionalDatum(m.LogicalDatapath),
-		"logical_dp_group": optionalDatum(m.LogicalDPGroup),
-		"match":            ovsdb.Scalar(atom(m.Match)),
-		"pipeline":         ovsdb.Scalar(atom(m.Pipeline)),
-		"priority":         ovsdb.Scalar(atom(m.Priority)),
-		"table_id":         ovsdb.Scalar(atom(m.TableID)),
-		"tags":             mapDatum(m.Tags),
-	}
-}
+func (m *LogicalFlow) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // MACBinding is a row of the MAC_Binding table (a root table).
 type MACBinding struct {
@@ -1056,37 +831,26 @@ type MACBinding struct {
 // TableName returns "MAC_Binding".
 func (*MACBinding) TableName() string { return "MAC_Binding" }
 
+// columns binds m's fields to the columns of MAC_Binding.
+func (m *MACBinding) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("datapath", &m.Datapath),
+		model.Scalar("ip", &m.IP),
+		model.Scalar("logical_port", &m.LogicalPort),
+		model.Scalar("mac", &m.MAC),
+		model.Scalar("timestamp", &m.Timestamp),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *MACBinding) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = MACBinding{UUID: r.UUID}
-	if d, ok := column(t, r, "datapath"); ok {
-		m.Datapath = scalar[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "ip"); ok {
-		m.IP = scalar[string](d)
-	}
-	if d, ok := column(t, r, "logical_port"); ok {
-		m.LogicalPort = scalar[string](d)
-	}
-	if d, ok := column(t, r, "mac"); ok {
-		m.MAC = scalar[string](d)
-	}
-	if d, ok := column(t, r, "timestamp"); ok {
-		m.Timestamp = scalar[int64](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *MACBinding) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"datapath":     ovsdb.Scalar(atom(m.Datapath)),
-		"ip":           ovsdb.Scalar(atom(m.IP)),
-		"logical_port": ovsdb.Scalar(atom(m.LogicalPort)),
-		"mac":          ovsdb.Scalar(atom(m.MAC)),
-		"timestamp":    ovsdb.Scalar(atom(m.Timestamp)),
-	}
-}
+func (m *MACBinding) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of Meter.
 const (
@@ -1105,29 +869,24 @@ type Meter struct {
 // TableName returns "Meter".
 func (*Meter) TableName() string { return "Meter" }
 
+// columns binds m's fields to the columns of Meter.
+func (m *Meter) columns() []model.Column {
+	return []model.Column{
+		model.Set("bands", &m.Bands),
+		model.Scalar("name", &m.Name),
+		model.Scalar("unit", &m.Unit),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *Meter) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = Meter{UUID: r.UUID}
-	if d, ok := column(t, r, "bands"); ok {
-		m.Bands = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "unit"); ok {
-		m.Unit = scalar[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *Meter) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"bands": setDatum(m.Bands),
-		"name":  ovsdb.Scalar(atom(m.Name)),
-		"unit":  ovsdb.Scalar(atom(m.Unit)),
-	}
-}
+func (m *Meter) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of Meter_Band.
 const (
@@ -1145,29 +904,24 @@ type MeterBand struct {
 // TableName returns "Meter_Band".
 func (*MeterBand) TableName() string { return "Meter_Band" }
 
+// columns binds m's fields to the columns of Meter_Band.
+func (m *MeterBand) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("action", &m.Action),
+		model.Scalar("burst_size", &m.BurstSize),
+		model.Scalar("rate", &m.Rate),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *MeterBand) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = MeterBand{UUID: r.UUID}
-	if d, ok := column(t, r, "action"); ok {
-		m.Action = scalar[string](d)
-	}
-	if d, ok := column(t, r, "burst_size"); ok {
-		m.BurstSize = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "rate"); ok {
-		m.Rate = scalar[int64](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *MeterBand) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"action":     ovsdb.Scalar(atom(m.Action)),
-		"burst_size": ovsdb.Scalar(atom(m.BurstSize)),
-		"rate":       ovsdb.Scalar(atom(m.Rate)),
-	}
-}
+func (m *MeterBand) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of Mirror.
 const (
@@ -1191,41 +945,27 @@ type Mirror struct {
 // TableName returns "Mirror".
 func (*Mirror) TableName() string { return "Mirror" }
 
+// columns binds m's fields to the columns of Mirror.
+func (m *Mirror) columns() []model.Column {
+	return []model.Column{
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("filter", &m.Filter),
+		model.Scalar("index", &m.Index),
+		model.Scalar("name", &m.Name),
+		model.Scalar("sink", &m.Sink),
+		model.Scalar("type", &m.Type),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *Mirror) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = Mirror{UUID: r.UUID}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "filter"); ok {
-		m.Filter = scalar[string](d)
-	}
-	if d, ok := column(t, r, "index"); ok {
-		m.Index = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "sink"); ok {
-		m.Sink = scalar[string](d)
-	}
-	if d, ok := column(t, r, "type"); ok {
-		m.Type = scalar[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *Mirror) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"external_ids": mapDatum(m.ExternalIDs),
-		"filter":       ovsdb.Scalar(atom(m.Filter)),
-		"index":        ovsdb.Scalar(atom(m.Index)),
-		"name":         ovsdb.Scalar(atom(m.Name)),
-		"sink":         ovsdb.Scalar(atom(m.Sink)),
-		"type":         ovsdb.Scalar(atom(m.Type)),
-	}
-}
+func (m *Mirror) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // MulticastGroup is a row of the Multicast_Group table (a root table).
 type MulticastGroup struct {
@@ -1239,33 +979,25 @@ type MulticastGroup struct {
 // TableName returns "Multicast_Group".
 func (*MulticastGroup) TableName() string { return "Multicast_Group" }
 
+// columns binds m's fields to the columns of Multicast_Group.
+func (m *MulticastGroup) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("datapath", &m.Datapath),
+		model.Scalar("name", &m.Name),
+		model.Set("ports", &m.Ports),
+		model.Scalar("tunnel_key", &m.TunnelKey),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *MulticastGroup) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = MulticastGroup{UUID: r.UUID}
-	if d, ok := column(t, r, "datapath"); ok {
-		m.Datapath = scalar[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "ports"); ok {
-		m.Ports = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "tunnel_key"); ok {
-		m.TunnelKey = scalar[int64](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *MulticastGroup) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"datapath":   ovsdb.Scalar(atom(m.Datapath)),
-		"name":       ovsdb.Scalar(atom(m.Name)),
-		"ports":      setDatum(m.Ports),
-		"tunnel_key": ovsdb.Scalar(atom(m.TunnelKey)),
-	}
-}
+func (m *MulticastGroup) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // PortBinding is a row of the Port_Binding table (a root table).
 type PortBinding struct {
@@ -1297,105 +1029,43 @@ type PortBinding struct {
 // TableName returns "Port_Binding".
 func (*PortBinding) TableName() string { return "Port_Binding" }
 
+// columns binds m's fields to the columns of Port_Binding.
+func (m *PortBinding) columns() []model.Column {
+	return []model.Column{
+		model.Set("additional_chassis", &m.AdditionalChassis),
+		model.Set("additional_encap", &m.AdditionalEncap),
+		model.Optional("chassis", &m.Chassis),
+		model.Scalar("datapath", &m.Datapath),
+		model.Optional("encap", &m.Encap),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Set("gateway_chassis", &m.GatewayChassis),
+		model.Optional("ha_chassis_group", &m.HAChassisGroup),
+		model.Scalar("logical_port", &m.LogicalPort),
+		model.Set("mac", &m.MAC),
+		model.Set("mirror_rules", &m.MirrorRules),
+		model.Set("nat_addresses", &m.NATAddresses),
+		model.Map("options", &m.Options),
+		model.Optional("parent_port", &m.ParentPort),
+		model.Set("port_security", &m.PortSecurity),
+		model.Set("requested_additional_chassis", &m.RequestedAdditionalChassis),
+		model.Optional("requested_chassis", &m.RequestedChassis),
+		model.Optional("tag", &m.Tag),
+		model.Scalar("tunnel_key", &m.TunnelKey),
+		model.Scalar("type", &m.Type),
+		model.Optional("up", &m.Up),
+		model.Optional("virtual_parent", &m.VirtualParent),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *PortBinding) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = PortBinding{UUID: r.UUID}
-	if d, ok := column(t, r, "additional_chassis"); ok {
-		m.AdditionalChassis = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "additional_encap"); ok {
-		m.AdditionalEncap = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "chassis"); ok {
-		m.Chassis = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "datapath"); ok {
-		m.Datapath = scalar[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "encap"); ok {
-		m.Encap = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "gateway_chassis"); ok {
-		m.GatewayChassis = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "ha_chassis_group"); ok {
-		m.HAChassisGroup = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "logical_port"); ok {
-		m.LogicalPort = scalar[string](d)
-	}
-	if d, ok := column(t, r, "mac"); ok {
-		m.MAC = set[string](d)
-	}
-	if d, ok := column(t, r, "mirror_rules"); ok {
-		m.MirrorRules = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "nat_addresses"); ok {
-		m.NATAddresses = set[string](d)
-	}
-	if d, ok := column(t, r, "options"); ok {
-		m.Options = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "parent_port"); ok {
-		m.ParentPort = optional[string](d)
-	}
-	if d, ok := column(t, r, "port_security"); ok {
-		m.PortSecurity = set[string](d)
-	}
-	if d, ok := column(t, r, "requested_additional_chassis"); ok {
-		m.RequestedAdditionalChassis = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "requested_chassis"); ok {
-		m.RequestedChassis = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "tag"); ok {
-		m.Tag = optional[int64](d)
-	}
-	if d, ok := column(t, r, "tunnel_key"); ok {
-		m.TunnelKey = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "type"); ok {
-		m.Type = scalar[string](d)
-	}
-	if d, ok := column(t, r, "up"); ok {
-		m.Up = optional[bool](d)
-	}
-	if d, ok := column(t, r, "virtual_parent"); ok {
-		m.VirtualParent = optional[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *PortBinding) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"additional_chassis":           setDatum(m.AdditionalChassis),
-		"additional_encap":             setDatum(m.AdditionalEncap),
-		"chassis":                      optionalDatum(m.Chassis),
-		"datapath":                     ovsdb.Scalar(atom(m.Datapath)),
-		"encap":                        optionalDatum(m.Encap),
-		"external_ids":                 mapDatum(m.ExternalIDs),
-		"gateway_chassis":              setDatum(m.GatewayChassis),
-		"ha_chassis_group":             optionalDatum(m.HAChassisGroup),
-		"logical_port":                 ovsdb.Scalar(atom(m.LogicalPort)),
-		"mac":                          setDatum(m.MAC),
-		"mirror_rules":                 setDatum(m.MirrorRules),
-		"nat_addresses":                setDatum(m.NATAddresses),
-		"options":                      mapDatum(m.Options),
-		"parent_port":                  optionalDatum(m.ParentPort),
-		"port_security":                setDatum(m.PortSecurity),
-		"requested_additional_chassis": setDatum(m.RequestedAdditionalChassis),
-		"requested_chassis":            optionalDatum(m.RequestedChassis),
-		"tag":                          optionalDatum(m.Tag),
-		"tunnel_key":                   ovsdb.Scalar(atom(m.TunnelKey)),
-		"type":                         ovsdb.Scalar(atom(m.Type)),
-		"up":                           optionalDatum(m.Up),
-		"virtual_parent":               optionalDatum(m.VirtualParent),
-	}
-}
+func (m *PortBinding) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // PortGroup is a row of the Port_Group table (a root table).
 type PortGroup struct {
@@ -1407,25 +1077,23 @@ type PortGroup struct {
 // TableName returns "Port_Group".
 func (*PortGroup) TableName() string { return "Port_Group" }
 
+// columns binds m's fields to the columns of Port_Group.
+func (m *PortGroup) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("name", &m.Name),
+		model.Set("ports", &m.Ports),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *PortGroup) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = PortGroup{UUID: r.UUID}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "ports"); ok {
-		m.Ports = set[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *PortGroup) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"name":  ovsdb.Scalar(atom(m.Name)),
-		"ports": setDatum(m.Ports),
-	}
-}
+func (m *PortGroup) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // RBACPermission is a row of the RBAC_Permission table (a root table).
 type RBACPermission struct {
@@ -1439,33 +1107,25 @@ type RBACPermission struct {
 // TableName returns "RBAC_Permission".
 func (*RBACPermission) TableName() string { return "RBAC_Permission" }
 
+// columns binds m's fields to the columns of RBAC_Permission.
+func (m *RBACPermission) columns() []model.Column {
+	return []model.Column{
+		model.Set("authorization", &m.Authorization),
+		model.Scalar("insert_delete", &m.InsertDelete),
+		model.Scalar("table", &m.Table),
+		model.Set("update", &m.Update),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *RBACPermission) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = RBACPermission{UUID: r.UUID}
-	if d, ok := column(t, r, "authorization"); ok {
-		m.Authorization = set[string](d)
-	}
-	if d, ok := column(t, r, "insert_delete"); ok {
-		m.InsertDelete = scalar[bool](d)
-	}
-	if d, ok := column(t, r, "table"); ok {
-		m.Table = scalar[string](d)
-	}
-	if d, ok := column(t, r, "update"); ok {
-		m.Update = set[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *RBACPermission) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"authorization": setDatum(m.Authorization),
-		"insert_delete": ovsdb.Scalar(atom(m.InsertDelete)),
-		"table":         ovsdb.Scalar(atom(m.Table)),
-		"update":        setDatum(m.Update),
-	}
-}
+func (m *RBACPermission) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // RBACRole is a row of the RBAC_Role table (a root table).
 type RBACRole struct {
@@ -1477,25 +1137,23 @@ type RBACRole struct {
 // TableName returns "RBAC_Role".
 func (*RBACRole) TableName() string { return "RBAC_Role" }
 
+// columns binds m's fields to the columns of RBAC_Role.
+func (m *RBACRole) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("name", &m.Name),
+		model.Map("permissions", &m.Permissions),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *RBACRole) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = RBACRole{UUID: r.UUID}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "permissions"); ok {
-		m.Permissions = mapOf[string, ovsdb.UUID](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *RBACRole) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"name":        ovsdb.Scalar(atom(m.Name)),
-		"permissions": mapDatum(m.Permissions),
-	}
-}
+func (m *RBACRole) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // SBGlobal is a row of the SB_Global table (a root table).
 type SBGlobal struct {
@@ -1511,41 +1169,27 @@ type SBGlobal struct {
 // TableName returns "SB_Global".
 func (*SBGlobal) TableName() string { return "SB_Global" }
 
+// columns binds m's fields to the columns of SB_Global.
+func (m *SBGlobal) columns() []model.Column {
+	return []model.Column{
+		model.Set("connections", &m.Connections),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("ipsec", &m.IPsec),
+		model.Scalar("nb_cfg", &m.NBCfg),
+		model.Map("options", &m.Options),
+		model.Optional("ssl", &m.SSL),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *SBGlobal) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = SBGlobal{UUID: r.UUID}
-	if d, ok := column(t, r, "connections"); ok {
-		m.Connections = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "ipsec"); ok {
-		m.IPsec = scalar[bool](d)
-	}
-	if d, ok := column(t, r, "nb_cfg"); ok {
-		m.NBCfg = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "options"); ok {
-		m.Options = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "ssl"); ok {
-		m.SSL = optional[ovsdb.UUID](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *SBGlobal) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"connections":  setDatum(m.Connections),
-		"external_ids": mapDatum(m.ExternalIDs),
-		"ipsec":        ovsdb.Scalar(atom(m.IPsec)),
-		"nb_cfg":       ovsdb.Scalar(atom(m.NBCfg)),
-		"options":      mapDatum(m.Options),
-		"ssl":          optionalDatum(m.SSL),
-	}
-}
+func (m *SBGlobal) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // SSL is a row of the SSL table (not a root table: rows nobody refers to are deleted).
 type SSL struct {
@@ -1562,45 +1206,28 @@ type SSL struct {
 // TableName returns "SSL".
 func (*SSL) TableName() string { return "SSL" }
 
+// columns binds m's fields to the columns of SSL.
+func (m *SSL) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("bootstrap_ca_cert", &m.BootstrapCACert),
+		model.Scalar("ca_cert", &m.CACert),
+		model.Scalar("certificate", &m.Certificate),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("private_key", &m.PrivateKey),
+		model.Scalar("ssl_ciphers", &m.SSLCiphers),
+		model.Scalar("ssl_protocols", &m.SSLProtocols),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *SSL) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = SSL{UUID: r.UUID}
-	if d, ok := column(t, r, "bootstrap_ca_cert"); ok {
-		m.BootstrapCACert = scalar[bool](d)
-	}
-	if d, ok := column(t, r, "ca_cert"); ok {
-		m.CACert = scalar[string](d)
-	}
-	if d, ok := column(t, r, "certificate"); ok {
-		m.Certificate = scalar[string](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "private_key"); ok {
-		m.PrivateKey = scalar[string](d)
-	}
-	if d, ok := column(t, r, "ssl_ciphers"); ok {
-		m.SSLCiphers = scalar[string](d)
-	}
-	if d, ok := column(t, r, "ssl_protocols"); ok {
-		m.SSLProtocols = scalar[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *SSL) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"bootstrap_ca_cert": ovsdb.Scalar(atom(m.BootstrapCACert)),
-		"ca_cert":           ovsdb.Scalar(atom(m.CACert)),
-		"certificate":       ovsdb.Scalar(atom(m.Certificate)),
-		"external_ids":      mapDatum(m.ExternalIDs),
-		"private_key":       ovsdb.Scalar(atom(m.PrivateKey)),
-		"ssl_ciphers":       ovsdb.Scalar(atom(m.SSLCiphers)),
-		"ssl_protocols":     ovsdb.Scalar(atom(m.SSLProtocols)),
-	}
-}
+func (m *SSL) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of Service_Monitor.
 const (
@@ -1628,53 +1255,30 @@ type ServiceMonitor struct {
 // TableName returns "Service_Monitor".
 func (*ServiceMonitor) TableName() string { return "Service_Monitor" }
 
+// columns binds m's fields to the columns of Service_Monitor.
+func (m *ServiceMonitor) columns() []model.Column {
+	return []model.Column{
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("ip", &m.IP),
+		model.Scalar("logical_port", &m.LogicalPort),
+		model.Map("options", &m.Options),
+		model.Scalar("port", &m.Port),
+		model.Optional("protocol", &m.Protocol),
+		model.Scalar("src_ip", &m.SrcIP),
+		model.Scalar("src_mac", &m.SrcMAC),
+		model.Optional("status", &m.Status),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *ServiceMonitor) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = ServiceMonitor{UUID: r.UUID}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "ip"); ok {
-		m.IP = scalar[string](d)
-	}
-	if d, ok := column(t, r, "logical_port"); ok {
-		m.LogicalPort = scalar[string](d)
-	}
-	if d, ok := column(t, r, "options"); ok {
-		m.Options = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "port"); ok {
-		m.Port = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "protocol"); ok {
-		m.Protocol = optional[string](d)
-	}
-	if d, ok := column(t, r, "src_ip"); ok {
-		m.SrcIP = scalar[string](d)
-	}
-	if d, ok := column(t, r, "src_mac"); ok {
-		m.SrcMAC = scalar[string](d)
-	}
-	if d, ok := column(t, r, "status"); ok {
-		m.Status = optional[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *ServiceMonitor) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"external_ids": mapDatum(m.ExternalIDs),
-		"ip":           ovsdb.Scalar(atom(m.IP)),
-		"logical_port": ovsdb.Scalar(atom(m.LogicalPort)),
-		"options":      mapDatum(m.Options),
-		"port":         ovsdb.Scalar(atom(m.Port)),
-		"protocol":     optionalDatum(m.Protocol),
-		"src_ip":       ovsdb.Scalar(atom(m.SrcIP)),
-		"src_mac":      ovsdb.Scalar(atom(m.SrcMAC)),
-		"status":       optionalDatum(m.Status),
-	}
-}
+func (m *ServiceMonitor) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // StaticMACBinding is a row of the Static_MAC_Binding table (a root table).
 type StaticMACBinding struct {
@@ -1689,144 +1293,23 @@ type StaticMACBinding struct {
 // TableName returns "Static_MAC_Binding".
 func (*StaticMACBinding) TableName() string { return "Static_MAC_Binding" }
 
+// columns binds m's fields to the columns of Static_MAC_Binding.
+func (m *StaticMACBinding) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("datapath", &m.Datapath),
+		model.Scalar("ip", &m.IP),
+		model.Scalar("logical_port", &m.LogicalPort),
+		model.Scalar("mac", &m.MAC),
+		model.Scalar("override_dynamic_mac", &m.OverrideDynamicMAC),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *StaticMACBinding) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = StaticMACBinding{UUID: r.UUID}
-	if d, ok := column(t, r, "datapath"); ok {
-		m.Datapath = scalar[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "ip"); ok {
-		m.IP = scalar[string](d)
-	}
-	if d, ok := column(t, r, "logical_port"); ok {
-		m.LogicalPort = scalar[string](d)
-	}
-	if d, ok := column(t, r, "mac"); ok {
-		m.MAC = scalar[string](d)
-	}
-	if d, ok := column(t, r, "override_dynamic_mac"); ok {
-		m.OverrideDynamicMAC = scalar[bool](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *StaticMACBinding) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"datapath":             ovsdb.Scalar(atom(m.Datapath)),
-		"ip":                   ovsdb.Scalar(atom(m.IP)),
-		"logical_port":         ovsdb.Scalar(atom(m.LogicalPort)),
-		"mac":                  ovsdb.Scalar(atom(m.MAC)),
-		"override_dynamic_mac": ovsdb.Scalar(atom(m.OverrideDynamicMAC)),
-	}
-}
-
-// atomType lists the Go types of OVSDB atoms.
-type atomType interface {
-	int64 | float64 | bool | string | ovsdb.UUID
-}
-
-func atom[T atomType](v T) ovsdb.Atom {
-	switch x := any(v).(type) {
-	case int64:
-		return ovsdb.Integer(x)
-	case float64:
-		return ovsdb.Real(x)
-	case bool:
-		return ovsdb.Boolean(x)
-	case string:
-		return ovsdb.String(x)
-	case ovsdb.UUID:
-		return ovsdb.UUIDAtom(x)
-	}
-	return ovsdb.Atom{} // not reached: atomType allows only the types above
-}
-
-func value[T atomType](a ovsdb.Atom) T {
-	var v T
-	switch p := any(&v).(type) {
-	case *int64:
-		*p = a.Int()
-	case *float64:
-		*p = a.Float()
-	case *bool:
-		*p = a.Bool()
-	case *string:
-		*p = a.Str()
-	case *ovsdb.UUID:
-		*p = a.UUID()
-	}
-	return v
-}
-
-// column returns the named column of r, if t has it.
-func column(t *ovsdb.TableSchema, r *ovsdb.Row, name string) (ovsdb.Datum, bool) {
-	c := t.Column(name)
-	if c == nil || c.Index < 0 || c.Index >= len(r.Data) {
-		return ovsdb.Datum{}, false
-	}
-	return r.Data[c.Index], true
-}
-
-func scalar[T atomType](d ovsdb.Datum) T {
-	if d.Len() == 0 {
-		var zero T
-		return zero
-	}
-	return value[T](d.Keys[0])
-}
-
-func optional[T atomType](d ovsdb.Datum) *T {
-	if d.Len() == 0 {
-		return nil
-	}
-	v := value[T](d.Keys[0])
-	return &v
-}
-
-func set[T atomType](d ovsdb.Datum) []T {
-	if d.Len() == 0 {
-		return nil
-	}
-	s := make([]T, d.Len())
-	for i, a := range d.Keys {
-		s[i] = value[T](a)
-	}
-	return s
-}
-
-func mapOf[K, V atomType](d ovsdb.Datum) map[K]V {
-	if d.Len() == 0 || d.Values == nil {
-		return nil
-	}
-	m := make(map[K]V, d.Len())
-	for i, k := range d.Keys {
-		m[value[K](k)] = value[V](d.Values[i])
-	}
-	return m
-}
-
-func optionalDatum[T atomType](p *T) ovsdb.Datum {
-	if p == nil {
-		return ovsdb.Datum{}
-	}
-	return ovsdb.Scalar(atom(*p))
-}
-
-func setDatum[T atomType](s []T) ovsdb.Datum {
-	atoms := make([]ovsdb.Atom, len(s))
-	for i, v := range s {
-		atoms[i] = atom(v)
-	}
-	return ovsdb.Set(atoms...)
-}
-
-func mapDatum[K, V atomType](m map[K]V) ovsdb.Datum {
-	keys := make([]ovsdb.Atom, 0, len(m))
-	values := make([]ovsdb.Atom, 0, len(m))
-	for k, v := range m {
-		keys = append(keys, atom(k))
-		values = append(values, atom(v))
-	}
-	return ovsdb.Map(keys, values)
-}
+func (m *StaticMACBinding) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }

@@ -2,7 +2,10 @@
 
 package vswitch
 
-import "github.com/govn/govn/ovsdb"
+import (
+	"github.com/govn/govn/ovsdb"
+	"github.com/govn/govn/ovsdb/model"
+)
 
 // DatabaseName is the name of the database this schema describes.
 const DatabaseName = "Open_vSwitch"
@@ -46,29 +49,24 @@ type AutoAttach struct {
 // TableName returns "AutoAttach".
 func (*AutoAttach) TableName() string { return "AutoAttach" }
 
+// columns binds m's fields to the columns of AutoAttach.
+func (m *AutoAttach) columns() []model.Column {
+	return []model.Column{
+		model.Map("mappings", &m.Mappings),
+		model.Scalar("system_description", &m.SystemDescription),
+		model.Scalar("system_name", &m.SystemName),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *AutoAttach) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = AutoAttach{UUID: r.UUID}
-	if d, ok := column(t, r, "mappings"); ok {
-		m.Mappings = mapOf[int64, int64](d)
-	}
-	if d, ok := column(t, r, "system_description"); ok {
-		m.SystemDescription = scalar[string](d)
-	}
-	if d, ok := column(t, r, "system_name"); ok {
-		m.SystemName = scalar[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *AutoAttach) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"mappings":           mapDatum(m.Mappings),
-		"system_description": ovsdb.Scalar(atom(m.SystemDescription)),
-		"system_name":        ovsdb.Scalar(atom(m.SystemName)),
-	}
-}
+func (m *AutoAttach) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of Bridge.
 const (
@@ -112,105 +110,43 @@ type Bridge struct {
 // TableName returns "Bridge".
 func (*Bridge) TableName() string { return "Bridge" }
 
+// columns binds m's fields to the columns of Bridge.
+func (m *Bridge) columns() []model.Column {
+	return []model.Column{
+		model.Optional("auto_attach", &m.AutoAttach),
+		model.Set("controller", &m.Controller),
+		model.Optional("datapath_id", &m.DatapathID),
+		model.Scalar("datapath_type", &m.DatapathType),
+		model.Scalar("datapath_version", &m.DatapathVersion),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Optional("fail_mode", &m.FailMode),
+		model.Set("flood_vlans", &m.FloodVLANs),
+		model.Map("flow_tables", &m.FlowTables),
+		model.Optional("ipfix", &m.IPFIX),
+		model.Scalar("mcast_snooping_enable", &m.McastSnoopingEnable),
+		model.Set("mirrors", &m.Mirrors),
+		model.Scalar("name", &m.Name),
+		model.Optional("netflow", &m.Netflow),
+		model.Map("other_config", &m.OtherConfig),
+		model.Set("ports", &m.Ports),
+		model.Set("protocols", &m.Protocols),
+		model.Scalar("rstp_enable", &m.RSTPEnable),
+		model.Map("rstp_status", &m.RSTPStatus),
+		model.Optional("sflow", &m.SFlow),
+		model.Map("status", &m.Status),
+		model.Scalar("stp_enable", &m.STPEnable),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *Bridge) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = Bridge{UUID: r.UUID}
-	if d, ok := column(t, r, "auto_attach"); ok {
-		m.AutoAttach = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "controller"); ok {
-		m.Controller = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "datapath_id"); ok {
-		m.DatapathID = optional[string](d)
-	}
-	if d, ok := column(t, r, "datapath_type"); ok {
-		m.DatapathType = scalar[string](d)
-	}
-	if d, ok := column(t, r, "datapath_version"); ok {
-		m.DatapathVersion = scalar[string](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "fail_mode"); ok {
-		m.FailMode = optional[string](d)
-	}
-	if d, ok := column(t, r, "flood_vlans"); ok {
-		m.FloodVLANs = set[int64](d)
-	}
-	if d, ok := column(t, r, "flow_tables"); ok {
-		m.FlowTables = mapOf[int64, ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "ipfix"); ok {
-		m.IPFIX = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "mcast_snooping_enable"); ok {
-		m.McastSnoopingEnable = scalar[bool](d)
-	}
-	if d, ok := column(t, r, "mirrors"); ok {
-		m.Mirrors = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "netflow"); ok {
-		m.Netflow = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "other_config"); ok {
-		m.OtherConfig = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "ports"); ok {
-		m.Ports = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "protocols"); ok {
-		m.Protocols = set[string](d)
-	}
-	if d, ok := column(t, r, "rstp_enable"); ok {
-		m.RSTPEnable = scalar[bool](d)
-	}
-	if d, ok := column(t, r, "rstp_status"); ok {
-		m.RSTPStatus = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "sflow"); ok {
-		m.SFlow = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "status"); ok {
-		m.Status = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "stp_enable"); ok {
-		m.STPEnable = scalar[bool](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *Bridge) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"auto_attach":           optionalDatum(m.AutoAttach),
-		"controller":            setDatum(m.Controller),
-		"datapath_id":           optionalDatum(m.DatapathID),
-		"datapath_type":         ovsdb.Scalar(atom(m.DatapathType)),
-		"datapath_version":      ovsdb.Scalar(atom(m.DatapathVersion)),
-		"external_ids":          mapDatum(m.ExternalIDs),
-		"fail_mode":             optionalDatum(m.FailMode),
-		"flood_vlans":           setDatum(m.FloodVLANs),
-		"flow_tables":           mapDatum(m.FlowTables),
-		"ipfix":                 optionalDatum(m.IPFIX),
-		"mcast_snooping_enable": ovsdb.Scalar(atom(m.McastSnoopingEnable)),
-		"mirrors":               setDatum(m.Mirrors),
-		"name":                  ovsdb.Scalar(atom(m.Name)),
-		"netflow":               optionalDatum(m.Netflow),
-		"other_config":          mapDatum(m.OtherConfig),
-		"ports":                 setDatum(m.Ports),
-		"protocols":             setDatum(m.Protocols),
-		"rstp_enable":           ovsdb.Scalar(atom(m.RSTPEnable)),
-		"rstp_status":           mapDatum(m.RSTPStatus),
-		"sflow":                 optionalDatum(m.SFlow),
-		"status":                mapDatum(m.Status),
-		"stp_enable":            ovsdb.Scalar(atom(m.STPEnable)),
-	}
-}
+func (m *Bridge) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of CT_Timeout_Policy.
 const (
@@ -242,25 +178,23 @@ type CTTimeoutPolicy struct {
 // TableName returns "CT_Timeout_Policy".
 func (*CTTimeoutPolicy) TableName() string { return "CT_Timeout_Policy" }
 
+// columns binds m's fields to the columns of CT_Timeout_Policy.
+func (m *CTTimeoutPolicy) columns() []model.Column {
+	return []model.Column{
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Map("timeouts", &m.Timeouts),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *CTTimeoutPolicy) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = CTTimeoutPolicy{UUID: r.UUID}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "timeouts"); ok {
-		m.Timeouts = mapOf[string, int64](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *CTTimeoutPolicy) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"external_ids": mapDatum(m.ExternalIDs),
-		"timeouts":     mapDatum(m.Timeouts),
-	}
-}
+func (m *CTTimeoutPolicy) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // CTZone is a row of the CT_Zone table (not a root table: rows nobody refers to are deleted).
 type CTZone struct {
@@ -272,25 +206,23 @@ type CTZone struct {
 // TableName returns "CT_Zone".
 func (*CTZone) TableName() string { return "CT_Zone" }
 
+// columns binds m's fields to the columns of CT_Zone.
+func (m *CTZone) columns() []model.Column {
+	return []model.Column{
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Optional("timeout_policy", &m.TimeoutPolicy),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *CTZone) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = CTZone{UUID: r.UUID}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "timeout_policy"); ok {
-		m.TimeoutPolicy = optional[ovsdb.UUID](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *CTZone) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"external_ids":   mapDatum(m.ExternalIDs),
-		"timeout_policy": optionalDatum(m.TimeoutPolicy),
-	}
-}
+func (m *CTZone) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of Controller.
 const (
@@ -328,85 +260,38 @@ type Controller struct {
 // TableName returns "Controller".
 func (*Controller) TableName() string { return "Controller" }
 
+// columns binds m's fields to the columns of Controller.
+func (m *Controller) columns() []model.Column {
+	return []model.Column{
+		model.Optional("connection_mode", &m.ConnectionMode),
+		model.Optional("controller_burst_limit", &m.ControllerBurstLimit),
+		model.Optional("controller_queue_size", &m.ControllerQueueSize),
+		model.Optional("controller_rate_limit", &m.ControllerRateLimit),
+		model.Optional("enable_async_messages", &m.EnableAsyncMessages),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Optional("inactivity_probe", &m.InactivityProbe),
+		model.Scalar("is_connected", &m.IsConnected),
+		model.Optional("local_gateway", &m.LocalGateway),
+		model.Optional("local_ip", &m.LocalIP),
+		model.Optional("local_netmask", &m.LocalNetmask),
+		model.Optional("max_backoff", &m.MaxBackoff),
+		model.Map("other_config", &m.OtherConfig),
+		model.Optional("role", &m.Role),
+		model.Map("status", &m.Status),
+		model.Scalar("target", &m.Target),
+		model.Optional("type", &m.Type),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *Controller) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = Controller{UUID: r.UUID}
-	if d, ok := column(t, r, "connection_mode"); ok {
-		m.ConnectionMode = optional[string](d)
-	}
-	if d, ok := column(t, r, "controller_burst_limit"); ok {
-		m.ControllerBurstLimit = optional[int64](d)
-	}
-	if d, ok := column(t, r, "controller_queue_size"); ok {
-		m.ControllerQueueSize = optional[int64](d)
-	}
-	if d, ok := column(t, r, "controller_rate_limit"); ok {
-		m.ControllerRateLimit = optional[int64](d)
-	}
-	if d, ok := column(t, r, "enable_async_messages"); ok {
-		m.EnableAsyncMessages = optional[bool](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "inactivity_probe"); ok {
-		m.InactivityProbe = optional[int64](d)
-	}
-	if d, ok := column(t, r, "is_connected"); ok {
-		m.IsConnected = scalar[bool](d)
-	}
-	if d, ok := column(t, r, "local_gateway"); ok {
-		m.LocalGateway = optional[string](d)
-	}
-	if d, ok := column(t, r, "local_ip"); ok {
-		m.LocalIP = optional[string](d)
-	}
-	if d, ok := column(t, r, "local_netmask"); ok {
-		m.LocalNetmask = optional[string](d)
-	}
-	if d, ok := column(t, r, "max_backoff"); ok {
-		m.MaxBackoff = optional[int64](d)
-	}
-	if d, ok := column(t, r, "other_config"); ok {
-		m.OtherConfig = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "role"); ok {
-		m.Role = optional[string](d)
-	}
-	if d, ok := column(t, r, "status"); ok {
-		m.Status = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "target"); ok {
-		m.Target = scalar[string](d)
-	}
-	if d, ok := column(t, r, "type"); ok {
-		m.Type = optional[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *Controller) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"connection_mode":        optionalDatum(m.ConnectionMode),
-		"controller_burst_limit": optionalDatum(m.ControllerBurstLimit),
-		"controller_queue_size":  optionalDatum(m.ControllerQueueSize),
-		"controller_rate_limit":  optionalDatum(m.ControllerRateLimit),
-		"enable_async_messages":  optionalDatum(m.EnableAsyncMessages),
-		"external_ids":           mapDatum(m.ExternalIDs),
-		"inactivity_probe":       optionalDatum(m.InactivityProbe),
-		"is_connected":           ovsdb.Scalar(atom(m.IsConnected)),
-		"local_gateway":          optionalDatum(m.LocalGateway),
-		"local_ip":               optionalDatum(m.LocalIP),
-		"local_netmask":          optionalDatum(m.LocalNetmask),
-		"max_backoff":            optionalDatum(m.MaxBackoff),
-		"other_config":           mapDatum(m.OtherConfig),
-		"role":                   optionalDatum(m.Role),
-		"status":                 mapDatum(m.Status),
-		"target":                 ovsdb.Scalar(atom(m.Target)),
-		"type":                   optionalDatum(m.Type),
-	}
-}
+func (m *Controller) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Datapath is a row of the Datapath table (not a root table: rows nobody refers to are deleted).
 type Datapath struct {
@@ -420,33 +305,25 @@ type Datapath struct {
 // TableName returns "Datapath".
 func (*Datapath) TableName() string { return "Datapath" }
 
+// columns binds m's fields to the columns of Datapath.
+func (m *Datapath) columns() []model.Column {
+	return []model.Column{
+		model.Map("capabilities", &m.Capabilities),
+		model.Map("ct_zones", &m.CTZones),
+		model.Scalar("datapath_version", &m.DatapathVersion),
+		model.Map("external_ids", &m.ExternalIDs),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *Datapath) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = Datapath{UUID: r.UUID}
-	if d, ok := column(t, r, "capabilities"); ok {
-		m.Capabilities = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "ct_zones"); ok {
-		m.CTZones = mapOf[int64, ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "datapath_version"); ok {
-		m.DatapathVersion = scalar[string](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *Datapath) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"capabilities":     mapDatum(m.Capabilities),
-		"ct_zones":         mapDatum(m.CTZones),
-		"datapath_version": ovsdb.Scalar(atom(m.DatapathVersion)),
-		"external_ids":     mapDatum(m.ExternalIDs),
-	}
-}
+func (m *Datapath) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // FlowSampleCollectorSet is a row of the Flow_Sample_Collector_Set table (a root table).
 type FlowSampleCollectorSet struct {
@@ -460,33 +337,25 @@ type FlowSampleCollectorSet struct {
 // TableName returns "Flow_Sample_Collector_Set".
 func (*FlowSampleCollectorSet) TableName() string { return "Flow_Sample_Collector_Set" }
 
+// columns binds m's fields to the columns of Flow_Sample_Collector_Set.
+func (m *FlowSampleCollectorSet) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("bridge", &m.Bridge),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("id", &m.ID),
+		model.Optional("ipfix", &m.IPFIX),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *FlowSampleCollectorSet) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = FlowSampleCollectorSet{UUID: r.UUID}
-	if d, ok := column(t, r, "bridge"); ok {
-		m.Bridge = scalar[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "id"); ok {
-		m.ID = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "ipfix"); ok {
-		m.IPFIX = optional[ovsdb.UUID](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *FlowSampleCollectorSet) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"bridge":       ovsdb.Scalar(atom(m.Bridge)),
-		"external_ids": mapDatum(m.ExternalIDs),
-		"id":           ovsdb.Scalar(atom(m.ID)),
-		"ipfix":        optionalDatum(m.IPFIX),
-	}
-}
+func (m *FlowSampleCollectorSet) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of Flow_Table.
 const (
@@ -508,41 +377,27 @@ type FlowTable struct {
 // TableName returns "Flow_Table".
 func (*FlowTable) TableName() string { return "Flow_Table" }
 
+// columns binds m's fields to the columns of Flow_Table.
+func (m *FlowTable) columns() []model.Column {
+	return []model.Column{
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Optional("flow_limit", &m.FlowLimit),
+		model.Set("groups", &m.Groups),
+		model.Optional("name", &m.Name),
+		model.Optional("overflow_policy", &m.OverflowPolicy),
+		model.Set("prefixes", &m.Prefixes),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *FlowTable) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = FlowTable{UUID: r.UUID}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "flow_limit"); ok {
-		m.FlowLimit = optional[int64](d)
-	}
-	if d, ok := column(t, r, "groups"); ok {
-		m.Groups = set[string](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = optional[string](d)
-	}
-	if d, ok := column(t, r, "overflow_policy"); ok {
-		m.OverflowPolicy = optional[string](d)
-	}
-	if d, ok := column(t, r, "prefixes"); ok {
-		m.Prefixes = set[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *FlowTable) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"external_ids":    mapDatum(m.ExternalIDs),
-		"flow_limit":      optionalDatum(m.FlowLimit),
-		"groups":          setDatum(m.Groups),
-		"name":            optionalDatum(m.Name),
-		"overflow_policy": optionalDatum(m.OverflowPolicy),
-		"prefixes":        setDatum(m.Prefixes),
-	}
-}
+func (m *FlowTable) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // IPFIX is a row of the IPFIX table (not a root table: rows nobody refers to are deleted).
 type IPFIX struct {
@@ -560,49 +415,29 @@ type IPFIX struct {
 // TableName returns "IPFIX".
 func (*IPFIX) TableName() string { return "IPFIX" }
 
+// columns binds m's fields to the columns of IPFIX.
+func (m *IPFIX) columns() []model.Column {
+	return []model.Column{
+		model.Optional("cache_active_timeout", &m.CacheActiveTimeout),
+		model.Optional("cache_max_flows", &m.CacheMaxFlows),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Optional("obs_domain_id", &m.ObsDomainID),
+		model.Optional("obs_point_id", &m.ObsPointID),
+		model.Map("other_config", &m.OtherConfig),
+		model.Optional("sampling", &m.Sampling),
+		model.Set("targets", &m.Targets),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *IPFIX) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = IPFIX{UUID: r.UUID}
-	if d, ok := column(t, r, "cache_active_timeout"); ok {
-		m.CacheActiveTimeout = optional[int64](d)
-	}
-	if d, ok := column(t, r, "cache_max_flows"); ok {
-		m.CacheMaxFlows = optional[int64](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "obs_domain_id"); ok {
-		m.ObsDomainID = optional[int64](d)
-	}
-	if d, ok := column(t, r, "obs_point_id"); ok {
-		m.ObsPointID = optional[int64](d)
-	}
-	if d, ok := column(t, r, "other_config"); ok {
-		m.OtherConfig = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "sampling"); ok {
-		m.Sampling = optional[int64](d)
-	}
-	if d, ok := column(t, r, "targets"); ok {
-		m.Targets = set[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *IPFIX) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"cache_active_timeout": optionalDatum(m.CacheActiveTimeout),
-		"cache_max_flows":      optionalDatum(m.CacheMaxFlows),
-		"external_ids":         mapDatum(m.ExternalIDs),
-		"obs_domain_id":        optionalDatum(m.ObsDomainID),
-		"obs_point_id":         optionalDatum(m.ObsPointID),
-		"other_config":         mapDatum(m.OtherConfig),
-		"sampling":             optionalDatum(m.Sampling),
-		"targets":              setDatum(m.Targets),
-	}
-}
+func (m *IPFIX) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of Interface.
 const (
@@ -659,157 +494,56 @@ type Interface struct {
 // TableName returns "Interface".
 func (*Interface) TableName() string { return "Interface" }
 
+// columns binds m's fields to the columns of Interface.
+func (m *Interface) columns() []model.Column {
+	return []model.Column{
+		model.Optional("admin_state", &m.AdminState),
+		model.Map("bfd", &m.BFD),
+		model.Map("bfd_status", &m.BFDStatus),
+		model.Optional("cfm_fault", &m.CFMFault),
+		model.Set("cfm_fault_status", &m.CFMFaultStatus),
+		model.Optional("cfm_flap_count", &m.CFMFlapCount),
+		model.Optional("cfm_health", &m.CFMHealth),
+		model.Optional("cfm_mpid", &m.CFMMPID),
+		model.Set("cfm_remote_mpids", &m.CFMRemoteMPIDs),
+		model.Optional("cfm_remote_opstate", &m.CFMRemoteOpstate),
+		model.Optional("duplex", &m.Duplex),
+		model.Optional("error", &m.Error),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Optional("ifindex", &m.Ifindex),
+		model.Scalar("ingress_policing_burst", &m.IngressPolicingBurst),
+		model.Scalar("ingress_policing_kpkts_burst", &m.IngressPolicingKpktsBurst),
+		model.Scalar("ingress_policing_kpkts_rate", &m.IngressPolicingKpktsRate),
+		model.Scalar("ingress_policing_rate", &m.IngressPolicingRate),
+		model.Optional("lacp_current", &m.LACPCurrent),
+		model.Optional("link_resets", &m.LinkResets),
+		model.Optional("link_speed", &m.LinkSpeed),
+		model.Optional("link_state", &m.LinkState),
+		model.Map("lldp", &m.LLDP),
+		model.Optional("mac", &m.MAC),
+		model.Optional("mac_in_use", &m.MACInUse),
+		model.Optional("mtu", &m.MTU),
+		model.Optional("mtu_request", &m.MTURequest),
+		model.Scalar("name", &m.Name),
+		model.Optional("ofport", &m.Ofport),
+		model.Optional("ofport_request", &m.OfportRequest),
+		model.Map("options", &m.Options),
+		model.Map("other_config", &m.OtherConfig),
+		model.Map("statistics", &m.Statistics),
+		model.Map("status", &m.Status),
+		model.Scalar("type", &m.Type),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *Interface) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = Interface{UUID: r.UUID}
-	if d, ok := column(t, r, "admin_state"); ok {
-		m.AdminState = optional[string](d)
-	}
-	if d, ok := column(t, r, "bfd"); ok {
-		m.BFD = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "bfd_status"); ok {
-		m.BFDStatus = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "cfm_fault"); ok {
-		m.CFMFault = optional[bool](d)
-	}
-	if d, ok := column(t, r, "cfm_fault_status"); ok {
-		m.CFMFaultStatus = set[string](d)
-	}
-	if d, ok := column(t, r, "cfm_flap_count"); ok {
-		m.CFMFlapCount = optional[int64](d)
-	}
-	if d, ok := column(t, r, "cfm_health"); ok {
-		m.CFMHealth = optional[int64](d)
-	}
-	if d, ok := column(t, r, "cfm_mpid"); ok {
-		m.CFMMPID = optional[int64](d)
-	}
-	if d, ok := column(t, r, "cfm_remote_mpids"); ok {
-		m.CFMRemoteMPIDs = set[int64](d)
-	}
-	if d, ok := column(t, r, "cfm_remote_opstate"); ok {
-		m.CFMRemoteOpstate = optional[string](d)
-	}
-	if d, ok := column(t, r, "duplex"); ok {
-		m.Duplex = optional[string](d)
-	}
-	if d, ok := column(t, r, "error"); ok {
-		m.Error = optional[string](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "ifindex"); ok {
-		m.Ifindex = optional[int64](d)
-	}
-	if d, ok := column(t, r, "ingress_policing_burst"); ok {
-		m.IngressPolicingBurst = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "ingress_policing_kpkts_burst"); ok {
-		m.IngressPolicingKpktsBurst = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "ingress_policing_kpkts_rate"); ok {
-		m.IngressPolicingKpktsRate = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "ingress_policing_rate"); ok {
-		m.IngressPolicingRate = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "lacp_current"); ok {
-		m.LACPCurrent = optional[bool](d)
-	}
-	if d, ok := column(t, r, "link_resets"); ok {
-		m.LinkResets = optional[int64](d)
-	}
-	if d, ok := column(t, r, "link_speed"); ok {
-		m.LinkSpeed = optional[int64](d)
-	}
-	if d, ok := column(t, r, "link_state"); ok {
-		m.LinkState = optional[string](d)
-	}
-	if d, ok := column(t, r, "lldp"); ok {
-		m.LLDP = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "mac"); ok {
-		m.MAC = optional[string](d)
-	}
-	if d, ok := column(t, r, "mac_in_use"); ok {
-		m.MACInUse = optional[string](d)
-	}
-	if d, ok := column(t, r, "mtu"); ok {
-		m.MTU = optional[int64](d)
-	}
-	if d, ok := column(t, r, "mtu_request"); ok {
-		m.MTURequest = optional[int64](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "ofport"); ok {
-		m.Ofport = optional[int64](d)
-	}
-	if d, ok := column(t, r, "ofport_request"); ok {
-		m.OfportRequest = optional[int64](d)
-	}
-	if d, ok := column(t, r, "options"); ok {
-		m.Options = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "other_config"); ok {
-		m.OtherConfig = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "statistics"); ok {
-		m.Statistics = mapOf[string, int64](d)
-	}
-	if d, ok := column(t, r, "status"); ok {
-		m.Status = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "type"); ok {
-		m.Type = scalar[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *Interface) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"admin_state":                  optionalDatum(m.AdminState),
-		"bfd":                          mapDatum(m.BFD),
-		"bfd_status":                   mapDatum(m.BFDStatus),
-		"cfm_fault":                    optionalDatum(m.CFMFault),
-		"cfm_fault_status":             setDatum(m.CFMFaultStatus),
-		"cfm_flap_count":               optionalDatum(m.CFMFlapCount),
-		"cfm_health":                   optionalDatum(m.CFMHealth),
-		"cfm_mpid":                     optionalDatum(m.CFMMPID),
-		"cfm_remote_mpids":             setDatum(m.CFMRemoteMPIDs),
-		"cfm_remote_opstate":           optionalDatum(m.CFMRemoteOpstate),
-		"duplex":                       optionalDatum(m.Duplex),
-		"error":                        optionalDatum(m.Error),
-		"external_ids":                 mapDatum(m.ExternalIDs),
-		"ifindex":                      optionalDatum(m.Ifindex),
-		"ingress_policing_burst":       ovsdb.Scalar(atom(m.IngressPolicingBurst)),
-		"ingress_policing_kpkts_burst": ovsdb.Scalar(atom(m.IngressPolicingKpktsBurst)),
-		"ingress_policing_kpkts_rate":  ovsdb.Scalar(atom(m.IngressPolicingKpktsRate)),
-		"ingress_policing_rate":        ovsdb.Scalar(atom(m.IngressPolicingRate)),
-		"lacp_current":                 optionalDatum(m.LACPCurrent),
-		"link_resets":                  optionalDatum(m.LinkResets),
-		"link_speed":                   optionalDatum(m.LinkSpeed),
-		"link_state":                   optionalDatum(m.LinkState),
-		"lldp":                         mapDatum(m.LLDP),
-		"mac":                          optionalDatum(m.MAC),
-		"mac_in_use":                   optionalDatum(m.MACInUse),
-		"mtu":                          optionalDatum(m.MTU),
-		"mtu_request":                  optionalDatum(m.MTURequest),
-		"name":                         ovsdb.Scalar(atom(m.Name)),
-		"ofport":                       optionalDatum(m.Ofport),
-		"ofport_request":               optionalDatum(m.OfportRequest),
-		"options":                      mapDatum(m.Options),
-		"other_config":                 mapDatum(m.OtherConfig),
-		"statistics":                   mapDatum(m.Statistics),
-		"status":                       mapDatum(m.Status),
-		"type":                         ovsdb.Scalar(atom(m.Type)),
-	}
-}
+func (m *Interface) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of Manager.
 const (
@@ -833,49 +567,29 @@ type Manager struct {
 // TableName returns "Manager".
 func (*Manager) TableName() string { return "Manager" }
 
+// columns binds m's fields to the columns of Manager.
+func (m *Manager) columns() []model.Column {
+	return []model.Column{
+		model.Optional("connection_mode", &m.ConnectionMode),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Optional("inactivity_probe", &m.InactivityProbe),
+		model.Scalar("is_connected", &m.IsConnected),
+		model.Optional("max_backoff", &m.MaxBackoff),
+		model.Map("other_config", &m.OtherConfig),
+		model.Map("status", &m.Status),
+		model.Scalar("target", &m.Target),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *Manager) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = Manager{UUID: r.UUID}
-	if d, ok := column(t, r, "connection_mode"); ok {
-		m.ConnectionMode = optional[string](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "inactivity_probe"); ok {
-		m.InactivityProbe = optional[int64](d)
-	}
-	if d, ok := column(t, r, "is_connected"); ok {
-		m.IsConnected = scalar[bool](d)
-	}
-	if d, ok := column(t, r, "max_backoff"); ok {
-		m.MaxBackoff = optional[int64](d)
-	}
-	if d, ok := column(t, r, "other_config"); ok {
-		m.OtherConfig = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "status"); ok {
-		m.Status = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "target"); ok {
-		m.Target = scalar[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *Manager) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"connection_mode":  optionalDatum(m.ConnectionMode),
-		"external_ids":     mapDatum(m.ExternalIDs),
-		"inactivity_probe": optionalDatum(m.InactivityProbe),
-		"is_connected":     ovsdb.Scalar(atom(m.IsConnected)),
-		"max_backoff":      optionalDatum(m.MaxBackoff),
-		"other_config":     mapDatum(m.OtherConfig),
-		"status":           mapDatum(m.Status),
-		"target":           ovsdb.Scalar(atom(m.Target)),
-	}
-}
+func (m *Manager) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Mirror is a row of the Mirror table (not a root table: rows nobody refers to are deleted).
 type Mirror struct {
@@ -895,57 +609,31 @@ type Mirror struct {
 // TableName returns "Mirror".
 func (*Mirror) TableName() string { return "Mirror" }
 
+// columns binds m's fields to the columns of Mirror.
+func (m *Mirror) columns() []model.Column {
+	return []model.Column{
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("name", &m.Name),
+		model.Optional("output_port", &m.OutputPort),
+		model.Optional("output_vlan", &m.OutputVLAN),
+		model.Scalar("select_all", &m.SelectAll),
+		model.Set("select_dst_port", &m.SelectDstPort),
+		model.Set("select_src_port", &m.SelectSrcPort),
+		model.Set("select_vlan", &m.SelectVLAN),
+		model.Optional("snaplen", &m.Snaplen),
+		model.Map("statistics", &m.Statistics),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *Mirror) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = Mirror{UUID: r.UUID}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "output_port"); ok {
-		m.OutputPort = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "output_vlan"); ok {
-		m.OutputVLAN = optional[int64](d)
-	}
-	if d, ok := column(t, r, "select_all"); ok {
-		m.SelectAll = scalar[bool](d)
-	}
-	if d, ok := column(t, r, "select_dst_port"); ok {
-		m.SelectDstPort = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "select_src_port"); ok {
-		m.SelectSrcPort = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "select_vlan"); ok {
-		m.SelectVLAN = set[int64](d)
-	}
-	if d, ok := column(t, r, "snaplen"); ok {
-		m.Snaplen = optional[int64](d)
-	}
-	if d, ok := column(t, r, "statistics"); ok {
-		m.Statistics = mapOf[string, int64](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *Mirror) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"external_ids":    mapDatum(m.ExternalIDs),
-		"name":            ovsdb.Scalar(atom(m.Name)),
-		"output_port":     optionalDatum(m.OutputPort),
-		"output_vlan":     optionalDatum(m.OutputVLAN),
-		"select_all":      ovsdb.Scalar(atom(m.SelectAll)),
-		"select_dst_port": setDatum(m.SelectDstPort),
-		"select_src_port": setDatum(m.SelectSrcPort),
-		"select_vlan":     setDatum(m.SelectVLAN),
-		"snaplen":         optionalDatum(m.Snaplen),
-		"statistics":      mapDatum(m.Statistics),
-	}
-}
+func (m *Mirror) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // NetFlow is a row of the NetFlow table (not a root table: rows nobody refers to are deleted).
 type NetFlow struct {
@@ -961,41 +649,27 @@ type NetFlow struct {
 // TableName returns "NetFlow".
 func (*NetFlow) TableName() string { return "NetFlow" }
 
+// columns binds m's fields to the columns of NetFlow.
+func (m *NetFlow) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("active_timeout", &m.ActiveTimeout),
+		model.Scalar("add_id_to_interface", &m.AddIDToInterface),
+		model.Optional("engine_id", &m.EngineID),
+		model.Optional("engine_type", &m.EngineType),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Set("targets", &m.Targets),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *NetFlow) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = NetFlow{UUID: r.UUID}
-	if d, ok := column(t, r, "active_timeout"); ok {
-		m.ActiveTimeout = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "add_id_to_interface"); ok {
-		m.AddIDToInterface = scalar[bool](d)
-	}
-	if d, ok := column(t, r, "engine_id"); ok {
-		m.EngineID = optional[int64](d)
-	}
-	if d, ok := column(t, r, "engine_type"); ok {
-		m.EngineType = optional[int64](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "targets"); ok {
-		m.Targets = set[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *NetFlow) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"active_timeout":      ovsdb.Scalar(atom(m.ActiveTimeout)),
-		"add_id_to_interface": ovsdb.Scalar(atom(m.AddIDToInterface)),
-		"engine_id":           optionalDatum(m.EngineID),
-		"engine_type":         optionalDatum(m.EngineType),
-		"external_ids":        mapDatum(m.ExternalIDs),
-		"targets":             setDatum(m.Targets),
-	}
-}
+func (m *NetFlow) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // OpenVSwitch is a row of the Open_vSwitch table (a root table).
 type OpenVSwitch struct {
@@ -1022,85 +696,38 @@ type OpenVSwitch struct {
 // TableName returns "Open_vSwitch".
 func (*OpenVSwitch) TableName() string { return "Open_vSwitch" }
 
+// columns binds m's fields to the columns of Open_vSwitch.
+func (m *OpenVSwitch) columns() []model.Column {
+	return []model.Column{
+		model.Set("bridges", &m.Bridges),
+		model.Scalar("cur_cfg", &m.CurCfg),
+		model.Set("datapath_types", &m.DatapathTypes),
+		model.Map("datapaths", &m.Datapaths),
+		model.Optional("db_version", &m.DbVersion),
+		model.Scalar("dpdk_initialized", &m.DPDKInitialized),
+		model.Optional("dpdk_version", &m.DPDKVersion),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Set("iface_types", &m.IfaceTypes),
+		model.Set("manager_options", &m.ManagerOptions),
+		model.Scalar("next_cfg", &m.NextCfg),
+		model.Map("other_config", &m.OtherConfig),
+		model.Optional("ovs_version", &m.OvsVersion),
+		model.Optional("ssl", &m.SSL),
+		model.Map("statistics", &m.Statistics),
+		model.Optional("system_type", &m.SystemType),
+		model.Optional("system_version", &m.SystemVersion),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *OpenVSwitch) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = OpenVSwitch{UUID: r.UUID}
-	if d, ok := column(t, r, "bridges"); ok {
-		m.Bridges = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "cur_cfg"); ok {
-		m.CurCfg = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "datapath_types"); ok {
-		m.DatapathTypes = set[string](d)
-	}
-	if d, ok := column(t, r, "datapaths"); ok {
-		m.Datapaths = mapOf[string, ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "db_version"); ok {
-		m.DbVersion = optional[string](d)
-	}
-	if d, ok := column(t, r, "dpdk_initialized"); ok {
-		m.DPDKInitialized = scalar[bool](d)
-	}
-	if d, ok := column(t, r, "dpdk_version"); ok {
-		m.DPDKVersion = optional[string](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "iface_types"); ok {
-		m.IfaceTypes = set[string](d)
-	}
-	if d, ok := column(t, r, "manager_options"); ok {
-		m.ManagerOptions = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "next_cfg"); ok {
-		m.NextCfg = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "other_config"); ok {
-		m.OtherConfig = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "ovs_version"); ok {
-		m.OvsVersion = optional[string](d)
-	}
-	if d, ok := column(t, r, "ssl"); ok {
-		m.SSL = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "statistics"); ok {
-		m.Statistics = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "system_type"); ok {
-		m.SystemType = optional[string](d)
-	}
-	if d, ok := column(t, r, "system_version"); ok {
-		m.SystemVersion = optional[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *OpenVSwitch) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"bridges":          setDatum(m.Bridges),
-		"cur_cfg":          ovsdb.Scalar(atom(m.CurCfg)),
-		"datapath_types":   setDatum(m.DatapathTypes),
-		"datapaths":        mapDatum(m.Datapaths),
-		"db_version":       optionalDatum(m.DbVersion),
-		"dpdk_initialized": ovsdb.Scalar(atom(m.DPDKInitialized)),
-		"dpdk_version":     optionalDatum(m.DPDKVersion),
-		"external_ids":     mapDatum(m.ExternalIDs),
-		"iface_types":      setDatum(m.IfaceTypes),
-		"manager_options":  setDatum(m.ManagerOptions),
-		"next_cfg":         ovsdb.Scalar(atom(m.NextCfg)),
-		"other_config":     mapDatum(m.OtherConfig),
-		"ovs_version":      optionalDatum(m.OvsVersion),
-		"ssl":              optionalDatum(m.SSL),
-		"statistics":       mapDatum(m.Statistics),
-		"system_type":      optionalDatum(m.SystemType),
-		"system_version":   optionalDatum(m.SystemVersion),
-	}
-}
+func (m *OpenVSwitch) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Values of the enumerated columns of Port.
 const (
@@ -1147,105 +774,43 @@ type Port struct {
 // TableName returns "Port".
 func (*Port) TableName() string { return "Port" }
 
+// columns binds m's fields to the columns of Port.
+func (m *Port) columns() []model.Column {
+	return []model.Column{
+		model.Optional("bond_active_slave", &m.BondActiveSlave),
+		model.Scalar("bond_downdelay", &m.BondDowndelay),
+		model.Scalar("bond_fake_iface", &m.BondFakeIface),
+		model.Optional("bond_mode", &m.BondMode),
+		model.Scalar("bond_updelay", &m.BondUpdelay),
+		model.Set("cvlans", &m.Cvlans),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("fake_bridge", &m.FakeBridge),
+		model.Set("interfaces", &m.Interfaces),
+		model.Optional("lacp", &m.LACP),
+		model.Optional("mac", &m.MAC),
+		model.Scalar("name", &m.Name),
+		model.Map("other_config", &m.OtherConfig),
+		model.Scalar("protected", &m.Protected),
+		model.Optional("qos", &m.QoS),
+		model.Map("rstp_statistics", &m.RSTPStatistics),
+		model.Map("rstp_status", &m.RSTPStatus),
+		model.Map("statistics", &m.Statistics),
+		model.Map("status", &m.Status),
+		model.Optional("tag", &m.Tag),
+		model.Set("trunks", &m.Trunks),
+		model.Optional("vlan_mode", &m.VLANMode),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *Port) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = Port{UUID: r.UUID}
-	if d, ok := column(t, r, "bond_active_slave"); ok {
-		m.BondActiveSlave = optional[string](d)
-	}
-	if d, ok := column(t, r, "bond_downdelay"); ok {
-		m.BondDowndelay = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "bond_fake_iface"); ok {
-		m.BondFakeIface = scalar[bool](d)
-	}
-	if d, ok := column(t, r, "bond_mode"); ok {
-		m.BondMode = optional[string](d)
-	}
-	if d, ok := column(t, r, "bond_updelay"); ok {
-		m.BondUpdelay = scalar[int64](d)
-	}
-	if d, ok := column(t, r, "cvlans"); ok {
-		m.Cvlans = set[int64](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "fake_bridge"); ok {
-		m.FakeBridge = scalar[bool](d)
-	}
-	if d, ok := column(t, r, "interfaces"); ok {
-		m.Interfaces = set[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "lacp"); ok {
-		m.LACP = optional[string](d)
-	}
-	if d, ok := column(t, r, "mac"); ok {
-		m.MAC = optional[string](d)
-	}
-	if d, ok := column(t, r, "name"); ok {
-		m.Name = scalar[string](d)
-	}
-	if d, ok := column(t, r, "other_config"); ok {
-		m.OtherConfig = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "protected"); ok {
-		m.Protected = scalar[bool](d)
-	}
-	if d, ok := column(t, r, "qos"); ok {
-		m.QoS = optional[ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "rstp_statistics"); ok {
-		m.RSTPStatistics = mapOf[string, int64](d)
-	}
-	if d, ok := column(t, r, "rstp_status"); ok {
-		m.RSTPStatus = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "statistics"); ok {
-		m.Statistics = mapOf[string, int64](d)
-	}
-	if d, ok := column(t, r, "status"); ok {
-		m.Status = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "tag"); ok {
-		m.Tag = optional[int64](d)
-	}
-	if d, ok := column(t, r, "trunks"); ok {
-		m.Trunks = set[int64](d)
-	}
-	if d, ok := column(t, r, "vlan_mode"); ok {
-		m.VLANMode = optional[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *Port) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"bond_active_slave": optionalDatum(m.BondActiveSlave),
-		"bond_downdelay":    ovsdb.Scalar(atom(m.BondDowndelay)),
-		"bond_fake_iface":   ovsdb.Scalar(atom(m.BondFakeIface)),
-		"bond_mode":         optionalDatum(m.BondMode),
-		"bond_updelay":      ovsdb.Scalar(atom(m.BondUpdelay)),
-		"cvlans":            setDatum(m.Cvlans),
-		"external_ids":      mapDatum(m.ExternalIDs),
-		"fake_bridge":       ovsdb.Scalar(atom(m.FakeBridge)),
-		"interfaces":        setDatum(m.Interfaces),
-		"lacp":              optionalDatum(m.LACP),
-		"mac":               optionalDatum(m.MAC),
-		"name":              ovsdb.Scalar(atom(m.Name)),
-		"other_config":      mapDatum(m.OtherConfig),
-		"protected":         ovsdb.Scalar(atom(m.Protected)),
-		"qos":               optionalDatum(m.QoS),
-		"rstp_statistics":   mapDatum(m.RSTPStatistics),
-		"rstp_status":       mapDatum(m.RSTPStatus),
-		"statistics":        mapDatum(m.Statistics),
-		"status":            mapDatum(m.Status),
-		"tag":               optionalDatum(m.Tag),
-		"trunks":            setDatum(m.Trunks),
-		"vlan_mode":         optionalDatum(m.VLANMode),
-	}
-}
+func (m *Port) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // QoS is a row of the QoS table (a root table).
 type QoS struct {
@@ -1259,33 +824,25 @@ type QoS struct {
 // TableName returns "QoS".
 func (*QoS) TableName() string { return "QoS" }
 
+// columns binds m's fields to the columns of QoS.
+func (m *QoS) columns() []model.Column {
+	return []model.Column{
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Map("other_config", &m.OtherConfig),
+		model.Map("queues", &m.Queues),
+		model.Scalar("type", &m.Type),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *QoS) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = QoS{UUID: r.UUID}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "other_config"); ok {
-		m.OtherConfig = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "queues"); ok {
-		m.Queues = mapOf[int64, ovsdb.UUID](d)
-	}
-	if d, ok := column(t, r, "type"); ok {
-		m.Type = scalar[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *QoS) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"external_ids": mapDatum(m.ExternalIDs),
-		"other_config": mapDatum(m.OtherConfig),
-		"queues":       mapDatum(m.Queues),
-		"type":         ovsdb.Scalar(atom(m.Type)),
-	}
-}
+func (m *QoS) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // Queue is a row of the Queue table (a root table).
 type Queue struct {
@@ -1298,29 +855,24 @@ type Queue struct {
 // TableName returns "Queue".
 func (*Queue) TableName() string { return "Queue" }
 
+// columns binds m's fields to the columns of Queue.
+func (m *Queue) columns() []model.Column {
+	return []model.Column{
+		model.Optional("dscp", &m.DSCP),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Map("other_config", &m.OtherConfig),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *Queue) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = Queue{UUID: r.UUID}
-	if d, ok := column(t, r, "dscp"); ok {
-		m.DSCP = optional[int64](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "other_config"); ok {
-		m.OtherConfig = mapOf[string, string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *Queue) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"dscp":         optionalDatum(m.DSCP),
-		"external_ids": mapDatum(m.ExternalIDs),
-		"other_config": mapDatum(m.OtherConfig),
-	}
-}
+func (m *Queue) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // SSL is a row of the SSL table (not a root table: rows nobody refers to are deleted).
 type SSL struct {
@@ -1335,37 +887,26 @@ type SSL struct {
 // TableName returns "SSL".
 func (*SSL) TableName() string { return "SSL" }
 
+// columns binds m's fields to the columns of SSL.
+func (m *SSL) columns() []model.Column {
+	return []model.Column{
+		model.Scalar("bootstrap_ca_cert", &m.BootstrapCACert),
+		model.Scalar("ca_cert", &m.CACert),
+		model.Scalar("certificate", &m.Certificate),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Scalar("private_key", &m.PrivateKey),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *SSL) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = SSL{UUID: r.UUID}
-	if d, ok := column(t, r, "bootstrap_ca_cert"); ok {
-		m.BootstrapCACert = scalar[bool](d)
-	}
-	if d, ok := column(t, r, "ca_cert"); ok {
-		m.CACert = scalar[string](d)
-	}
-	if d, ok := column(t, r, "certificate"); ok {
-		m.Certificate = scalar[string](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "private_key"); ok {
-		m.PrivateKey = scalar[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *SSL) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"bootstrap_ca_cert": ovsdb.Scalar(atom(m.BootstrapCACert)),
-		"ca_cert":           ovsdb.Scalar(atom(m.CACert)),
-		"certificate":       ovsdb.Scalar(atom(m.Certificate)),
-		"external_ids":      mapDatum(m.ExternalIDs),
-		"private_key":       ovsdb.Scalar(atom(m.PrivateKey)),
-	}
-}
+func (m *SSL) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
 
 // SFlow is a row of the sFlow table (not a root table: rows nobody refers to are deleted).
 type SFlow struct {
@@ -1381,148 +922,24 @@ type SFlow struct {
 // TableName returns "sFlow".
 func (*SFlow) TableName() string { return "sFlow" }
 
+// columns binds m's fields to the columns of sFlow.
+func (m *SFlow) columns() []model.Column {
+	return []model.Column{
+		model.Optional("agent", &m.Agent),
+		model.Map("external_ids", &m.ExternalIDs),
+		model.Optional("header", &m.Header),
+		model.Optional("polling", &m.Polling),
+		model.Optional("sampling", &m.Sampling),
+		model.Set("targets", &m.Targets),
+	}
+}
+
 // LoadRow sets m from r, a row of table t; columns that t lacks stay zero.
 func (m *SFlow) LoadRow(t *ovsdb.TableSchema, r *ovsdb.Row) {
 	*m = SFlow{UUID: r.UUID}
-	if d, ok := column(t, r, "agent"); ok {
-		m.Agent = optional[string](d)
-	}
-	if d, ok := column(t, r, "external_ids"); ok {
-		m.ExternalIDs = mapOf[string, string](d)
-	}
-	if d, ok := column(t, r, "header"); ok {
-		m.Header = optional[int64](d)
-	}
-	if d, ok := column(t, r, "polling"); ok {
-		m.Polling = optional[int64](d)
-	}
-	if d, ok := column(t, r, "sampling"); ok {
-		m.Sampling = optional[int64](d)
-	}
-	if d, ok := column(t, r, "targets"); ok {
-		m.Targets = set[string](d)
-	}
+	model.Load(t, r, m.columns())
 }
 
 // Row returns m's columns as OVSDB data (all of them, by name), for
 // inserting the row; an update should send only the columns it changes.
-func (m *SFlow) Row() map[string]ovsdb.Datum {
-	return map[string]ovsdb.Datum{
-		"agent":        optionalDatum(m.Agent),
-		"external_ids": mapDatum(m.ExternalIDs),
-		"header":       optionalDatum(m.Header),
-		"polling":      optionalDatum(m.Polling),
-		"sampling":     optionalDatum(m.Sampling),
-		"targets":      setDatum(m.Targets),
-	}
-}
-
-// atomType lists the Go types of OVSDB atoms.
-type atomType interface {
-	int64 | float64 | bool | string | ovsdb.UUID
-}
-
-func atom[T atomType](v T) ovsdb.Atom {
-	switch x := any(v).(type) {
-	case int64:
-		return ovsdb.Integer(x)
-	case float64:
-		return ovsdb.Real(x)
-	case bool:
-		return ovsdb.Boolean(x)
-	case string:
-		return ovsdb.String(x)
-	case ovsdb.UUID:
-		return ovsdb.UUIDAtom(x)
-	}
-	return ovsdb.Atom{} // not reached: atomType allows only the types above
-}
-
-func value[T atomType](a ovsdb.Atom) T {
-	var v T
-	switch p := any(&v).(type) {
-	case *int64:
-		*p = a.Int()
-	case *float64:
-		*p = a.Float()
-	case *bool:
-		*p = a.Bool()
-	case *string:
-		*p = a.Str()
-	case *ovsdb.UUID:
-		*p = a.UUID()
-	}
-	return v
-}
-
-// column returns the named column of r, if t has it.
-func column(t *ovsdb.TableSchema, r *ovsdb.Row, name string) (ovsdb.Datum, bool) {
-	c := t.Column(name)
-	if c == nil || c.Index < 0 || c.Index >= len(r.Data) {
-		return ovsdb.Datum{}, false
-	}
-	return r.Data[c.Index], true
-}
-
-func scalar[T atomType](d ovsdb.Datum) T {
-	if d.Len() == 0 {
-		var zero T
-		return zero
-	}
-	return value[T](d.Keys[0])
-}
-
-func optional[T atomType](d ovsdb.Datum) *T {
-	if d.Len() == 0 {
-		return nil
-	}
-	v := value[T](d.Keys[0])
-	return &v
-}
-
-func set[T atomType](d ovsdb.Datum) []T {
-	if d.Len() == 0 {
-		return nil
-	}
-	s := make([]T, d.Len())
-	for i, a := range d.Keys {
-		s[i] = value[T](a)
-	}
-	return s
-}
-
-func mapOf[K, V atomType](d ovsdb.Datum) map[K]V {
-	if d.Len() == 0 || d.Values == nil {
-		return nil
-	}
-	m := make(map[K]V, d.Len())
-	for i, k := range d.Keys {
-		m[value[K](k)] = value[V](d.Values[i])
-	}
-	return m
-}
-
-func optionalDatum[T atomType](p *T) ovsdb.Datum {
-	if p == nil {
-		return ovsdb.Datum{}
-	}
-	return ovsdb.Scalar(atom(*p))
-}
-
-func setDatum[T atomType](s []T) ovsdb.Datum {
-	atoms := make([]ovsdb.Atom, len(s))
-	for i, v := range s {
-		atoms[i] = atom(v)
-	}
-	return ovsdb.Set(atoms...)
-}
-
-func mapDatum[K, V atomType](m map[K]V) ovsdb.Datum {
-	keys := make([]ovsdb.Atom, 0, len(m))
-	values := make([]ovsdb.Atom, 0, len(m))
-	for k, v := range m {
-		keys = append(keys, atom(k))
-		values = append(values, atom(v))
-	}
-	return ovsdb.Map(keys, values)
-}
+func (m *SFlow) Row() map[string]ovsdb.Datum { return model.Row(m.columns()) }
