@@ -96,11 +96,9 @@ const (
 // L4 headers are. It leaves k's metadata words alone. It does not allocate.
 func Extract(b []byte, k *flow.Key) Offsets {
 	clear(k.W[firstWord:])
-	// pkt_len shares the inner VLAN's word.
-	pktLen := uint64(uint32(len(b))) << 32
 	var off Offsets
 	if len(b) < 14 {
-		k.W[wVLANInner] = pktLen
+		k.W[wVLANInner] = uint64(len(b)) << 32
 		return off
 	}
 	dst := binary.BigEndian.Uint64(b[0:8]) >> 16
@@ -112,7 +110,7 @@ func Extract(b []byte, k *flow.Key) Offsets {
 		if len(b) < p+4 {
 			k.W[wEthSrc] = src<<16 | typ
 			k.W[wEthDst] = dst << 16
-			k.W[wVLANInner] = pktLen
+			k.W[wVLANInner] = uint64(len(b)) << 32
 			return off
 		}
 		tci = uint64(binary.BigEndian.Uint16(b[p:])) | VLANPresent
@@ -122,7 +120,7 @@ func Extract(b []byte, k *flow.Key) Offsets {
 			if len(b) < p+4 {
 				k.W[wEthSrc] = src<<16 | typ
 				k.W[wEthDst] = dst<<16 | tci
-				k.W[wVLANInner] = pktLen
+				k.W[wVLANInner] = uint64(len(b)) << 32
 				return off
 			}
 			tci2 = uint64(binary.BigEndian.Uint16(b[p:])) | VLANPresent
@@ -135,7 +133,7 @@ func Extract(b []byte, k *flow.Key) Offsets {
 	}
 	k.W[wEthSrc] = src<<16 | typ
 	k.W[wEthDst] = dst<<16 | tci
-	k.W[wVLANInner] = pktLen | tci2
+	k.W[wVLANInner] = uint64(len(b))<<32 | tci2 // pkt_len shares the inner VLAN's word
 	switch typ {
 	case EtherTypeIPv4:
 		return extractIPv4(b, p, k)
