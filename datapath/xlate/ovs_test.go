@@ -44,6 +44,11 @@ func TestMegaflowsAgainstOVS(t *testing.T) {
 		"table=1,priority=10,reg0=0x50 actions=output:2",
 		"table=1,priority=0 actions=output:1",
 	}
+	stack := []string{
+		"table=0,priority=100,tcp actions=push:tcp_dst,push:nw_src,pop:reg1,pop:reg0[0..15],push:eth_src,push:eth_dst,pop:eth_src,pop:eth_dst,goto_table:1",
+		"table=1,priority=10,reg0=0x50 actions=output:2",
+		"table=1,priority=0 actions=output:1",
+	}
 	ipv6 := []string{
 		"table=0,priority=30,ipv6,ipv6_dst=fd00::5 actions=output:2",
 		"table=0,priority=20,ipv6,ipv6_dst=fd00::/64 actions=output:1",
@@ -70,6 +75,7 @@ func TestMegaflowsAgainstOVS(t *testing.T) {
 		{"ipv6: off the host route", ipv6, c2s + "tcp6,ipv6_src=fd01::1,ipv6_dst=fd00::8000:0:0:1,tp_src=1,tp_dst=442", exact6},
 		{"ipv6: outside the /64", ipv6, c2s + "tcp6,ipv6_src=fd02::1,ipv6_dst=fd00:0:0:1::1,tp_src=1,tp_dst=443", exact6},
 		{"move: tcp_dst and nw_src into registers", moves, c2s + "tcp,nw_src=1.1.1.1,nw_dst=2.2.2.2,tp_src=1,tp_dst=80", exact},
+		{"stack: push/pop through registers, exchange eth addresses", stack, c2s + "tcp,nw_src=1.1.1.1,nw_dst=2.2.2.2,tp_src=1,tp_dst=80", exact},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
