@@ -21,6 +21,16 @@
 // (PipelineOnlyMask), since any register value is a function of the packet
 // bits the pipeline examined.
 //
+// pkt_len, the frame's length, is a key field that no OpenFlow match names:
+// it exists so check_pkt_larger can be decided by translation, with the
+// megaflow matching just the bits of the length that decide it.
+//
+// # Actions beyond OpenFlow 1.x
+//
+// Push and Pop work a per-translation stack (OVS's push:/pop:),
+// CheckPktLarger compares pkt_len with a threshold, and Learn adds rules to
+// a table from the packet's fields (OVS's learn).
+//
 // # Values
 //
 // Field values are unsigned integers in network order: the first byte of an
