@@ -147,5 +147,24 @@ func UDPSink(ctx context.Context, addr string, d time.Duration) (Result, error) 
 		}
 		n += int64(got)
 	}
-	return Result{Packets: n, Seconds: time.Since(start).Seconds()}, nil
+	r := Result{Packets: n, Seconds: time.Since(start).Seconds()}
+	// Keep the port open, uncounted, while datagrams still come: a closed
+	// port would make the receiving host answer each one with an ICMP
+	// unreachable through the switch, extra work that slows the sender
+	// and the switch at the end of a measurement.
+	lingerEnd := time.Now().Add(udpSinkMaxLinger)
+	for time.Now().Before(lingerEnd) {
+		_ = c.SetReadDeadline(time.Now().Add(udpSinkQuiet))
+		if _, err := recv(); err != nil {
+			break
+		}
+	}
+	return r, nil
 }
+
+// A UDP sink stays open after its window until no datagram came for
+// udpSinkQuiet, for at most udpSinkMaxLinger.
+const (
+	udpSinkQuiet     = 300 * time.Millisecond
+	udpSinkMaxLinger = 5 * time.Second
+)

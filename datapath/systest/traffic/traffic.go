@@ -31,7 +31,8 @@ import (
 //	tcp-stream ADDR SECONDS      send zeros to a tcp-count-sink for SECONDS; check
 //	                             the count; print {"bytes":N,"seconds":S}
 //	http-server ADDR             answer every request with a short body
-//	udp-sink ADDR SECONDS        count datagrams for SECONDS after the first;
+//	udp-sink ADDR SECONDS        count datagrams for SECONDS after the first (then
+//	                             drain until 300 ms pass without one);
 //	                             print {"packets":N,"seconds":S}
 //	udp-blast DST SECONDS SIZE   send SIZE-byte datagrams as fast as possible;
 //	                             print {"packets":N,"seconds":S}
