@@ -54,7 +54,8 @@ type Options struct {
 	// LeaderOnly makes the client use only a server that reports, in its
 	// _Server database, that it is the leader of a clustered database (a
 	// standalone server always is); other servers are skipped like
-	// unreachable ones.
+	// unreachable ones, and a session whose server stops being the leader
+	// ends and moves on to the next endpoint.
 	LeaderOnly bool
 	// MaxMessageSize bounds incoming messages (jsonrpc.DefaultMaxMessageSize
 	// if 0).
@@ -99,6 +100,10 @@ type session struct {
 	pending []*jsonrpc.Message
 
 	lastRecv atomic.Int64 // unix nanoseconds of the last byte received
+
+	// serverRowID is the UUID (as the server wrote it) of the database's
+	// row in _Server.Database; see watchServer.
+	serverRowID string
 }
 
 // New returns a Client that does nothing until Run.
@@ -320,48 +325,10 @@ func (c *Client) probe(s *session) {
 	}
 }
 
-// checkServer reads the server's _Server.Database row for the database,
-// as the OVS IDL does, and refuses a server that does not serve it, is not
-// connected to its cluster, or (with LeaderOnly) is not the leader. A
-// server without _Server (older than OVS 2.9) passes.
-func (c *Client) checkServer(ctx context.Context, s *session) error {
-	db, _ := json.Marshal(c.opts.Database)
-	params := json.RawMessage(`["_Server",{"op":"select","table":"Database","where":[["name","==",` + string(db) +
-		`]],"columns":["connected","leader","model"]}]`)
-	var reply []struct {
-		Rows []struct {
-			Connected *bool  `json:"connected"`
-			Leader    *bool  `json:"leader"`
-			Model     string `json:"model"`
-		} `json:"rows"`
-		Error string `json:"error"`
-	}
-	err := s.conn.Call(ctx, "transact", params, &reply)
-	var rpcErr *jsonrpc.Error
-	switch {
-	case errors.As(err, &rpcErr):
-		return nil // no _Server database
-	case err != nil:
-		return fmt.Errorf("reading _Server: %w", err)
-	case len(reply) != 1 || reply[0].Error != "":
-		return nil // a server whose _Server lacks these columns
-	case len(reply[0].Rows) == 0:
-		return fmt.Errorf("server does not serve database %s", c.opts.Database)
-	}
-	row := reply[0].Rows[0]
-	if row.Connected != nil && !*row.Connected {
-		return fmt.Errorf("server is not connected to the cluster of %s", c.opts.Database)
-	}
-	if c.opts.LeaderOnly && row.Leader != nil && !*row.Leader {
-		return fmt.Errorf("server is not the leader for %s", c.opts.Database)
-	}
-	return nil
-}
-
-// startSession checks the server, fetches the schema and establishes the
-// monitor.
+// startSession starts watching the server's _Server database, fetches
+// the schema and establishes the monitor.
 func (c *Client) startSession(ctx context.Context, s *session) error {
-	if err := c.checkServer(ctx, s); err != nil {
+	if err := c.watchServer(ctx, s); err != nil {
 		return err
 	}
 	var raw json.RawMessage
@@ -582,7 +549,17 @@ func (c *Client) applyUpdate(s *session, m *jsonrpc.Message) {
 		c.dropSession(s, fmt.Errorf("%s: want %d params, got %d", m.Method, want, len(params)))
 		return
 	}
-	if id, ok := jsonString(params[0]); !ok || id != monitorID {
+	id, _ := jsonString(params[0])
+	if id == serverMonitorID && m.Method == "update" {
+		if err := s.watchUpdate(params[1], c.opts.Database, c.opts.LeaderOnly); err != nil {
+			c.log.Warn("server can no longer be used; reconnecting", "err", err)
+			// Closed here, on the reader, so that nothing after this
+			// update is taken from a server given up on.
+			s.conn.Close()
+		}
+		return
+	}
+	if id != monitorID {
 		return // another monitor's update
 	}
 	method := map[string]monitorMethod{"update": methodPlain, "update2": methodCond, "update3": methodCondSince}[m.Method]

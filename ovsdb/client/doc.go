@@ -6,11 +6,14 @@
 // # Sessions
 //
 // A [Client] connects to one of its endpoints ("unix:PATH", "tcp:IP:PORT"),
-// checks in the server's _Server database that the server serves the
-// database and is connected to its cluster (and, with LeaderOnly, is the
-// leader), fetches the schema with get_schema and starts one monitor over
-// the tables it was asked for. It prefers monitor_cond_since, remembering the id of the
-// last transaction it has seen, so that after a reconnection the server can
+// monitors the database's row in the server's _Server database for the
+// whole session, and uses the server only while that row says the server
+// serves the database and is connected to its cluster (and, with
+// LeaderOnly, is the leader): when it stops, the client moves on to the
+// next endpoint, as the OVS IDL does. It fetches the schema with
+// get_schema and starts one monitor over the tables it was asked for. It
+// prefers monitor_cond_since, remembering the id of the last transaction it
+// has seen, so that after a reconnection the server can
 // send only what changed meanwhile; a server that answers "unknown method"
 // gets monitor_cond, and then plain monitor. When a session ends the client
 // reconnects with exponential backoff (with jitter), re-establishes its

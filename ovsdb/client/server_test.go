@@ -544,6 +544,11 @@ func TestEchoAndFallback(t *testing.T) {
 			case "get_schema":
 				_ = c.Reply(m.ID, json.RawMessage(testSchema))
 			case "monitor":
+				if strings.HasPrefix(string(m.Params), `["_Server"`) {
+					// A server older than _Server: the client goes on unwatched.
+					_ = c.ReplyError(m.ID, json.RawMessage(`{"error":"unknown database"}`))
+					return
+				}
 				_ = c.Reply(m.ID, json.RawMessage(`{"Switch":{"6f2b2b1e-0000-4000-8000-000000000001":{"new":{"name":"x","counter":2}}}}`))
 				go func() {
 					var got []string
@@ -574,7 +579,7 @@ func TestEchoAndFallback(t *testing.T) {
 	})
 	mu.Lock()
 	defer mu.Unlock()
-	if strings.Join(methods[:5], ",") != "transact,get_schema,monitor_cond_since,monitor_cond,monitor" {
+	if strings.Join(methods[:5], ",") != "monitor,get_schema,monitor_cond_since,monitor_cond,monitor" {
 		t.Errorf("methods tried: %v", methods)
 	}
 }
@@ -633,14 +638,24 @@ func testResume(t *testing.T, srv testServer) {
 	}
 }
 
-// fakeServer serves the test schema with plain monitor only, answering
-// _Server selects with the given connected and leader flags, and records
-// the methods it was asked for.
+// fakeServer serves the test schema with plain monitor only, describes
+// the database in _Server.Database with the given connected and leader
+// flags (which setServerRow changes, notifying the _Server monitors), and
+// records the methods it was asked for.
 type fakeServer struct {
 	socket     string
 	silentEcho bool // leave "echo" unanswered
 	mu         sync.Mutex
 	methods    []string
+	watchers   []*jsonrpc.Conn // connections monitoring _Server
+}
+
+// fakeServerRowID is the UUID of the database's row in the fake _Server.
+const fakeServerRowID = "5c4f3a6e-0000-4000-8000-000000000001"
+
+func fakeServerRow(connected, leader bool) json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{"Database":{%q:{"new":{"name":"Test","connected":%v,"leader":%v,"model":"clustered"}}}}`,
+		fakeServerRowID, connected, leader))
 }
 
 func startFakeServer(t *testing.T, connected, leader bool) *fakeServer {
@@ -654,7 +669,6 @@ func startFakeServerWith(t *testing.T, f *fakeServer, connected, leader bool) *f
 	}
 	t.Cleanup(func() { l.Close() })
 	f.socket = l.Addr().String()
-	serverRow := fmt.Sprintf(`[{"rows":[{"connected":%v,"leader":%v,"model":"clustered"}]}]`, connected, leader)
 	go func() {
 		for {
 			nc, err := l.Accept()
@@ -666,12 +680,17 @@ func startFakeServerWith(t *testing.T, f *fakeServer, connected, leader bool) *f
 				f.methods = append(f.methods, m.Method)
 				f.mu.Unlock()
 				switch m.Method {
-				case "transact":
-					_ = c.Reply(m.ID, json.RawMessage(serverRow))
 				case "get_schema":
 					_ = c.Reply(m.ID, json.RawMessage(testSchema))
 				case "monitor":
-					_ = c.Reply(m.ID, json.RawMessage(`{}`))
+					if !strings.HasPrefix(string(m.Params), `["_Server"`) {
+						_ = c.Reply(m.ID, json.RawMessage(`{}`))
+						return
+					}
+					f.mu.Lock()
+					f.watchers = append(f.watchers, c)
+					_ = c.Reply(m.ID, fakeServerRow(connected, leader))
+					f.mu.Unlock()
 				case "echo":
 					if !f.silentEcho {
 						_ = c.Reply(m.ID, m.Params)
@@ -683,6 +702,29 @@ func startFakeServerWith(t *testing.T, f *fakeServer, connected, leader bool) *f
 		}
 	}()
 	return f
+}
+
+// setServerRow changes the database's row in _Server and notifies the
+// connections that monitor it, as a clustered ovsdb-server does when it
+// loses its cluster or its leadership. Then it sends each an "echo", which
+// the client answers after reading the update, and returns the first
+// error: one means a client hung up instead.
+func (f *fakeServer) setServerRow(connected, leader bool) error {
+	f.mu.Lock()
+	watchers := slices.Clone(f.watchers)
+	f.mu.Unlock()
+	for _, c := range watchers {
+		_ = c.Notify("update", []json.RawMessage{json.RawMessage(`"` + serverMonitorID + `"`), fakeServerRow(connected, leader)})
+	}
+	for _, c := range watchers {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := c.Call(ctx, "echo", []string{"sync"}, nil)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (f *fakeServer) count(method string) int {
@@ -896,4 +938,69 @@ func testLookup(t *testing.T, srv testServer) {
 	check("name", str("c"), "")
 	check("external_ids", owner("y"), "")
 	check("name", str("b"), "b")
+}
+
+// TestServerWatch: the client keeps watching _Server.Database during the
+// session and moves to the next endpoint when its server loses its
+// cluster, or its leadership when LeaderOnly is set.
+func TestServerWatch(t *testing.T) {
+	for _, tt := range []struct {
+		name              string
+		connected, leader bool // the first server's row, once connected
+		leaderOnly, moves bool
+	}{
+		{"loses its cluster", false, true, false, true},
+		{"loses leadership, leader only", true, false, true, true},
+		{"loses leadership, any server", true, false, false, false},
+		{"stays the leader", true, true, true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			first := startFakeServer(t, true, true)
+			second := startFakeServer(t, true, true)
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			c, err := Connect(ctx, Options{
+				Endpoints:  []string{"unix:" + first.socket, "unix:" + second.socket},
+				Database:   "Test",
+				LeaderOnly: tt.leaderOnly,
+				MinBackoff: 10 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if second.asked("get_schema") {
+				t.Fatal("client went to the second server before the first changed")
+			}
+			// The echo after the update returns once the client has read
+			// the update: an error means it hung up.
+			err = first.setServerRow(tt.connected, tt.leader)
+			if moved := err != nil; moved != tt.moves {
+				t.Fatalf("client hung up on the first server = %v (%v), want %v", moved, err, tt.moves)
+			}
+			if tt.moves {
+				waitFor(t, func() bool { return second.count("monitor") == 2 })
+				if err := c.WaitConnected(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestWatchesServerDatabase: against real servers the session finds its
+// database's row through the _Server monitor (which it then keeps).
+func TestWatchesServerDatabase(t *testing.T) {
+	eachServer(t, testSchema, func(t *testing.T, srv testServer) {
+		c := connect(t, srv.Socket(), Options{LeaderOnly: true})
+		c.mu.Lock()
+		s := c.sess
+		c.mu.Unlock()
+		if s == nil || s.serverRowID == "" {
+			t.Fatal("session has not found the database in _Server.Database")
+		}
+		if _, err := ovsdb.ParseUUID(s.serverRowID); err != nil {
+			t.Errorf("row id %q: %v", s.serverRowID, err)
+		}
+	})
 }
