@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
-	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -100,6 +99,12 @@ type session struct {
 	pending []*jsonrpc.Message
 
 	lastRecv atomic.Int64 // unix nanoseconds of the last byte received
+
+	// Transact requests are issued one at a time, each until wire has
+	// seen the id it went out with and handed it to sentTransact; see
+	// session.transact.
+	issueMu      sync.Mutex
+	sentTransact atomic.Pointer[chan json.RawMessage]
 
 	// serverRowID is the UUID (as the server wrote it) of the database's
 	// row in _Server.Database; see watchServer.
@@ -239,7 +244,7 @@ func (c *Client) runSession(ctx context.Context, endpoint string) (synced bool, 
 	s := &session{}
 	s.lastRecv.Store(time.Now().UnixNano())
 	// New, then Start once s.conn is set: the handler uses it.
-	s.conn = jsonrpc.New(ctx, &recvClock{Conn: nc, s: s}, jsonrpc.Options{
+	s.conn = jsonrpc.New(ctx, &wire{Conn: nc, s: s}, jsonrpc.Options{
 		Handler:        func(ctx context.Context, conn *jsonrpc.Conn, m *jsonrpc.Message) { c.handle(s, m) },
 		MaxMessageSize: c.opts.MaxMessageSize,
 		Logger:         c.log,
@@ -279,20 +284,6 @@ func (c *Client) runSession(ctx context.Context, endpoint string) (synced bool, 
 	}
 	<-s.conn.Done()
 	return true, s.conn.Err()
-}
-
-// recvClock records when the session last received anything.
-type recvClock struct {
-	net.Conn
-	s *session
-}
-
-func (r *recvClock) Read(p []byte) (int, error) {
-	n, err := r.Conn.Read(p)
-	if n > 0 {
-		r.s.lastRecv.Store(time.Now().UnixNano())
-	}
-	return n, err
 }
 
 // probe sends "echo" after ProbeInterval of silence and ends the session

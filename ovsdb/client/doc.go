@@ -49,5 +49,8 @@
 // cache so that the transaction fails with [ErrConflict], instead of
 // overwriting, when another client changed them first. Because the server
 // sends the updates of a transaction before its reply, the cache already
-// holds a transaction's effects when Commit returns.
+// holds a transaction's effects when Commit returns. A transaction whose
+// context ends before its reply returns the context's error, and the
+// client sends the server the RFC 7047 "cancel" for it, so that a
+// transaction blocked in a "wait" is dropped rather than committed later.
 package client

@@ -92,7 +92,7 @@ func (c *Client) transact(ctx context.Context, ops []Operation, names map[ovsdb.
 	if err != nil {
 		return nil, err
 	}
-	raw, err := s.conn.CallRaw(ctx, "transact", json.RawMessage(params))
+	raw, err := s.transact(ctx, params)
 	if err != nil {
 		return nil, fmt.Errorf("transact: %w", err)
 	}
