@@ -86,6 +86,17 @@ func benchmarkInsert(b *testing.B, durable bool, parallelism int) {
 // over unix sockets: from sending the update until every monitor has
 // received it (the writer's reply is not waited for in the timing).
 func BenchmarkFanout(b *testing.B) {
+	benchmarkFanout(b, `["Test","fan",{"Box":[{"columns":["n"]}]}]`)
+}
+
+// BenchmarkFanoutConditional is BenchmarkFanout with monitors that all
+// have the same condition (as many ovn-controllers monitoring a shared
+// datapath do).
+func BenchmarkFanoutConditional(b *testing.B) {
+	benchmarkFanout(b, `["Test","fan",{"Box":[{"columns":["n"],"where":[["name","==","fan"]]}]}]`)
+}
+
+func benchmarkFanout(b *testing.B, request string) {
 	const monitors = 200
 	dir := b.TempDir()
 	srv := New(Options{Logger: quietLogger(), ProbeInterval: -1})
@@ -118,7 +129,7 @@ func BenchmarkFanout(b *testing.B) {
 			}
 		}})
 		defer c.Close()
-		if _, err := c.CallRaw(ctx, "monitor_cond", json.RawMessage(`["Test","fan",{"Box":[{"columns":["n"]}]}]`)); err != nil {
+		if _, err := c.CallRaw(ctx, "monitor_cond", json.RawMessage(request)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -106,3 +106,35 @@ func TestInitialReplyPrecedesUpdates(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestConditionalMonitorsShareEncodings checks that monitors with equal
+// conditions, which share one encoding of each update, and monitors with
+// other conditions each get exactly their rows.
+func TestConditionalMonitorsShareEncodings(t *testing.T) {
+	_, sock := startServer(t, nil)
+	w := dial(t, sock)
+	type mon struct {
+		c    *client
+		want string // the only name it may see
+	}
+	var mons []mon
+	for i, name := range []string{"a", "a", "b", "a", "b"} {
+		c := dial(t, sock)
+		r := c.call("monitor_cond", fmt.Sprintf(`["Test",%d,{"Box":[{"columns":["name"],"where":[["name","==",%q]]}]}]`, i, name))
+		if r != "{}" {
+			t.Fatalf("monitor_cond: %s", r)
+		}
+		mons = append(mons, mon{c, name})
+	}
+	// One commit touching rows of both conditions.
+	if r := w.call("transact", `["Test",{"op":"insert","table":"Box","row":{"name":"a"}},{"op":"insert","table":"Box","row":{"name":"b"}},{"op":"insert","table":"Box","row":{"name":"c"}}]`); strings.Contains(r, "error") {
+		t.Fatal(r)
+	}
+	for i, m := range mons {
+		n := m.c.note()
+		if !strings.Contains(string(n.Params), fmt.Sprintf(`{"name":%q}`, m.want)) || strings.Count(string(n.Params), `"insert"`) != 1 {
+			t.Errorf("monitor %d (name == %q) got %s", i, m.want, n.Params)
+		}
+		m.c.noNote()
+	}
+}

@@ -3,7 +3,6 @@ package server
 import (
 	"encoding/json"
 	"sort"
-	"strings"
 
 	"github.com/govn/govn/ovsdb"
 )
@@ -27,6 +26,11 @@ type monitor struct {
 	// (same version, tables, columns and select flags, no conditions); ""
 	// when the monitor has conditions and must be encoded on its own.
 	shape string
+	// condShape is the same for monitors with conditions: monitors with
+	// the same tables, columns, flags and conditions (in the same order)
+	// are routed the same rows, so they too share one encoding. "" when
+	// shape is set.
+	condShape string
 	// held, while not nil, collects the monitor's update notifications
 	// (params) instead of sending them: its initial reply is being encoded
 	// outside the database's lock and must go out first. Guarded by d.mu.
@@ -182,34 +186,52 @@ func defaultColumns(ts *ovsdb.TableSchema) []*ovsdb.ColumnSchema {
 
 func (m *monitor) computeShape() {
 	names := make([]string, 0, len(m.tables))
+	conditional := false
 	for n, mt := range m.tables {
-		if len(mt.conds) > 0 {
-			m.shape = ""
-			return
-		}
 		names = append(names, n)
+		conditional = conditional || len(mt.conds) > 0
 	}
 	sort.Strings(names)
-	var b strings.Builder
-	b.WriteByte(byte('0' + m.version))
+	var b []byte
+	b = append(b, byte('0'+m.version))
 	for _, n := range names {
 		mt := m.tables[n]
-		b.WriteString(n)
-		b.WriteByte(':')
+		b = append(b, n...)
+		b = append(b, ':')
 		for _, c := range mt.cols {
-			b.WriteString(c.Name)
-			b.WriteByte(',')
+			b = append(b, c.Name...)
+			b = append(b, ',')
 		}
 		for _, f := range []bool{mt.sel.initial, mt.sel.insert, mt.sel.delete, mt.sel.modify} {
 			if f {
-				b.WriteByte('1')
+				b = append(b, '1')
 			} else {
-				b.WriteByte('0')
+				b = append(b, '0')
 			}
 		}
-		b.WriteByte(';')
+		for i := range mt.conds {
+			c := &mt.conds[i]
+			b = append(b, '|')
+			if c.Column != nil { // nil for the constant false
+				b = append(b, c.Column.Name...)
+			}
+			b = append(b, ' ', byte('0'+c.Function), ' ')
+			for j, k := range c.Arg.Keys {
+				b = k.AppendJSON(b)
+				if c.Arg.Values != nil {
+					b = append(b, '=')
+					b = c.Arg.Values[j].AppendJSON(b)
+				}
+				b = append(b, ',')
+			}
+		}
+		b = append(b, ';')
 	}
-	m.shape = b.String()
+	if conditional {
+		m.shape, m.condShape = "", string(b)
+	} else {
+		m.shape, m.condShape = string(b), ""
+	}
 }
 
 func (mt *monTable) matches(r *ovsdb.Row) bool {
@@ -447,7 +469,14 @@ func (d *dbState) notifyLocked(cs *ovsdb.ChangeSet, txnID ovsdb.UUID) {
 			}
 			e = c
 		} else {
-			e.b, e.ok = m.appendUpdates(nil, tables)
+			// Conditions: the same conditions are routed the same rows.
+			key := "c" + m.condShape
+			c, hit := cache[key]
+			if !hit {
+				c.b, c.ok = m.appendUpdates(nil, tables)
+				cache[key] = c
+			}
+			e = c
 		}
 		if !e.ok {
 			continue
