@@ -745,6 +745,24 @@ func (f *fakeServer) asked(method string) bool {
 	return slices.Contains(f.methods, method)
 }
 
+// connectFakes connects a client to the Test database of the fake servers,
+// tried in order.
+func connectFakes(t *testing.T, leaderOnly bool, servers ...*fakeServer) *Client {
+	t.Helper()
+	var endpoints []string
+	for _, f := range servers {
+		endpoints = append(endpoints, "unix:"+f.socket)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	c, err := Connect(ctx, Options{Endpoints: endpoints, Database: "Test", LeaderOnly: leaderOnly, MinBackoff: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
 // TestServerChecks: the client skips a server that its _Server database
 // says is not connected, and with LeaderOnly one that is not the leader.
 func TestServerChecks(t *testing.T) {
@@ -760,18 +778,7 @@ func TestServerChecks(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			bad := startFakeServer(t, tt.connected, tt.leader)
 			good := startFakeServer(t, true, true)
-			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-			defer cancel()
-			c, err := Connect(ctx, Options{
-				Endpoints:  []string{"unix:" + bad.socket, "unix:" + good.socket},
-				Database:   "Test",
-				LeaderOnly: tt.leaderOnly,
-				MinBackoff: 10 * time.Millisecond,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			connectFakes(t, tt.leaderOnly, bad, good)
 			if got := !bad.asked("get_schema"); got != tt.rejected {
 				t.Errorf("first server rejected = %v, want %v", got, tt.rejected)
 			}
@@ -957,30 +964,19 @@ func TestServerWatch(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			first := startFakeServer(t, true, true)
 			second := startFakeServer(t, true, true)
-			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-			defer cancel()
-			c, err := Connect(ctx, Options{
-				Endpoints:  []string{"unix:" + first.socket, "unix:" + second.socket},
-				Database:   "Test",
-				LeaderOnly: tt.leaderOnly,
-				MinBackoff: 10 * time.Millisecond,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c := connectFakes(t, tt.leaderOnly, first, second)
 			if second.asked("get_schema") {
 				t.Fatal("client went to the second server before the first changed")
 			}
 			// The echo after the update returns once the client has read
 			// the update: an error means it hung up.
-			err = first.setServerRow(tt.connected, tt.leader)
+			err := first.setServerRow(tt.connected, tt.leader)
 			if moved := err != nil; moved != tt.moves {
 				t.Fatalf("client hung up on the first server = %v (%v), want %v", moved, err, tt.moves)
 			}
 			if tt.moves {
 				waitFor(t, func() bool { return second.count("monitor") == 2 })
-				if err := c.WaitConnected(ctx); err != nil {
+				if err := c.WaitConnected(t.Context()); err != nil {
 					t.Fatal(err)
 				}
 			}

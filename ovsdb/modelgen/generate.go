@@ -27,17 +27,7 @@ func initialism(word string) (string, bool) {
 // goName turns an OVSDB name ("Logical_Switch", "external_ids") into an
 // exported Go name ("LogicalSwitch", "ExternalIDs").
 func goName(name string) string {
-	var b strings.Builder
-	for _, word := range strings.FieldsFunc(name, func(r rune) bool { return r == '_' || r == '-' || r == '.' || r == ' ' }) {
-		if w, ok := initialism(word); ok {
-			b.WriteString(w)
-			continue
-		}
-		r := []rune(word)
-		r[0] = unicode.ToUpper(r[0])
-		b.WriteString(string(r))
-	}
-	s := b.String()
+	s := camel(strings.FieldsFunc(name, func(r rune) bool { return r == '_' || r == '-' || r == '.' || r == ' ' }))
 	if s == "" || !unicode.IsLetter([]rune(s)[0]) {
 		s = "X" + s
 	}
@@ -47,8 +37,13 @@ func goName(name string) string {
 // identifier turns an enum value into the tail of a Go constant name, or ""
 // when it cannot make a readable one.
 func identifier(v string) string {
+	return camel(strings.FieldsFunc(v, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }))
+}
+
+// camel joins words capitalised, initialisms written as Go writes them.
+func camel(words []string) string {
 	var b strings.Builder
-	for _, word := range strings.FieldsFunc(v, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+	for _, word := range words {
 		if w, ok := initialism(word); ok {
 			b.WriteString(w)
 			continue
