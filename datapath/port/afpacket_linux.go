@@ -376,19 +376,26 @@ func (a *AFPacket) sendmmsg(n int) (int, error) {
 // because the socket buffer was full.
 func (a *AFPacket) Stats() Stats {
 	s := a.snapshot()
-	var kernelDrops uint64
-	_ = a.raw.Control(func(fd uintptr) {
-		if st, err := unix.GetsockoptTpacketStats(int(fd), unix.SOL_PACKET, unix.PACKET_STATISTICS); err == nil {
-			// PACKET_STATISTICS resets on read; keep a running total.
-			kernelDrops = a.kernelDrops.Add(uint64(st.Drops))
-		}
-	})
-	s.RxDropped += kernelDrops
+	a.collectKernelDrops()
+	s.RxDropped += a.kernelDrops.Load()
 	return s
 }
 
-// Close implements Port.
+// collectKernelDrops adds the frames the kernel dropped since the last
+// call (ring or socket buffer full) to kernelDrops.
+func (a *AFPacket) collectKernelDrops() {
+	_ = a.raw.Control(func(fd uintptr) {
+		if st, err := unix.GetsockoptTpacketStats(int(fd), unix.SOL_PACKET, unix.PACKET_STATISTICS); err == nil {
+			// PACKET_STATISTICS resets on read; keep a running total.
+			a.kernelDrops.Add(uint64(st.Drops))
+		}
+	})
+}
+
+// Close implements Port. The kernel's drop count is collected first, so
+// Stats after Close still include it.
 func (a *AFPacket) Close() error {
+	a.collectKernelDrops()
 	a.ringMu.Lock()
 	a.closed.Store(true)
 	if a.ring != nil {

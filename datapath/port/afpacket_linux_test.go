@@ -6,6 +6,7 @@ import (
 
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"golang.org/x/sys/unix"
 	"os"
@@ -108,6 +109,46 @@ func testAFPacketForwarding(t *testing.T, ring bool) {
 	s1 := p1.Stats()
 	if s1.RxPackets == 0 || s1.TxPackets == 0 {
 		t.Errorf("%s counters did not move: %+v", p1.Name(), s1)
+	}
+}
+
+// TestAFPacketKernelDropsAfterClose fills a port's receive ring (nobody
+// receives) and checks that the frames the kernel dropped are counted, and
+// still are after Close: a switch reports its final counters after closing
+// its ports.
+func TestAFPacketKernelDropsAfterClose(t *testing.T) {
+	ns := netns.New(t)
+	v := netns.NewVeth(t, ns, "10.78.0.1/24", "02:00:00:00:78:01")
+	p, err := newAFPacket(v.Outer, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// A static neighbour, so the datagrams leave without ARP.
+	ns.Run(t, "ip", "neigh", "replace", "10.78.0.2", "lladdr", "02:00:00:00:78:02", "dev", v.Inner, "nud", "permanent")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd, err := ns.Tool(ctx, "udp-blast", "10.78.0.2:9", "0.5", "18")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("udp-blast: %v", err)
+	}
+	var sent struct{ Packets int }
+	if err := json.Unmarshal(out, &sent); err != nil {
+		t.Fatalf("udp-blast output %q: %v", out, err)
+	}
+	if sent.Packets <= p.ring.frames {
+		t.Skipf("sent only %d datagrams, too few to fill a %d-slot ring", sent.Packets, p.ring.frames)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := p.Stats()
+	if s.RxDropped == 0 {
+		t.Errorf("after %d datagrams into a %d-slot ring nobody read, RxDropped is 0: %+v", sent.Packets, p.ring.frames, s)
 	}
 }
 
