@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/govn/govn/ovsdb"
@@ -86,69 +85,26 @@ func (p *parser) str() (string, error) {
 	return "", p.fail("unterminated string")
 }
 
-// strSlow finishes a string that has escapes.
+// strSlow finishes a string that has escapes: it finds the closing quote
+// and leaves the unescaping to ovsdb.DecodeJSON, so that both decoders
+// read escapes alike (escapes are rare in OVSDB data; this path may be
+// slower).
 func (p *parser) strSlow(start int) (string, error) {
-	buf := append([]byte(nil), p.b[start:p.i]...)
 	for p.i < len(p.b) {
-		c := p.b[p.i]
-		switch {
+		switch c := p.b[p.i]; {
+		case c == '\\':
+			p.i += 2
+			continue
 		case c == '"':
 			p.i++
-			return validUTF8(buf), nil
-		case c < 0x20:
-			return "", p.fail("control character in string")
-		case c != '\\':
-			buf = append(buf, c)
-			p.i++
-			continue
-		}
-		if p.i+1 >= len(p.b) {
-			break
-		}
-		esc := p.b[p.i+1]
-		p.i += 2
-		switch esc {
-		case '"', '\\', '/':
-			buf = append(buf, esc)
-		case 'b':
-			buf = append(buf, '\b')
-		case 'f':
-			buf = append(buf, '\f')
-		case 'n':
-			buf = append(buf, '\n')
-		case 'r':
-			buf = append(buf, '\r')
-		case 't':
-			buf = append(buf, '\t')
-		case 'u':
-			r, ok := p.hex4()
-			if !ok {
-				return "", p.fail("bad \\u escape")
+			v, err := ovsdb.DecodeJSON(p.b[start-1 : p.i])
+			str, ok := v.(string)
+			if err != nil || !ok {
+				return "", p.fail("bad string: %v", err)
 			}
-			if utf16.IsSurrogate(r) {
-				r2 := rune(-1)
-				if p.i+1 < len(p.b) && p.b[p.i] == '\\' && p.b[p.i+1] == 'u' {
-					save := p.i
-					p.i += 2
-					var ok2 bool
-					if r2, ok2 = p.hex4(); !ok2 {
-						return "", p.fail("bad \\u escape")
-					}
-					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-						r, r2 = d, -1
-					} else {
-						p.i = save
-						r2 = -1
-					}
-				}
-				if utf16.IsSurrogate(r) {
-					r = utf8.RuneError
-				}
-			}
-			buf = utf8.AppendRune(buf, r)
-		default:
-			return "", p.fail("bad escape \\%c", esc)
+			return str, nil
 		}
+		p.i++
 	}
 	return "", p.fail("unterminated string")
 }
@@ -160,18 +116,6 @@ func validUTF8(b []byte) string {
 		return string(b)
 	}
 	return string([]rune(string(b)))
-}
-
-func (p *parser) hex4() (rune, bool) {
-	if len(p.b)-p.i < 4 {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(string(p.b[p.i:p.i+4]), 16, 32)
-	if err != nil {
-		return 0, false
-	}
-	p.i += 4
-	return rune(v), true
 }
 
 // number returns the text of a JSON number.

@@ -59,3 +59,19 @@ func BenchmarkParseUUID(b *testing.B) {
 		}
 	})
 }
+
+// TestParserStrings checks the client's string reader against the core's
+// JSON decoder on escapes, surrogates and invalid UTF-8.
+func TestParserStrings(t *testing.T) {
+	for _, in := range []string{
+		`"plain"`, `"tab\there"`, `"\"quoted\" \\ \/"`, `"\u00e9\ud83d\ude00"`,
+		`"lone \ud83d here"`, `"lone \ud83d\u0041"`, `"bad \x"`, `"short \u12"`,
+		"\"invalid \xff utf8\"", "\"control \x01\"", `"unterminated \"`, `"ends in \`,
+	} {
+		got, err := (&parser{b: []byte(in)}).str()
+		v, wantErr := ovsdb.DecodeJSON([]byte(in))
+		if (err != nil) != (wantErr != nil) || (err == nil && got != v) {
+			t.Errorf("%q: got %q, %v; core decodes %q, %v", in, got, err, v, wantErr)
+		}
+	}
+}
