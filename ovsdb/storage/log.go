@@ -344,9 +344,8 @@ func (l *Log) flushLoop() {
 }
 
 // flushLocked writes and fsyncs pending and resolves its Commit. Callers
-// hold ioMu and mu. The write keeps mu (blocking Submit) only for the time
-// of one write and fsync, during which new records would have to wait for
-// the next batch anyway.
+// hold ioMu and mu; mu is released during the write and fsync, so Submit
+// goes on filling the next batch meanwhile.
 func (l *Log) flushLocked() {
 	if len(l.pending) == 0 {
 		return
