@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -54,5 +55,26 @@ func BenchmarkDecodeInitial(b *testing.B) {
 		if err != nil || len(events) != 10000 {
 			b.Fatal(err, len(events))
 		}
+	}
+}
+
+// BenchmarkTransact measures a small transaction's round trip to govn's
+// server, with a context that can end (the request's id is then taken off
+// the wire, for "cancel") and with one that cannot.
+func BenchmarkTransact(b *testing.B) {
+	srv := startGovnServer(b, testSchema)
+	c := connect(b, srv.Socket(), Options{})
+	for _, bc := range []struct {
+		name string
+		ctx  context.Context
+	}{{"cancellable", b.Context()}, {"uncancellable", context.Background()}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.Transact(bc.ctx, Operation{Op: "comment", Comment: "bench"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

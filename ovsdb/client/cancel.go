@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
+	"sync"
 	"time"
+
+	"github.com/govn/govn/ovsdb/jsonrpc"
 )
 
 // wire is the session's transport. It records when anything was last
@@ -29,12 +33,41 @@ func (w *wire) Read(p []byte) (int, error) {
 }
 
 func (w *wire) Write(p []byte) (int, error) {
-	if ch := w.s.sentTransact.Load(); ch != nil {
-		if id, ok := transactRequestID(p); ok && w.s.sentTransact.CompareAndSwap(ch, nil) {
-			*ch <- id // buffered
+	if t := w.s.issued.Load(); t != nil {
+		if id, ok := transactRequestID(p); ok && w.s.issued.CompareAndSwap(t, nil) {
+			t.written(w.s.conn, id)
+			<-w.s.issuing
 		}
 	}
 	return w.Conn.Write(p)
+}
+
+// issuedTransact is a transact request with a context that can end. Its
+// "cancel" is sent by whichever of wire (on writing the request) and
+// session.transact (on the context's end) comes second, and so always
+// after the request and before anything issued after either.
+type issuedTransact struct {
+	mu        sync.Mutex
+	id        json.RawMessage // once written
+	cancelled bool
+}
+
+func (t *issuedTransact) written(conn *jsonrpc.Conn, id json.RawMessage) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.id = id
+	if t.cancelled {
+		_ = conn.Notify("cancel", []json.RawMessage{id})
+	}
+}
+
+func (t *issuedTransact) cancel(conn *jsonrpc.Conn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.cancelled = true
+	if t.id != nil {
+		_ = conn.Notify("cancel", []json.RawMessage{t.id})
+	}
 }
 
 // transactHeader is what follows the id of a transact request as
@@ -61,59 +94,35 @@ func transactRequestID(p []byte) (json.RawMessage, bool) {
 }
 
 // transact sends a transact request and waits for its reply. When ctx
-// ends first, it sends the RFC 7047 "cancel" notification for the request
-// (so that a server holding the transaction, blocked in a "wait", drops it
-// instead of committing it later) and returns ctx's error.
+// ends first, it returns ctx's error and sends the RFC 7047 "cancel"
+// notification for the request, so that a server holding the transaction
+// (blocked in a "wait") drops it instead of committing it later. (The
+// server's reply to the cancelled request then finds no caller, which
+// jsonrpc logs.)
+//
+// To know the request's id, transact requests with a context that can end
+// are issued one at a time: each holds s.issuing from before it is queued
+// until wire has seen it written.
 func (s *session) transact(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
 	if ctx.Done() == nil {
 		return s.conn.CallRaw(ctx, "transact", params)
 	}
-	type reply struct {
-		raw json.RawMessage
-		err error
-	}
-	replied := make(chan reply, 1)
-	sent := make(chan json.RawMessage, 1)
-	s.issueMu.Lock()
-	s.sentTransact.Store(&sent)
-	go func() {
-		// The call lasts as long as the connection, not ctx, so that the
-		// server's reply to a cancelled request still has a taker.
-		raw, err := s.conn.CallRaw(s.conn.Context(), "transact", params)
-		replied <- reply{raw, err}
-	}()
-	// issued releases the next request once this one's id is known (or
-	// it never went out), then cancels it if asked to.
-	issued := func(id json.RawMessage, cancel bool) {
-		s.sentTransact.CompareAndSwap(&sent, nil)
-		s.issueMu.Unlock()
-		if cancel && id != nil {
-			_ = s.conn.Notify("cancel", []json.RawMessage{id})
-		}
-	}
-	var id json.RawMessage
 	select {
-	case id = <-sent:
-		issued(id, false)
-	case r := <-replied: // failed before it was written
-		issued(nil, false)
-		return r.raw, r.err
+	case s.issuing <- struct{}{}:
 	case <-ctx.Done():
-		go func() {
-			select {
-			case id := <-sent:
-				issued(id, true)
-			case <-replied:
-				issued(nil, false)
-			}
-		}()
 		return nil, context.Cause(ctx)
+	case <-s.conn.Done():
+		return nil, fmt.Errorf("transact: %w", jsonrpc.ErrClosed)
 	}
-	select {
-	case r := <-replied:
-		return r.raw, r.err
-	case <-ctx.Done():
-		_ = s.conn.Notify("cancel", []json.RawMessage{id})
+	t := &issuedTransact{}
+	s.issued.Store(t)
+	raw, err := s.conn.CallRaw(ctx, "transact", params)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		t.cancel(s.conn)
 		return nil, context.Cause(ctx)
+	case err != nil && s.issued.CompareAndSwap(t, nil):
+		<-s.issuing // the connection failed before the request went out
 	}
+	return raw, err
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/govn/govn/ovsdb"
 	"github.com/govn/govn/ovsdb/jsonrpc"
@@ -68,8 +69,19 @@ func FuzzTransactRequestID(f *testing.F) {
 // TestCancelBlockedTransaction: a transaction blocked in a "wait" whose
 // context ends returns the context's error, and the server, told by a
 // "cancel", drops it instead of committing it when the wait is satisfied.
+// The context ends at once (usually before the request is written: the
+// client sends the cancel once it is) or after a while (when the server
+// most likely holds the transaction already); the outcome must not differ.
 func TestCancelBlockedTransaction(t *testing.T) {
-	eachServer(t, testSchema, func(t *testing.T, srv testServer) {
+	for _, delay := range []time.Duration{0, 50 * time.Millisecond} {
+		t.Run(delay.String(), func(t *testing.T) {
+			eachServer(t, testSchema, func(t *testing.T, srv testServer) { testCancelBlockedTransaction(t, srv, delay) })
+		})
+	}
+}
+
+func testCancelBlockedTransaction(t *testing.T, srv testServer, delay time.Duration) {
+	{
 		c := connect(t, srv.Socket(), Options{})
 		txn := c.Txn()
 		gate := txn.Insert("Switch", map[string]ovsdb.Datum{"name": str("gate")})
@@ -91,6 +103,7 @@ func TestCancelBlockedTransaction(t *testing.T) {
 			_, err := blocked.Commit(ctx)
 			result <- err
 		}()
+		time.Sleep(delay)
 		cancel()
 		if err := <-result; !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled commit returned %v, want context.Canceled", err)
@@ -113,5 +126,5 @@ func TestCancelBlockedTransaction(t *testing.T) {
 				t.Fatal("the cancelled transaction was committed")
 			}
 		}
-	})
+	}
 }

@@ -100,11 +100,11 @@ type session struct {
 
 	lastRecv atomic.Int64 // unix nanoseconds of the last byte received
 
-	// Transact requests are issued one at a time, each until wire has
-	// seen the id it went out with and handed it to sentTransact; see
-	// session.transact.
-	issueMu      sync.Mutex
-	sentTransact atomic.Pointer[chan json.RawMessage]
+	// Transact requests with a context that can end are issued one at a
+	// time, each holding issuing until wire has seen it written and
+	// recorded its id in issued; see session.transact.
+	issuing chan struct{} // capacity 1
+	issued  atomic.Pointer[issuedTransact]
 
 	// serverRowID is the UUID (as the server wrote it) of the database's
 	// row in _Server.Database; see watchServer.
@@ -241,7 +241,7 @@ func (c *Client) runSession(ctx context.Context, endpoint string) (synced bool, 
 	if err != nil {
 		return false, err
 	}
-	s := &session{}
+	s := &session{issuing: make(chan struct{}, 1)}
 	s.lastRecv.Store(time.Now().UnixNano())
 	// New, then Start once s.conn is set: the handler uses it.
 	s.conn = jsonrpc.New(ctx, &wire{Conn: nc, s: s}, jsonrpc.Options{

@@ -32,14 +32,14 @@ func eachServer(t *testing.T, schema string, f func(t *testing.T, srv testServer
 // govnServer is govn's OVSDB server running in the test process on a
 // database file in a temp dir.
 type govnServer struct {
-	t      *testing.T
+	t      testing.TB
 	db     string
 	socket string
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-func startGovnServer(t *testing.T, schema string) *govnServer {
+func startGovnServer(t testing.TB, schema string) *govnServer {
 	t.Helper()
 	dir := t.TempDir()
 	s := &govnServer{t: t, db: filepath.Join(dir, "test.db"), socket: filepath.Join(dir, "db.sock")}

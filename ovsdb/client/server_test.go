@@ -133,12 +133,12 @@ func (r *recorder) take(s *ovsdb.Schema) []string {
 	return out
 }
 
-func connect(t *testing.T, socket string, opts Options) *Client {
+func connect(t testing.TB, socket string, opts Options) *Client {
 	t.Helper()
 	return connectDB(t, socket, "Test", opts)
 }
 
-func connectDB(t *testing.T, socket, db string, opts Options) *Client {
+func connectDB(t testing.TB, socket, db string, opts Options) *Client {
 	t.Helper()
 	opts.Endpoints = []string{"unix:" + socket}
 	opts.Database = db
