@@ -81,50 +81,48 @@ func TestCancelBlockedTransaction(t *testing.T) {
 }
 
 func testCancelBlockedTransaction(t *testing.T, srv testServer, delay time.Duration) {
-	{
-		c := connect(t, srv.Socket(), Options{})
-		txn := c.Txn()
-		gate := txn.Insert("Switch", map[string]ovsdb.Datum{"name": str("gate")})
-		res, err := txn.Commit(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		gateID := res.UUID(gate)
+	c := connect(t, srv.Socket(), Options{})
+	txn := c.Txn()
+	gate := txn.Insert("Switch", map[string]ovsdb.Datum{"name": str("gate")})
+	res, err := txn.Commit(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gateID := res.UUID(gate)
 
-		// Wait (for a minute) until the gate's counter is 1, then insert.
-		blocked := c.Txn()
-		timeout := 60000
-		blocked.Add(Operation{Op: "wait", Table: "Switch", Where: byUUID(gateID), Columns: []string{"counter"},
-			Until: "==", Rows: []map[string]ovsdb.Datum{{"counter": integer(1)}}, Timeout: &timeout})
-		blocked.Insert("Switch", map[string]ovsdb.Datum{"name": str("too late")})
-		ctx, cancel := context.WithCancel(t.Context())
-		result := make(chan error, 1)
-		go func() {
-			_, err := blocked.Commit(ctx)
-			result <- err
-		}()
-		time.Sleep(delay)
-		cancel()
-		if err := <-result; !errors.Is(err, context.Canceled) {
-			t.Fatalf("cancelled commit returned %v, want context.Canceled", err)
-		}
+	// Wait (for a minute) until the gate's counter is 1, then insert.
+	blocked := c.Txn()
+	timeout := 60000
+	blocked.Add(Operation{Op: "wait", Table: "Switch", Where: byUUID(gateID), Columns: []string{"counter"},
+		Until: "==", Rows: []map[string]ovsdb.Datum{{"counter": integer(1)}}, Timeout: &timeout})
+	blocked.Insert("Switch", map[string]ovsdb.Datum{"name": str("too late")})
+	ctx, cancel := context.WithCancel(t.Context())
+	result := make(chan error, 1)
+	go func() {
+		_, err := blocked.Commit(ctx)
+		result <- err
+	}()
+	time.Sleep(delay)
+	cancel()
+	if err := <-result; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled commit returned %v, want context.Canceled", err)
+	}
 
-		// Open the gate. Had the server kept the blocked transaction, it
-		// would commit it now, before the marker transaction after it.
-		txn = c.Txn()
-		txn.Update("Switch", gateID, map[string]ovsdb.Datum{"counter": integer(1)})
-		if _, err := txn.Commit(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		txn = c.Txn()
-		txn.Insert("Switch", map[string]ovsdb.Datum{"name": str("marker")})
-		if _, err := txn.Commit(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range c.Cache().Rows("Switch") {
-			if name, _ := c.Cache().Get("Switch", r.UUID, "name"); name.Equal(str("too late")) {
-				t.Fatal("the cancelled transaction was committed")
-			}
+	// Open the gate. Had the server kept the blocked transaction, it
+	// would commit it now, before the marker transaction after it.
+	txn = c.Txn()
+	txn.Update("Switch", gateID, map[string]ovsdb.Datum{"counter": integer(1)})
+	if _, err := txn.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	txn = c.Txn()
+	txn.Insert("Switch", map[string]ovsdb.Datum{"name": str("marker")})
+	if _, err := txn.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range c.Cache().Rows("Switch") {
+		if name, _ := c.Cache().Get("Switch", r.UUID, "name"); name.Equal(str("too late")) {
+			t.Fatal("the cancelled transaction was committed")
 		}
 	}
 }
