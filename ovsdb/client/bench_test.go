@@ -1,7 +1,6 @@
 package client
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -59,22 +58,14 @@ func BenchmarkDecodeInitial(b *testing.B) {
 }
 
 // BenchmarkTransact measures a small transaction's round trip to govn's
-// server, with a context that can end (the request's id is then taken off
-// the wire, for "cancel") and with one that cannot.
+// server.
 func BenchmarkTransact(b *testing.B) {
 	srv := startGovnServer(b, testSchema)
 	c := connect(b, srv.Socket(), Options{})
-	for _, bc := range []struct {
-		name string
-		ctx  context.Context
-	}{{"cancellable", b.Context()}, {"uncancellable", context.Background()}} {
-		b.Run(bc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := c.Transact(bc.ctx, Operation{Op: "comment", Comment: "bench"}); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.Transact(b.Context(), Operation{Op: "comment", Comment: "bench"}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

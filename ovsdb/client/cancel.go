@@ -42,7 +42,7 @@ func (w *wire) Write(p []byte) (int, error) {
 	return w.Conn.Write(p)
 }
 
-// issuedTransact is a transact request with a context that can end. Its
+// issuedTransact is a transact request being issued. Its
 // "cancel" is sent by whichever of wire (on writing the request) and
 // session.transact (on the context's end) comes second, and so always
 // after the request and before anything issued after either.
@@ -100,13 +100,10 @@ func transactRequestID(p []byte) (json.RawMessage, bool) {
 // server's reply to the cancelled request then finds no caller, which
 // jsonrpc logs.)
 //
-// To know the request's id, transact requests with a context that can end
-// are issued one at a time: each holds s.issuing from before it is queued
-// until wire has seen it written.
+// To know the request's id, transact requests are issued one at a time:
+// each holds s.issuing from before it is queued until wire has seen it
+// written (see BenchmarkTransact).
 func (s *session) transact(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
-	if ctx.Done() == nil {
-		return s.conn.CallRaw(ctx, "transact", params)
-	}
 	select {
 	case s.issuing <- struct{}{}:
 	case <-ctx.Done():

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -125,4 +127,72 @@ func testCancelBlockedTransaction(t *testing.T, srv testServer, delay time.Durat
 			t.Fatal("the cancelled transaction was committed")
 		}
 	}
+}
+
+// TestCancelAmongConcurrentTransactions cancels blocked transactions while
+// other goroutines of the same client commit: every cancel must reach the
+// blocked transaction it was meant for, never a neighbour.
+func TestCancelAmongConcurrentTransactions(t *testing.T) {
+	eachServer(t, testSchema, func(t *testing.T, srv testServer) {
+		c := connect(t, srv.Socket(), Options{})
+		txn := c.Txn()
+		gate := txn.Insert("Switch", map[string]ovsdb.Datum{"name": str("gate")})
+		res, err := txn.Commit(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		gateID := res.UUID(gate)
+		const writers, each, blocked = 4, 25, 10
+		errs := make(chan error, writers*each+blocked)
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					txn := c.Txn()
+					txn.Insert("Switch", map[string]ovsdb.Datum{"name": str(fmt.Sprintf("w%d-%d", w, i))})
+					// A context that never ends: no cancel of its own.
+					if _, err := txn.Commit(context.Background()); err != nil {
+						errs <- fmt.Errorf("writer %d, insert %d: %w", w, i, err)
+					}
+				}
+			}()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			timeout := 60000
+			for range blocked {
+				txn := c.Txn()
+				txn.Add(Operation{Op: "wait", Table: "Switch", Where: byUUID(gateID), Columns: []string{"counter"},
+					Until: "==", Rows: []map[string]ovsdb.Datum{{"counter": integer(1)}}, Timeout: &timeout})
+				txn.Insert("Switch", map[string]ovsdb.Datum{"name": str("too late")})
+				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Millisecond)
+				if _, err := txn.Commit(ctx); !errors.Is(err, context.DeadlineExceeded) {
+					errs <- fmt.Errorf("blocked transaction returned %v, want the deadline", err)
+				}
+				cancel()
+			}
+		}()
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		txn = c.Txn()
+		txn.Update("Switch", gateID, map[string]ovsdb.Datum{"counter": integer(1)})
+		txn.Insert("Switch", map[string]ovsdb.Datum{"name": str("marker")})
+		if _, err := txn.Commit(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		txn = c.Txn()
+		txn.Comment("sync")
+		if _, err := txn.Commit(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if n := c.Cache().Len("Switch"); n != writers*each+2 {
+			t.Errorf("%d switches, want %d: the writers', the gate and the marker", n, writers*each+2)
+		}
+	})
 }

@@ -100,9 +100,9 @@ type session struct {
 
 	lastRecv atomic.Int64 // unix nanoseconds of the last byte received
 
-	// Transact requests with a context that can end are issued one at a
-	// time, each holding issuing until wire has seen it written and
-	// recorded its id in issued; see session.transact.
+	// Transact requests are issued one at a time, each holding issuing
+	// until wire has seen it written and recorded its id in issued; see
+	// session.transact.
 	issuing chan struct{} // capacity 1
 	issued  atomic.Pointer[issuedTransact]
 
