@@ -34,8 +34,9 @@ type AFPacket struct {
 
 	rx mmsgBatch // used only by the Recv goroutine
 
-	txMu sync.Mutex
+	txMu sync.Mutex // held by Send; Close takes it to unmap the ring
 	tx   mmsgBatch
+	txr  *txRing // nil: send with sendmmsg only
 
 	ring        *rxRing    // nil: receive with recvmmsg
 	ringMu      sync.Mutex // held while reading the ring; Close unmaps it
@@ -151,8 +152,8 @@ func (p *Packet) insertVLAN(tpid, tci uint16) {
 // must exist; it is set up and promiscuous for as long as the port is open.
 func NewAFPacket(name string) (*AFPacket, error) { return newAFPacket(name, true) }
 
-// newAFPacket opens the port, with a receive ring if ring is set and the
-// kernel allows it, else receiving with recvmmsg.
+// newAFPacket opens the port, with receive and transmit rings if ring is
+// set and the kernel allows them, else with recvmmsg and sendmmsg.
 func newAFPacket(name string, ring bool) (*AFPacket, error) {
 	ifi, err := net.InterfaceByName(name)
 	if err != nil {
@@ -224,10 +225,14 @@ func newAFPacket(name string, ring bool) (*AFPacket, error) {
 		f.Close()
 		return nil, fmt.Errorf("af_packet port %s: %w", name, err)
 	}
-	return &AFPacket{
+	a := &AFPacket{
 		name: name, ifindex: ifi.Index, file: f, raw: raw,
 		rx: newRxBatch(BatchSize), tx: newMmsgBatch(BatchSize), ring: rr,
-	}, nil
+	}
+	if ring {
+		a.txr, _ = setupTxRing(ifi.Index) // without a ring, sendmmsg does the job
+	}
+	return a, nil
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
@@ -312,6 +317,62 @@ func (a *AFPacket) takeMsg(i int, p *Packet) bool {
 func (a *AFPacket) Send(pkts []*Packet) error {
 	a.txMu.Lock()
 	defer a.txMu.Unlock()
+	if a.closed.Load() {
+		return ErrClosed
+	}
+	if a.txr != nil {
+		return a.sendRing(pkts)
+	}
+	return a.sendMsgs(pkts)
+}
+
+// sendRing is Send through the transmit ring: frames are written into
+// slots and one send(2) hands them all to the kernel. A frame too big for
+// a slot (a GSO segment) goes with sendmmsg, after the frames before it.
+// A slot the kernel still holds after a flush drops the frame, as a full
+// NIC ring would.
+func (a *AFPacket) sendRing(pkts []*Packet) error {
+	r := a.txr
+	queued := 0
+	for i, p := range pkts {
+		if !r.fits(p) {
+			_ = a.flushRing(&queued)
+			if err := a.sendMsgs(pkts[i : i+1]); err != nil {
+				return err
+			}
+			continue
+		}
+		if !r.put(p) {
+			_ = a.flushRing(&queued)
+			if !r.put(p) {
+				a.txDropped.Add(1)
+				continue
+			}
+		}
+		queued++
+		a.txBytes.Add(uint64(len(p.Data)))
+	}
+	return a.flushRing(&queued)
+}
+
+// flushRing sends the queued slots and counts them. A refusal (the device
+// is down, say) is counted, not returned: the slots stay marked and go
+// when the device takes them, or the frames behind them are dropped.
+func (a *AFPacket) flushRing(queued *int) error {
+	if *queued == 0 {
+		return nil
+	}
+	if err := a.txr.flush(); err != nil {
+		a.txErrors.Add(1)
+	}
+	a.txPackets.Add(uint64(*queued))
+	a.txBatches.Add(1)
+	*queued = 0
+	return nil
+}
+
+// sendMsgs is Send with sendmmsg.
+func (a *AFPacket) sendMsgs(pkts []*Packet) error {
 	for len(pkts) > 0 {
 		n := min(len(pkts), len(a.tx.msgs))
 		for i := range n {
@@ -402,6 +463,11 @@ func (a *AFPacket) Close() error {
 		a.ring.close()
 	}
 	a.ringMu.Unlock()
+	a.txMu.Lock()
+	if a.txr != nil {
+		a.txr.close()
+	}
+	a.txMu.Unlock()
 	return a.file.Close()
 }
 

@@ -58,8 +58,11 @@ func openAFPacketMode(t *testing.T, name string, ring bool) *AFPacket {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ring && p.ring == nil {
-		t.Fatal("no receive ring")
+	if ring && (p.ring == nil || p.txr == nil) {
+		t.Fatal("no receive or transmit ring")
+	}
+	if !ring && (p.ring != nil || p.txr != nil) {
+		t.Fatal("rings although asked for none")
 	}
 	t.Cleanup(func() { p.Close() })
 	return p
@@ -109,6 +112,13 @@ func testAFPacketForwarding(t *testing.T, ring bool) {
 	s1 := p1.Stats()
 	if s1.RxPackets == 0 || s1.TxPackets == 0 {
 		t.Errorf("%s counters did not move: %+v", p1.Name(), s1)
+	}
+	if s1.TxErrors != 0 {
+		t.Errorf("%s transmit errors: %+v", p1.Name(), s1)
+	}
+	p1.Close()
+	if err := p1.Send(nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("Send after Close: %v, want ErrClosed", err)
 	}
 }
 

@@ -1,0 +1,129 @@
+package port
+
+import (
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// txRing is a TPACKET_V2 transmit ring, on a socket of its own (protocol
+// 0: it receives nothing). Send writes a batch of frames into slots, each
+// behind its virtio-net header, and one send(2) hands them all to the
+// kernel: no message headers or iovecs to copy in per frame, as sendmmsg
+// does. The kernel gives a slot back when the frame's buffer is freed,
+// which for a veth is when the peer's stack takes it.
+type txRing struct {
+	fd     int
+	mem    []byte
+	frames int
+	next   int
+}
+
+// Transmit ring geometry: slots as big as the receive ring's, 1024 of them
+// (a batch is at most BatchSize).
+const (
+	txFrameSize = ringFrameSize
+	txFrames    = 1024
+	// txDataOff is where a slot's data starts: TPACKET_ALIGN(sizeof(struct
+	// tpacket2_hdr)), as the kernel reads it without PACKET_TX_HAS_OFF.
+	txDataOff = 32
+)
+
+// setupTxRing opens the transmit socket on device ifindex and maps its ring.
+func setupTxRing(ifindex int) (*txRing, error) {
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socket: %w", err)
+	}
+	fail := func(what string, err error) (*txRing, error) {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	opts := []struct {
+		opt, val int
+		what     string
+	}{
+		{unix.PACKET_VNET_HDR, 1, "PACKET_VNET_HDR"},
+		{unix.PACKET_QDISC_BYPASS, 1, "PACKET_QDISC_BYPASS"},
+		// A malformed frame is skipped (its slot given back) rather than
+		// stopping the ring.
+		{unix.PACKET_LOSS, 1, "PACKET_LOSS"},
+		{unix.PACKET_VERSION, unix.TPACKET_V2, "PACKET_VERSION"},
+	}
+	for _, o := range opts {
+		if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, o.opt, o.val); err != nil {
+			return fail(o.what, err)
+		}
+	}
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 8<<20) != nil {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 8<<20)
+	}
+	req := unix.TpacketReq{
+		Block_size: ringBlockSize,
+		Block_nr:   txFrames * txFrameSize / ringBlockSize,
+		Frame_size: txFrameSize,
+		Frame_nr:   txFrames,
+	}
+	if err := unix.SetsockoptTpacketReq(fd, unix.SOL_PACKET, unix.PACKET_TX_RING, &req); err != nil {
+		return fail("PACKET_TX_RING", err)
+	}
+	mem, err := unix.Mmap(fd, 0, txFrames*txFrameSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fail("mmap transmit ring", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Ifindex: ifindex}); err != nil {
+		_ = unix.Munmap(mem)
+		return fail("bind", err)
+	}
+	return &txRing{fd: fd, mem: mem, frames: txFrames}, nil
+}
+
+// slot is slot i's header and its bytes.
+func (r *txRing) slot(i int) (*unix.Tpacket2Hdr, []byte) {
+	b := r.mem[i*txFrameSize : (i+1)*txFrameSize]
+	return (*unix.Tpacket2Hdr)(unsafe.Pointer(&b[0])), b
+}
+
+// fits reports whether p fits in a slot.
+func (r *txRing) fits(p *Packet) bool { return txDataOff+vnetHdrLen+len(p.Data) <= txFrameSize }
+
+// put writes p into the next slot and marks it for sending. It reports
+// false if the kernel still holds that slot.
+func (r *txRing) put(p *Packet) bool {
+	h, b := r.slot(r.next)
+	if atomic.LoadUint32(&h.Status) != unix.TP_STATUS_AVAILABLE {
+		return false
+	}
+	encodeVnetHdr(b[txDataOff:txDataOff+vnetHdrLen], p.Offload)
+	n := copy(b[txDataOff+vnetHdrLen:], p.Data)
+	h.Len = uint32(vnetHdrLen + n)
+	atomic.StoreUint32(&h.Status, unix.TP_STATUS_SEND_REQUEST)
+	r.next = (r.next + 1) % r.frames
+	return true
+}
+
+// flush asks the kernel to send every slot marked for sending, without
+// waiting: slots it cannot take now (socket buffer full) stay marked and
+// go with the next flush.
+func (r *txRing) flush() error {
+	for {
+		_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(r.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+		switch e {
+		case 0, unix.EAGAIN, unix.ENOBUFS:
+			return nil
+		case unix.EINTR:
+			continue
+		}
+		return e
+	}
+}
+
+func (r *txRing) close() {
+	if r.mem != nil {
+		_ = unix.Munmap(r.mem)
+		r.mem = nil
+		_ = unix.Close(r.fd)
+	}
+}
