@@ -68,6 +68,47 @@ func FuzzTransactRequestID(f *testing.F) {
 	})
 }
 
+// insertGate inserts the Switch row "gate", whose counter blockedTxn
+// waits for, and returns its UUID.
+func insertGate(t *testing.T, c *Client) ovsdb.UUID {
+	t.Helper()
+	txn := c.Txn()
+	gate := txn.Insert("Switch", map[string]ovsdb.Datum{"name": str("gate")})
+	res, err := txn.Commit(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.UUID(gate)
+}
+
+// blockedTxn returns a transaction that waits (for a minute) until the
+// gate's counter is 1, then inserts the Switch "too late".
+func blockedTxn(c *Client, gateID ovsdb.UUID) *Txn {
+	txn := c.Txn()
+	timeout := 60000
+	txn.Add(Operation{Op: "wait", Table: "Switch", Where: byUUID(gateID), Columns: []string{"counter"},
+		Until: "==", Rows: []map[string]ovsdb.Datum{{"counter": integer(1)}}, Timeout: &timeout})
+	txn.Insert("Switch", map[string]ovsdb.Datum{"name": str("too late")})
+	return txn
+}
+
+// openGate sets the gate's counter to 1, which would let any transaction
+// still blocked in blockedTxn commit, and then inserts the Switch "marker":
+// once that is committed, so is anything the gate let through.
+func openGate(t *testing.T, c *Client, gateID ovsdb.UUID) {
+	t.Helper()
+	txn := c.Txn()
+	txn.Update("Switch", gateID, map[string]ovsdb.Datum{"counter": integer(1)})
+	if _, err := txn.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	txn = c.Txn()
+	txn.Insert("Switch", map[string]ovsdb.Datum{"name": str("marker")})
+	if _, err := txn.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestCancelBlockedTransaction: a transaction blocked in a "wait" whose
 // context ends returns the context's error, and the server, told by a
 // "cancel", drops it instead of committing it when the wait is satisfied.
@@ -84,20 +125,8 @@ func TestCancelBlockedTransaction(t *testing.T) {
 
 func testCancelBlockedTransaction(t *testing.T, srv testServer, delay time.Duration) {
 	c := connect(t, srv.Socket(), Options{})
-	txn := c.Txn()
-	gate := txn.Insert("Switch", map[string]ovsdb.Datum{"name": str("gate")})
-	res, err := txn.Commit(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	gateID := res.UUID(gate)
-
-	// Wait (for a minute) until the gate's counter is 1, then insert.
-	blocked := c.Txn()
-	timeout := 60000
-	blocked.Add(Operation{Op: "wait", Table: "Switch", Where: byUUID(gateID), Columns: []string{"counter"},
-		Until: "==", Rows: []map[string]ovsdb.Datum{{"counter": integer(1)}}, Timeout: &timeout})
-	blocked.Insert("Switch", map[string]ovsdb.Datum{"name": str("too late")})
+	gateID := insertGate(t, c)
+	blocked := blockedTxn(c, gateID)
 	ctx, cancel := context.WithCancel(t.Context())
 	result := make(chan error, 1)
 	go func() {
@@ -110,18 +139,7 @@ func testCancelBlockedTransaction(t *testing.T, srv testServer, delay time.Durat
 		t.Fatalf("cancelled commit returned %v, want context.Canceled", err)
 	}
 
-	// Open the gate. Had the server kept the blocked transaction, it
-	// would commit it now, before the marker transaction after it.
-	txn = c.Txn()
-	txn.Update("Switch", gateID, map[string]ovsdb.Datum{"counter": integer(1)})
-	if _, err := txn.Commit(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	txn = c.Txn()
-	txn.Insert("Switch", map[string]ovsdb.Datum{"name": str("marker")})
-	if _, err := txn.Commit(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	openGate(t, c, gateID)
 	for _, r := range c.Cache().Rows("Switch") {
 		if name, _ := c.Cache().Get("Switch", r.UUID, "name"); name.Equal(str("too late")) {
 			t.Fatal("the cancelled transaction was committed")
@@ -135,13 +153,7 @@ func testCancelBlockedTransaction(t *testing.T, srv testServer, delay time.Durat
 func TestCancelAmongConcurrentTransactions(t *testing.T) {
 	eachServer(t, testSchema, func(t *testing.T, srv testServer) {
 		c := connect(t, srv.Socket(), Options{})
-		txn := c.Txn()
-		gate := txn.Insert("Switch", map[string]ovsdb.Datum{"name": str("gate")})
-		res, err := txn.Commit(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		gateID := res.UUID(gate)
+		gateID := insertGate(t, c)
 		const writers, each, blocked = 4, 25, 10
 		errs := make(chan error, writers*each+blocked)
 		var wg sync.WaitGroup
@@ -162,12 +174,8 @@ func TestCancelAmongConcurrentTransactions(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			timeout := 60000
 			for range blocked {
-				txn := c.Txn()
-				txn.Add(Operation{Op: "wait", Table: "Switch", Where: byUUID(gateID), Columns: []string{"counter"},
-					Until: "==", Rows: []map[string]ovsdb.Datum{{"counter": integer(1)}}, Timeout: &timeout})
-				txn.Insert("Switch", map[string]ovsdb.Datum{"name": str("too late")})
+				txn := blockedTxn(c, gateID)
 				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Millisecond)
 				if _, err := txn.Commit(ctx); !errors.Is(err, context.DeadlineExceeded) {
 					errs <- fmt.Errorf("blocked transaction returned %v, want the deadline", err)
@@ -180,17 +188,7 @@ func TestCancelAmongConcurrentTransactions(t *testing.T) {
 		for err := range errs {
 			t.Error(err)
 		}
-		txn = c.Txn()
-		txn.Update("Switch", gateID, map[string]ovsdb.Datum{"counter": integer(1)})
-		txn.Insert("Switch", map[string]ovsdb.Datum{"name": str("marker")})
-		if _, err := txn.Commit(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		txn = c.Txn()
-		txn.Comment("sync")
-		if _, err := txn.Commit(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		openGate(t, c, gateID)
 		if n := c.Cache().Len("Switch"); n != writers*each+2 {
 			t.Errorf("%d switches, want %d: the writers', the gate and the marker", n, writers*each+2)
 		}
