@@ -38,7 +38,8 @@
 // (schema/nb, schema/sb, schema/vswitch) read rows of the cache as Go
 // structs: Get[nb.LogicalSwitch](cache, id), List[nb.LogicalSwitch](cache),
 // Load[nb.LogicalSwitch](cache, event.New); Txn.InsertModel and
-// Txn.UpdateModel write them.
+// Txn.UpdateModel write them. Each model lists its fields' columns; the
+// conversions themselves are package ovsdb/model.
 //
 // # Transactions
 //
