@@ -1,72 +1,15 @@
 package client
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/govn/govn/ovsdb"
-	"github.com/govn/govn/ovsdb/jsonrpc"
 )
-
-// encoded is the wire form of m as jsonrpc writes it.
-func encoded(t testing.TB, m *jsonrpc.Message) []byte {
-	b, err := m.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// TestTransactRequestID pins how the client learns a transact request's
-// id from jsonrpc's encoding of it.
-func TestTransactRequestID(t *testing.T) {
-	request := func(id, method, params string) []byte {
-		return encoded(t, &jsonrpc.Message{ID: json.RawMessage(id), Method: method, Params: json.RawMessage(params)})
-	}
-	transact := request("17", "transact", `["Test",{"op":"comment","comment":"x"}]`)
-	for _, tt := range []struct {
-		name   string
-		stream [][]byte
-		want   string // "" for none
-	}{
-		{"alone", [][]byte{transact}, "17"},
-		{"after other messages", [][]byte{request("3", "echo", `[]`), request("4", "monitor_cond_change", `["m","m",{}]`), transact}, "17"},
-		{"the first of two", [][]byte{transact, request("18", "transact", `["Test"]`)}, "17"},
-		{"other methods only", [][]byte{request("5", "get_schema", `["Test"]`), request("6", "transactions", `[]`)}, ""},
-		{"method name inside params", [][]byte{request("7", "echo", `[",\"method\":\"transact\",\"params\":"]`)}, ""},
-		{"notification", [][]byte{encoded(t, &jsonrpc.Message{Method: "transact", Params: json.RawMessage(`[]`)})}, ""},
-		{"nothing", nil, ""},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			id, ok := transactRequestID(bytes.Join(tt.stream, nil))
-			if string(id) != tt.want || ok != (tt.want != "") {
-				t.Errorf("got %q, %v; want %q", id, ok, tt.want)
-			}
-		})
-	}
-}
-
-func FuzzTransactRequestID(f *testing.F) {
-	f.Add([]byte(`{"id":17,"method":"transact","params":["Test"]}`))
-	f.Add([]byte(`{"id":,"method":"transact","params":`))
-	f.Fuzz(func(t *testing.T, p []byte) {
-		id, ok := transactRequestID(p)
-		if !ok {
-			return
-		}
-		digits := len(id) > 0 && strings.Trim(string(id), "0123456789") == ""
-		if !digits || !bytes.Contains(p, append(append([]byte(`{"id":`), id...), transactHeader...)) {
-			t.Errorf("id %q from %q", id, p)
-		}
-	})
-}
 
 // insertGate inserts the Switch row "gate", whose counter blockedTxn
 // waits for, and returns its UUID.

@@ -100,12 +100,6 @@ type session struct {
 
 	lastRecv atomic.Int64 // unix nanoseconds of the last byte received
 
-	// Transact requests are issued one at a time, each holding issuing
-	// until wire has seen it written and recorded its id in issued; see
-	// session.transact.
-	issuing chan struct{} // capacity 1
-	issued  atomic.Pointer[issuedTransact]
-
 	// serverRowID is the UUID (as the server wrote it) of the database's
 	// row in _Server.Database; see watchServer.
 	serverRowID string
@@ -241,13 +235,16 @@ func (c *Client) runSession(ctx context.Context, endpoint string) (synced bool, 
 	if err != nil {
 		return false, err
 	}
-	s := &session{issuing: make(chan struct{}, 1)}
+	s := &session{}
 	s.lastRecv.Store(time.Now().UnixNano())
 	// New, then Start once s.conn is set: the handler uses it.
 	s.conn = jsonrpc.New(ctx, &wire{Conn: nc, s: s}, jsonrpc.Options{
 		Handler:        func(ctx context.Context, conn *jsonrpc.Conn, m *jsonrpc.Message) { c.handle(s, m) },
 		MaxMessageSize: c.opts.MaxMessageSize,
 		Logger:         c.log,
+		// A transaction whose context ends is cancelled on the server too
+		// (session.transact).
+		CancelAbandoned: true,
 	})
 	s.conn.Start()
 	defer s.conn.Close()

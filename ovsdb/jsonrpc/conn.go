@@ -38,6 +38,12 @@ type Options struct {
 	// FlushTimeout bounds how long Close waits for queued messages to be
 	// written (only for transports with write deadlines); 2s if 0.
 	FlushTimeout time.Duration
+	// CancelAbandoned makes a call whose context ends before its response
+	// send OVSDB's "cancel" notification for the call's id (RFC 7047
+	// §4.1.4), so the peer stops work it would otherwise finish (a
+	// transaction blocked in "wait" would commit later). The peer's
+	// eventual response to the abandoned call is then dropped quietly.
+	CancelAbandoned bool
 }
 
 // Conn is one JSON-RPC connection, usable by a client or a server.
@@ -55,7 +61,7 @@ type Conn struct {
 
 	callMu sync.Mutex
 	nextID uint64
-	calls  map[string]chan *Message
+	calls  map[string]chan *Message // a nil channel marks an abandoned call
 
 	startOnce sync.Once
 	closeOnce sync.Once
@@ -157,7 +163,9 @@ func (c *Conn) shutdown(cause error) {
 		<-c.written
 		c.callMu.Lock()
 		for id, ch := range c.calls {
-			close(ch)
+			if ch != nil { // nil: abandoned, nobody waits
+				close(ch)
+			}
 			delete(c.calls, id)
 		}
 		c.callMu.Unlock()
@@ -270,11 +278,14 @@ func (c *Conn) deliver(m *Message) {
 	ch, ok := c.calls[key]
 	delete(c.calls, key)
 	c.callMu.Unlock()
-	if !ok {
+	switch {
+	case !ok:
 		c.log.Warn("jsonrpc: dropping response to no outstanding request", "id", key)
-		return
+	case ch == nil:
+		// The response to a call abandoned with a cancel: expected.
+	default:
+		ch <- m // buffered; the caller may have gone
 	}
-	ch <- m // buffered; the caller may have gone
 }
 
 // Send queues m as it is. Its raw members must be valid JSON.
@@ -375,7 +386,21 @@ func (c *Conn) CallRaw(ctx context.Context, method string, params any) (json.Raw
 		}
 		return m.Result, nil
 	case <-ctx.Done():
-		forget()
+		if !c.opts.CancelAbandoned {
+			forget()
+			return nil, fmt.Errorf("jsonrpc: %s: %w", method, context.Cause(ctx))
+		}
+		c.callMu.Lock()
+		_, outstanding := c.calls[string(id)]
+		if outstanding {
+			c.calls[string(id)] = nil // keep the id, so its response is expected
+		}
+		c.callMu.Unlock()
+		if outstanding {
+			// The request was queued before this notification, so the
+			// peer reads the cancel after the request it names.
+			_ = c.Notify("cancel", []json.RawMessage{id})
+		}
 		return nil, fmt.Errorf("jsonrpc: %s: %w", method, context.Cause(ctx))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -180,6 +181,84 @@ func TestCallContextCancelled(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// With CancelAbandoned, a call whose context ends sends "cancel" naming
+// its id, after the request itself, and the peer's late error reply is
+// dropped without a warning.
+func TestCancelAbandoned(t *testing.T) {
+	type seen struct {
+		method string
+		id     json.RawMessage
+		params json.RawMessage
+	}
+	got := make(chan seen, 4)
+	_, client := newPair(t, Options{Handler: func(_ context.Context, c *Conn, m *Message) {
+		got <- seen{m.Method, m.ID, m.Params}
+		switch m.Method {
+		case "slow": // answered only when cancelled
+		case "cancel":
+			var ids []json.RawMessage
+			_ = json.Unmarshal(m.Params, &ids)
+			if len(ids) == 1 {
+				_ = c.ReplyError(ids[0], map[string]string{"error": "canceled"})
+			}
+		default:
+			echoServer(t.Context(), c, m)
+		}
+	}}, Options{CancelAbandoned: true, Logger: slog.New(failOnWarn{t})})
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if err := client.Call(ctx, "slow", nil, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want deadline exceeded", err)
+	}
+	next := func() seen {
+		t.Helper()
+		select {
+		case m := <-got:
+			return m
+		case <-time.After(5 * time.Second):
+			t.Fatal("the server received nothing more")
+			return seen{}
+		}
+	}
+	slow, cancelled := next(), next()
+	if slow.method != "slow" || cancelled.method != "cancel" {
+		t.Fatalf("server saw %q then %q, want slow then cancel", slow.method, cancelled.method)
+	}
+	if cancelled.id != nil && string(cancelled.id) != "null" {
+		t.Errorf("cancel has id %s, want a notification", cancelled.id)
+	}
+	if want := "[" + string(slow.id) + "]"; string(cancelled.params) != want {
+		t.Errorf("cancel params %s, want %s", cancelled.params, want)
+	}
+	// The connection keeps working, and the late reply was expected.
+	if err := client.Call(t.Context(), "echo", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A Conn closed while an abandoned call is still unanswered ends cleanly.
+func TestCloseWithAbandonedCall(t *testing.T) {
+	_, client := newPair(t, Options{Handler: func(context.Context, *Conn, *Message) {}}, Options{CancelAbandoned: true})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	if err := client.Call(ctx, "never", nil, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want deadline exceeded", err)
+	}
+	client.Close()
+	<-client.Done()
+}
+
+// failOnWarn is a slog handler that fails the test on warnings and errors.
+type failOnWarn struct{ t *testing.T }
+
+func (h failOnWarn) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (h failOnWarn) Handle(_ context.Context, r slog.Record) error {
+	h.t.Errorf("unexpected log: %s", r.Message)
+	return nil
+}
+func (h failOnWarn) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h failOnWarn) WithGroup(string) slog.Handler      { return h }
 
 func TestPeerHangsUp(t *testing.T) {
 	a, b := socketPair(t)
