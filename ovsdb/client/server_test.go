@@ -314,8 +314,8 @@ func testVerifyConflictAndRetry(t *testing.T, srv testServer) {
 
 	// Do rereads and retries: the increment applies to b's value.
 	if _, err := a.Do(ctx, func(t *Txn) error {
-		cur, _ := a.Cache().Get("Switch", id, "counter")
 		t.Verify("Switch", id, "counter")
+		cur, _ := a.Cache().Get("Switch", id, "counter")
 		t.Update("Switch", id, map[string]ovsdb.Datum{"counter": integer(cur.Keys[0].Int() + 10)})
 		return nil
 	}); err != nil {
@@ -826,11 +826,13 @@ func testConcurrentIncrements(t *testing.T, srv testServer) {
 		wg.Go(func() {
 			for range each {
 				_, err := c.Do(ctx, func(txn *Txn) error {
+					// Verify before reading: the cache may move on in
+					// between, and then the wait fails and Do retries.
+					txn.Verify("Switch", id, "counter")
 					cur, ok := c.Cache().Get("Switch", id, "counter")
 					if !ok {
 						return fmt.Errorf("row %s not in cache", id)
 					}
-					txn.Verify("Switch", id, "counter")
 					txn.Update("Switch", id, map[string]ovsdb.Datum{"counter": integer(cur.Keys[0].Int() + 1)})
 					return nil
 				})
@@ -842,10 +844,16 @@ func testConcurrentIncrements(t *testing.T, srv testServer) {
 		})
 	}
 	wg.Wait()
-	waitFor(t, func() bool {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		v, _ := watcher.Cache().Get("Switch", id, "counter")
-		return v.Equal(integer(writers * each))
-	})
+		if v.Equal(integer(writers * each)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			mu.Lock()
+			t.Fatalf("the watcher's counter is %v after all increments; updates seen: %v", v, seen)
+		}
+	}
 	// Every update comes in commit order. (A server may merge the updates
 	// of several commits for a client that reads slowly, as ovsdb-server
 	// does, so values can be skipped, but never repeated or reordered.)

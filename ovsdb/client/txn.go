@@ -360,7 +360,10 @@ func (t *Txn) Delete(table string, id ovsdb.UUID) {
 // Verify makes the transaction fail with ErrConflict unless the given
 // columns of the row still hold the values the cache holds now: a "wait"
 // with "until": "==" and a zero timeout. Verify what was read to decide on
-// the changes.
+// the changes, and call Verify before reading them: the cache may take an
+// update in between, and a value read after Verify is then newer than the
+// one verified, so the wait fails and Do retries. Read first and a change
+// that lands in between goes unnoticed.
 func (t *Txn) Verify(table string, id ovsdb.UUID, columns ...string) {
 	cache := t.c.cache
 	row := cache.Row(table, id)
