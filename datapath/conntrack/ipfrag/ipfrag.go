@@ -160,7 +160,9 @@ func (r *Reassembler) Add(pkt []byte, l3off int, zone uint16, now time.Duration)
 	if end > r.cfg.MaxDatagramSize {
 		return drop(ErrTooBig)
 	}
-	if f.more && len(f.payload)%8 != 0 {
+	// An empty fragment adds nothing, and the overlap check cannot see it,
+	// so repeats of one would grow the piece list without bound.
+	if len(f.payload) == 0 || f.more && len(f.payload)%8 != 0 {
 		return drop(ErrMalformed)
 	}
 	if !f.more {
@@ -189,6 +191,15 @@ func (r *Reassembler) Add(pkt []byte, l3off int, zone uint16, now time.Duration)
 		return Result{Status: Held, MaxFragSize: d.maxFrag}
 	}
 	delete(r.held, f.key)
+	// The IP length field is 16 bits: IPv4's counts the header, IPv6's
+	// the extension headers kept in front of the payload.
+	lenField := len(d.header) - d.l3off + d.total
+	if f.key.v6 {
+		lenField -= 40
+	}
+	if lenField > 0xffff {
+		return Result{Status: Dropped, Err: ErrTooBig}
+	}
 	return Result{Status: Complete, Packet: d.assemble(f.key.v6), MaxFragSize: d.maxFrag}
 }
 

@@ -122,7 +122,7 @@ func TestOverlapAndLimits(t *testing.T) {
 func FuzzAdd(f *testing.F) {
 	for _, v6 := range []bool{false, true} {
 		frags, _ := Fragment(udp(v6, 2000), 14, 700, 5)
-		f.Add(frags[0], frags[1], frags[2])
+		f.Add(frags[0][14:], frags[1][14:], frags[2][14:]) // Add below sees no L2 header
 	}
 	f.Fuzz(func(t *testing.T, a, b, c []byte) {
 		r := New(Config{MaxDatagrams: 4})
@@ -140,4 +140,53 @@ func FuzzAdd(f *testing.F) {
 		}
 		r.Expire(time.Hour)
 	})
+}
+
+// v4Fragment builds an IPv4 fragment (no L2 header) with an ihl-byte header
+// padded with no-op options, at payload offset off.
+func v4Fragment(ihl, off int, more bool, payload int) []byte {
+	p := make([]byte, ihl+payload)
+	p[0] = 0x40 | byte(ihl/4)
+	binary.BigEndian.PutUint16(p[2:], uint16(len(p)))
+	binary.BigEndian.PutUint16(p[4:], 7)
+	fo := uint16(off / 8)
+	if more {
+		fo |= 0x2000
+	}
+	binary.BigEndian.PutUint16(p[6:], fo)
+	p[8], p[9] = 64, 17
+	copy(p[12:], []byte{10, 0, 0, 1, 10, 0, 0, 2})
+	for i := 20; i < ihl; i++ {
+		p[i] = 1 // no-op option
+	}
+	return p
+}
+
+func TestOddFragments(t *testing.T) {
+	r := New(Config{})
+	for i := range 3 {
+		if res := r.Add(v4Fragment(20, 800, true, 0), 0, 0, 0); res.Status != Dropped || !errors.Is(res.Err, ErrMalformed) {
+			t.Errorf("empty fragment %d: %v %v", i, res.Status, res.Err)
+		}
+	}
+	if res := r.Add(v4Fragment(20, 0, true, 12), 0, 0, 0); !errors.Is(res.Err, ErrMalformed) {
+		t.Errorf("non-last fragment not a multiple of 8: %v %v", res.Status, res.Err)
+	}
+	if r.Pending() != 0 {
+		t.Errorf("%d datagrams held after odd fragments", r.Pending())
+	}
+
+	// Both fragments fit the payload limit, but with a 24-byte header the
+	// whole datagram would not fit IPv4's 16-bit total length.
+	first := v4Fragment(24, 0, true, 65504)
+	last := v4Fragment(24, 65504, false, 31)
+	if res := r.Add(first, 0, 0, 0); res.Status != Held {
+		t.Fatalf("first fragment: %v %v", res.Status, res.Err)
+	}
+	if res := r.Add(last, 0, 0, 0); res.Status != Dropped || !errors.Is(res.Err, ErrTooBig) {
+		t.Errorf("datagram over 65535 bytes: %v %v", res.Status, res.Err)
+	}
+	if r.Pending() != 0 {
+		t.Errorf("oversized datagram still held")
+	}
 }
