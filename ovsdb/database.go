@@ -315,7 +315,7 @@ func (db *Database) ApplyRecord(tables map[string]map[string]json.RawMessage, is
 					return fmt.Errorf("table %s row %s column %s: %w", name, us, cname, err)
 				}
 				if isDiff && old != nil {
-					d = applyDiff(nr.Data[c.Index], d, &c.Type)
+					d = ApplyDiff(nr.Data[c.Index], d, &c.Type)
 				}
 				nr.Data[c.Index] = d
 			}
@@ -326,29 +326,50 @@ func (db *Database) ApplyRecord(tables map[string]map[string]json.RawMessage, is
 	return nil
 }
 
-// applyDiff applies an update2-style difference to old.
-func applyDiff(old, diff Datum, ct *ColumnType) Datum {
+// ApplyDiff applies an update2 "modify" difference, as Diff makes it, to
+// old, a value of a column of type ct: a scalar or optional column takes
+// the difference as its new value; a set toggles the difference's elements;
+// a map drops the pairs it shares with the difference, takes the
+// difference's value for keys in both, and adds the difference's other
+// pairs. Both data must be canonical (sorted keys), as DecodeDatum returns
+// them.
+func ApplyDiff(old, diff Datum, ct *ColumnType) Datum {
 	if ct.IsScalar() || ct.IsOptional() {
 		return diff
 	}
-	if ct.IsMap() {
-		keys, values := append([]Atom(nil), old.Keys...), append([]Atom(nil), old.Values...)
-		m := Map(keys, values)
-		for i, k := range diff.Keys {
-			j, ok := m.Find(k)
-			switch {
-			case ok && m.Values[j] == diff.Values[i]:
-				m = m.Difference(Set(k))
-			case ok:
-				m = m.Difference(Set(k)).Union(Map([]Atom{k}, []Atom{diff.Values[i]}))
-			default:
-				m = m.Union(Map([]Atom{k}, []Atom{diff.Values[i]}))
-			}
-		}
-		return m
+	if !ct.IsMap() {
+		return old.Difference(diff).Union(diff.Difference(old))
 	}
-	// Sets: symmetric difference.
-	return old.Difference(diff).Union(diff.Difference(old))
+	// Merge the two sorted key lists.
+	keys := make([]Atom, 0, old.Len()+diff.Len())
+	values := make([]Atom, 0, old.Len()+diff.Len())
+	i, j := 0, 0
+	for i < old.Len() || j < diff.Len() {
+		var c int
+		switch {
+		case i == old.Len():
+			c = 1
+		case j == diff.Len():
+			c = -1
+		default:
+			c = old.Keys[i].Compare(diff.Keys[j])
+		}
+		switch {
+		case c < 0:
+			keys, values = append(keys, old.Keys[i]), append(values, old.Values[i])
+			i++
+		case c > 0:
+			keys, values = append(keys, diff.Keys[j]), append(values, diff.Values[j])
+			j++
+		default:
+			if old.Values[i] != diff.Values[j] {
+				keys, values = append(keys, diff.Keys[j]), append(values, diff.Values[j])
+			}
+			i++
+			j++
+		}
+	}
+	return Datum{Keys: keys, Values: values}
 }
 
 // Diff returns the update2 "modify" difference from old to new for a

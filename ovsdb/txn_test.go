@@ -256,8 +256,46 @@ func TestDiff(t *testing.T) {
 	if want := m("a", "1", "c", "4", "d", "5"); !diff.Equal(want) {
 		t.Fatalf("diff %v, want %v", diff, want)
 	}
-	if got := applyDiff(old, diff, opts); !got.Equal(new) {
+	if got := ApplyDiff(old, diff, opts); !got.Equal(new) {
 		t.Fatalf("applying the diff gives %v, want %v", got, new)
+	}
+}
+
+func TestApplyDiff(t *testing.T) {
+	strs := func(ss ...string) []Atom {
+		var out []Atom
+		for _, s := range ss {
+			out = append(out, String(s))
+		}
+		return out
+	}
+	setType := &ColumnType{Key: NewBaseType(TypeString), Min: 0, Max: Unlimited}
+	valueType := NewBaseType(TypeString)
+	mapType := &ColumnType{Key: NewBaseType(TypeString), Value: &valueType, Min: 0, Max: Unlimited}
+	optType := &ColumnType{Key: NewBaseType(TypeString), Min: 0, Max: 1}
+	tests := []struct {
+		name      string
+		old, diff Datum
+		ct        *ColumnType
+		want      Datum
+	}{
+		{"set add", Set(strs("a")...), Set(strs("b")...), setType, Set(strs("a", "b")...)},
+		{"set remove", Set(strs("a", "b")...), Set(strs("a")...), setType, Set(strs("b")...)},
+		{"set toggle both", Set(strs("a")...), Set(strs("a", "b")...), setType, Set(strs("b")...)},
+		{"set from empty", Datum{}, Set(strs("x")...), setType, Set(strs("x")...)},
+		{"map add", Map(strs("a"), strs("1")), Map(strs("b"), strs("2")), mapType, Map(strs("a", "b"), strs("1", "2"))},
+		{"map remove same pair", Map(strs("a", "b"), strs("1", "2")), Map(strs("a"), strs("1")), mapType, Map(strs("b"), strs("2"))},
+		{"map change value", Map(strs("a", "b"), strs("1", "2")), Map(strs("b"), strs("3")), mapType, Map(strs("a", "b"), strs("1", "3"))},
+		{"map all at once", Map(strs("a", "b", "c"), strs("1", "2", "3")), Map(strs("a", "c", "d"), strs("1", "9", "4")), mapType, Map(strs("b", "c", "d"), strs("2", "9", "4"))},
+		{"map from empty", Datum{}, Map(strs("k"), strs("v")), mapType, Map(strs("k"), strs("v"))},
+		{"optional replaced", Set(strs("a")...), Set(strs("b")...), optType, Set(strs("b")...)},
+		{"optional cleared", Set(strs("a")...), Set(), optType, Set()},
+	}
+	for _, tt := range tests {
+		got := ApplyDiff(tt.old, tt.diff, tt.ct)
+		if !got.Equal(tt.want) {
+			t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }
 
@@ -275,7 +313,7 @@ func TestDiffOptional(t *testing.T) {
 		if !diff.Equal(tc.new) {
 			t.Errorf("Diff(%v, %v) = %v, want the new value", tc.old, tc.new, diff)
 		}
-		if got := applyDiff(tc.old, diff, color); !got.Equal(tc.new) {
+		if got := ApplyDiff(tc.old, diff, color); !got.Equal(tc.new) {
 			t.Errorf("applying %v to %v gives %v, want %v", diff, tc.old, got, tc.new)
 		}
 	}

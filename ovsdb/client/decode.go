@@ -477,8 +477,8 @@ func setRow(t *ovsdb.TableSchema, row *ovsdb.Row, vals []colValue, diff bool) *o
 	for _, v := range vals {
 		c := t.Columns[v.index]
 		d := v.datum
-		if diff && !c.Type.IsScalar() && !c.Type.IsOptional() {
-			d = applyDiff(row.Data[v.index], d, c.Type.IsMap())
+		if diff {
+			d = ovsdb.ApplyDiff(row.Data[v.index], d, &c.Type)
 		}
 		row.Data[v.index] = d
 	}

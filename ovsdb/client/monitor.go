@@ -218,43 +218,6 @@ func relaxed(ct *ovsdb.ColumnType) *ovsdb.ColumnType {
 // tableReader gives the update decoder the current rows of a table.
 type tableReader func(table string) map[ovsdb.UUID]*ovsdb.Row
 
-// applyDiff applies an update2 difference: for sets, the elements to toggle;
-// for maps, pairs to add (new key), remove (same pair) or change (new value).
-func applyDiff(old, diff ovsdb.Datum, isMap bool) ovsdb.Datum {
-	if !isMap {
-		return old.Difference(diff).Union(diff.Difference(old))
-	}
-	keys := make([]ovsdb.Atom, 0, old.Len()+diff.Len())
-	values := make([]ovsdb.Atom, 0, old.Len()+diff.Len())
-	i, j := 0, 0
-	for i < old.Len() || j < diff.Len() {
-		var c int
-		switch {
-		case i == old.Len():
-			c = 1
-		case j == diff.Len():
-			c = -1
-		default:
-			c = old.Keys[i].Compare(diff.Keys[j])
-		}
-		switch {
-		case c < 0:
-			keys, values = append(keys, old.Keys[i]), append(values, old.Values[i])
-			i++
-		case c > 0:
-			keys, values = append(keys, diff.Keys[j]), append(values, diff.Values[j])
-			j++
-		default:
-			if old.Values[i] != diff.Values[j] {
-				keys, values = append(keys, diff.Keys[j]), append(values, diff.Values[j])
-			}
-			i++
-			j++
-		}
-	}
-	return ovsdb.Datum{Keys: keys, Values: values}
-}
-
 // resyncEvents compares the cache's rows with the complete contents the
 // server sent (already decoded as inserts into fresh rows) and returns the
 // events that turn one into the other: updates for rows whose data

@@ -16,31 +16,6 @@ func strs(ss ...string) []ovsdb.Atom {
 	return out
 }
 
-func TestApplyDiff(t *testing.T) {
-	tests := []struct {
-		name      string
-		old, diff ovsdb.Datum
-		isMap     bool
-		want      ovsdb.Datum
-	}{
-		{"set add", ovsdb.Set(strs("a")...), ovsdb.Set(strs("b")...), false, ovsdb.Set(strs("a", "b")...)},
-		{"set remove", ovsdb.Set(strs("a", "b")...), ovsdb.Set(strs("a")...), false, ovsdb.Set(strs("b")...)},
-		{"set toggle both", ovsdb.Set(strs("a")...), ovsdb.Set(strs("a", "b")...), false, ovsdb.Set(strs("b")...)},
-		{"set from empty", ovsdb.Datum{}, ovsdb.Set(strs("x")...), false, ovsdb.Set(strs("x")...)},
-		{"map add", ovsdb.Map(strs("a"), strs("1")), ovsdb.Map(strs("b"), strs("2")), true, ovsdb.Map(strs("a", "b"), strs("1", "2"))},
-		{"map remove same pair", ovsdb.Map(strs("a", "b"), strs("1", "2")), ovsdb.Map(strs("a"), strs("1")), true, ovsdb.Map(strs("b"), strs("2"))},
-		{"map change value", ovsdb.Map(strs("a", "b"), strs("1", "2")), ovsdb.Map(strs("b"), strs("3")), true, ovsdb.Map(strs("a", "b"), strs("1", "3"))},
-		{"map all at once", ovsdb.Map(strs("a", "b", "c"), strs("1", "2", "3")), ovsdb.Map(strs("a", "c", "d"), strs("1", "9", "4")), true, ovsdb.Map(strs("b", "c", "d"), strs("2", "9", "4"))},
-		{"map from empty", ovsdb.Datum{}, ovsdb.Map(strs("k"), strs("v")), true, ovsdb.Map(strs("k"), strs("v"))},
-	}
-	for _, tt := range tests {
-		got := applyDiff(tt.old, tt.diff, tt.isMap)
-		if !got.Equal(tt.want) {
-			t.Errorf("%s: got %v, want %v", tt.name, got, tt.want)
-		}
-	}
-}
-
 func mustDecode(t testing.TB, s string) any {
 	t.Helper()
 	v, err := ovsdb.DecodeJSON([]byte(s))

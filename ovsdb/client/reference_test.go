@@ -140,8 +140,8 @@ func decodeRow(t *ovsdb.TableSchema, row *ovsdb.Row, body any, diff bool) (*ovsd
 		if err != nil {
 			return nil, fmt.Errorf("column %s: %w", name, err)
 		}
-		if diff && !c.Type.IsScalar() {
-			d = applyDiff(row.Data[c.Index], d, c.Type.IsMap())
+		if diff {
+			d = ovsdb.ApplyDiff(row.Data[c.Index], d, &c.Type)
 		}
 		row.Data[c.Index] = d
 	}
