@@ -2,10 +2,12 @@ package systest
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,11 +118,13 @@ func run(t *testing.T, ctx context.Context, h host, args ...string) string {
 	return string(out)
 }
 
-// serve starts a long-running traffic tool in a host until the test ends.
-func serve(t *testing.T, h host, args ...string) {
+// serve starts a long-running TCP server tool listening on addr in a host
+// until the test ends, and returns once it listens.
+func serve(t *testing.T, h host, tool, addr string) {
 	t.Helper()
+	port := netip.MustParseAddrPort(addr).Port()
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd, err := h.NS.Tool(ctx, args...)
+	cmd, err := h.NS.Tool(ctx, tool, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +132,39 @@ func serve(t *testing.T, h host, args ...string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
-	time.Sleep(200 * time.Millisecond) // let it listen
+	// A fixed sleep is too short on a busy machine; poll instead.
+	deadline := time.Now().Add(20 * time.Second)
+	for !listening(cmd.Process.Pid, port) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s in %s: not listening on %s after 20 s", tool, h.NS.Name, addr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// listening reports whether process pid, once inside a network namespace
+// other than ours (ip netns exec keeps the pid), has a TCP socket listening
+// on port.
+func listening(pid int, port uint16) bool {
+	ours, err1 := os.Readlink("/proc/self/ns/net")
+	theirs, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
+	if err1 != nil || err2 != nil || ours == theirs {
+		return false
+	}
+	table, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/tcp", pid))
+	if err != nil {
+		return false
+	}
+	// Lines read "sl local_address rem_address st ...", with the local
+	// address as hex IP:PORT and state 0A meaning LISTEN.
+	suffix := fmt.Sprintf(":%04X", port)
+	for _, line := range strings.Split(string(table), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 3 && strings.HasSuffix(f[1], suffix) && f[3] == "0A" {
+			return true
+		}
+	}
+	return false
 }
 
 // TestMACForwarding is acceptance check (d): two namespaces on veth ports,
