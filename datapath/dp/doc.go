@@ -23,6 +23,14 @@
 //     ct_* fields, and recirc() runs the packet through the cache again
 //     with recirc_id set; userspace() copies it to the packet-in channel.
 //
+// Packets of a batch that hit megaflows stop at their megaflow's first
+// ct(); the packets stopped at the same action then go to the tracker
+// together (ConntrackBatcher, conntrack.Tracker.ProcessBatch, which
+// overlaps their memory misses) and go on with the rest of their actions;
+// recirculated packets that hit stop again, so each round is batched.
+// Upcalls run ct() packet by packet, as does a tracker without a batch
+// method. See ctbatch.go for the reordering this allows (the same as OVS).
+//
 // Caches are per worker, so the fast path takes no locks and allocates
 // nothing (TestFastPathAllocs). A worker holds its own mutex while it
 // processes a batch; dumps and counters take it to read the cache.

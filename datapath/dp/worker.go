@@ -32,6 +32,14 @@ type worker struct {
 	out        []outQueue // outputs pending until the end of the batch
 	scratch    []byte     // software segmentation
 	st         counters   // this worker's share of the datapath's counters
+
+	// Packets waiting at a shared ct() action (ctbatch.go), and the
+	// scratch slices of one tracker batch.
+	ctq, ctSpare []ctWait
+	ctGroup      []int
+	ctPkts       [][]byte
+	ctOffs       []int
+	ctRes        []conntrack.Result
 }
 
 // outQueue collects the batch's packets for one output port.
@@ -69,6 +77,7 @@ func (w *worker) run() error {
 		for _, p := range w.pkts[:n] {
 			w.receive(p, now)
 		}
+		w.drainCT(now)
 		w.flush()
 		w.mu.Unlock()
 	}
@@ -99,6 +108,9 @@ func (w *worker) receive(p *port.Packet, now time.Duration) {
 // the slow path on a miss.
 func (w *worker) process(p *port.Packet, k *flow.Key, now time.Duration, depth int) {
 	if mf := w.cache.Lookup(k, now); mf != nil {
+		if w.deferCT(p, k, mf.Actions, now, depth) {
+			return // drainCT runs it with the batch's other packets at that ct()
+		}
 		w.execute(p, k, mf.Actions, now, depth)
 		return
 	}
@@ -312,15 +324,26 @@ func (w *worker) conntrack(p *port.Packet, k *flow.Key, a flow.DPCT, now time.Du
 		w.st.ctDrops.Add(1)
 		return false
 	}
-	params := conntrack.Params{
+	r := ct.Process(p.Data, h.l3, ctParams(a, p.Offload.NeedsCsum), now)
+	setCTKey(p, k, &r)
+	return true
+}
+
+// ctParams are the tracker's parameters for the ct() action a.
+func ctParams(a flow.DPCT, partialCsum bool) conntrack.Params {
+	return conntrack.Params{
 		Zone: a.Zone, Commit: a.Commit, Force: a.Force,
 		Mark: a.Mark, MarkMask: a.MarkMask,
 		Label:           conntrack.Label{Hi: a.Label.Hi, Lo: a.Label.Lo},
 		LabelMask:       conntrack.Label{Hi: a.LabelMask.Hi, Lo: a.LabelMask.Lo},
 		NAT:             convertNAT(a.NAT),
-		PartialChecksum: p.Offload.NeedsCsum,
+		PartialChecksum: partialCsum,
 	}
-	r := ct.Process(p.Data, h.l3, params, now)
+}
+
+// setCTKey fills the key's conntrack fields from the tracker's result and
+// re-extracts the headers NAT rewrote.
+func setCTKey(p *port.Packet, k *flow.Key, r *conntrack.Result) {
 	k.Set(flow.CTState, uint64(r.State))
 	k.Set(flow.CTZone, uint64(r.Zone))
 	k.Set(flow.CTMark, uint64(r.Mark))
@@ -344,7 +367,6 @@ func (w *worker) conntrack(p *port.Packet, k *flow.Key, a flow.DPCT, now time.Du
 	if r.State&(conntrack.StateSNAT|conntrack.StateDNAT) != 0 {
 		packet.Extract(p.Data, k) // NAT rewrote the headers
 	}
-	return true
 }
 
 // convertNAT maps the flow action's NAT onto the tracker's.
