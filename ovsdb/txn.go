@@ -731,7 +731,11 @@ func (t *txn) wait(b []byte, op map[string]any) ([]byte, error) {
 		if err != nil || a.Int() < 0 {
 			return b, syntaxErr(tv, "\"timeout\" must be a non-negative integer")
 		}
-		timeout = time.Duration(a.Int()) * time.Millisecond
+		// A timeout too long for a Duration (about 292 years) would wrap
+		// around to a short one; it means no limit.
+		if ms := a.Int(); ms <= int64(math.MaxInt64/time.Millisecond) {
+			timeout = time.Duration(ms) * time.Millisecond
+		}
 	}
 	// Compare the projections as multisets of encoded rows.
 	var want []string

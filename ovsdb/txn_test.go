@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 func newTestDB(t testing.TB) *Database {
@@ -201,6 +202,19 @@ func TestWaitBlocks(t *testing.T) {
 	reply, res = run(t, db, ops, TxnOptions{})
 	if res.Blocked || errorTag(reply) != "" {
 		t.Fatalf("satisfied wait: %v %+v", reply, res)
+	}
+}
+
+// A timeout in milliseconds too large for a time.Duration must not wrap
+// around to a short or negative wait.
+func TestWaitHugeTimeout(t *testing.T) {
+	db := newTestDB(t)
+	for _, ms := range []string{"9223372036854775807", "9223372036854776"} {
+		ops := `[{"op":"wait","table":"Root","where":[],"columns":["name"],"until":"==","rows":[{"name":"x"}],"timeout":` + ms + `}]`
+		_, res := run(t, db, ops, TxnOptions{})
+		if !res.Blocked || (res.WaitTimeout >= 0 && res.WaitTimeout < 100*365*24*time.Hour) {
+			t.Errorf("timeout %s ms: want blocked with no limit, got %+v", ms, res)
+		}
 	}
 }
 
