@@ -98,15 +98,7 @@ func testAFPacketForwarding(t *testing.T, ring bool) {
 	}
 	run(ns1, "ping", v2.Addr, "3")
 
-	sink, err := ns2.Tool(ctx, "tcp-sink", v2.Addr+":5001")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sink.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sink.Process.Kill(); sink.Wait() })
-	time.Sleep(200 * time.Millisecond)
+	ns2.Serve(t, "tcp-sink", v2.Addr+":5001")
 	run(ns1, "tcp-send", v2.Addr+":5001", "20000000")
 
 	s1 := p1.Stats()

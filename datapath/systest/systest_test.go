@@ -2,12 +2,10 @@ package systest
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -118,55 +116,6 @@ func run(t *testing.T, ctx context.Context, h host, args ...string) string {
 	return string(out)
 }
 
-// serve starts a long-running TCP server tool listening on addr in a host
-// until the test ends, and returns once it listens.
-func serve(t *testing.T, h host, tool, addr string) {
-	t.Helper()
-	port := netip.MustParseAddrPort(addr).Port()
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd, err := h.NS.Tool(ctx, tool, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
-	// A fixed sleep is too short on a busy machine; poll instead.
-	deadline := time.Now().Add(20 * time.Second)
-	for !listening(cmd.Process.Pid, port) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s in %s: not listening on %s after 20 s", tool, h.NS.Name, addr)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// listening reports whether process pid, once inside a network namespace
-// other than ours (ip netns exec keeps the pid), has a TCP socket listening
-// on port.
-func listening(pid int, port uint16) bool {
-	ours, err1 := os.Readlink("/proc/self/ns/net")
-	theirs, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
-	if err1 != nil || err2 != nil || ours == theirs {
-		return false
-	}
-	table, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/tcp", pid))
-	if err != nil {
-		return false
-	}
-	// Lines read "sl local_address rem_address st ...", with the local
-	// address as hex IP:PORT and state 0A meaning LISTEN.
-	suffix := fmt.Sprintf(":%04X", port)
-	for _, line := range strings.Split(string(table), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 3 && strings.HasSuffix(f[1], suffix) && f[3] == "0A" {
-			return true
-		}
-	}
-	return false
-}
-
 // TestMACForwarding is acceptance check (d): two namespaces on veth ports,
 // forwarding by a MAC table; ping and a verified TCP transfer work. The
 // TCP segments leave the namespace with partial checksums and as GSO
@@ -179,7 +128,7 @@ func TestMACForwarding(t *testing.T) {
 	defer cancel()
 
 	run(t, ctx, hs[0], "ping", hs[1].Addr, "3")
-	serve(t, hs[1], "tcp-sink", hs[1].Addr+":5001")
+	hs[1].NS.Serve(t, "tcp-sink", hs[1].Addr+":5001")
 	out := run(t, ctx, hs[0], "tcp-send", hs[1].Addr+":5001", "32000000")
 	t.Logf("tcp-send: %s", out)
 
@@ -277,7 +226,7 @@ func TestConntrackAB(t *testing.T) {
 	defer cancel()
 
 	run(t, ctx, hs[0], "ping", hs[1].Addr, "2")
-	serve(t, hs[1], "http-server", hs[1].Addr+":8080")
+	hs[1].NS.Serve(t, "http-server", hs[1].Addr+":8080")
 	start := time.Now()
 	out, err := hs[0].NS.Command(ctx, ab, "-q", "-n", "5000", "-c", "1", "-s", "10", "http://"+hs[1].Addr+":8080/").CombinedOutput()
 	if err != nil {
@@ -306,7 +255,7 @@ func TestConntrackTCPTransfer(t *testing.T) {
 	program(t, p, ctRules(hs))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	serve(t, hs[1], "tcp-sink", hs[1].Addr+":5002")
+	hs[1].NS.Serve(t, "tcp-sink", hs[1].Addr+":5002")
 	out := run(t, ctx, hs[0], "tcp-send", hs[1].Addr+":5002", "32000000")
 	t.Logf("tcp-send through conntrack: %s datapath %+v", out, d.Stats())
 	if d.Stats().Recirculated == 0 {
