@@ -43,6 +43,15 @@ func (p *Packet) SegmentTCP(scratch []byte, emit func(frame []byte) error) error
 	if v4 != (d[l3]>>4 == 4) || (!v4 && d[l3]>>4 != 6) {
 		return fmt.Errorf("segment: GSO type %d does not match IP version %d: %w", gso, d[l3]>>4, ErrBadOffload)
 	}
+	// The TCP header must start after the whole IP header, which the
+	// segments' length and checksum updates rewrite.
+	ipHdrLen := 40
+	if v4 {
+		ipHdrLen = int(d[l3]&0x0f) * 4
+	}
+	if ipHdrLen < 20 || l4 < l3+ipHdrLen {
+		return fmt.Errorf("segment: L4 at %d inside the %d-byte IP header at %d: %w", l4, ipHdrLen, l3, ErrBadOffload)
+	}
 	hdrLen := l4 + int(d[l4+12]>>4)*4
 	if hdrLen > len(d) || hdrLen < l4+20 {
 		return fmt.Errorf("segment: TCP header past the %d-byte frame: %w", len(d), ErrBadOffload)
@@ -67,9 +76,8 @@ func (p *Packet) SegmentTCP(scratch []byte, emit func(frame []byte) error) error
 		if v4 {
 			binary.BigEndian.PutUint16(f[l3+2:], uint16(len(f)-l3))
 			binary.BigEndian.PutUint16(f[l3+4:], ipID+uint16(i))
-			ihl := int(f[l3]&0x0f) * 4
 			f[l3+10], f[l3+11] = 0, 0
-			binary.BigEndian.PutUint16(f[l3+10:], ^Checksum(f[l3:l3+ihl], 0))
+			binary.BigEndian.PutUint16(f[l3+10:], ^Checksum(f[l3:l3+ipHdrLen], 0))
 		} else {
 			binary.BigEndian.PutUint16(f[l3+4:], uint16(len(f)-l3-40))
 		}
