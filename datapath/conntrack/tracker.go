@@ -280,9 +280,9 @@ func (t *Tracker) update(z *zone, idx uint32, dir int, pkt []byte, pk *packet, p
 	return res
 }
 
-// finish applies commit metadata and NAT to a packet of an existing
-// connection and fills the result; the caller holds c.mu.
-func (t *Tracker) finish(c *conn, dir int, pkt []byte, pk *packet, p *Params, res *Result) {
+// applyMetadata sets a committing packet's mark and label on c, then
+// reports c's metadata in res; the caller holds c.mu.
+func (c *conn) applyMetadata(p *Params, res *Result) {
 	if p.Commit {
 		c.mark = c.mark&^p.MarkMask | p.Mark&p.MarkMask
 		c.label.Hi = c.label.Hi&^p.LabelMask.Hi | p.Label.Hi&p.LabelMask.Hi
@@ -291,6 +291,12 @@ func (t *Tracker) finish(c *conn, dir int, pkt []byte, pk *packet, p *Params, re
 	res.Mark, res.Label = c.mark, c.label
 	res.Orig = c.keys[0].tuple()
 	res.Backend = int(c.backend) - 1
+}
+
+// finish applies commit metadata and NAT to a packet of an existing
+// connection and fills the result; the caller holds c.mu.
+func (t *Tracker) finish(c *conn, dir int, pkt []byte, pk *packet, p *Params, res *Result) {
+	c.applyMetadata(p, res)
 	if (p.NAT != nil || p.LB != nil) && c.flags&(flagSNAT|flagDNAT) != 0 {
 		res.State |= natPacket(pkt, pk, c, dir, p.PartialChecksum)
 	}
@@ -418,14 +424,7 @@ func (t *Tracker) related(pkt []byte, pk *packet, p *Params, res Result) Result 
 		if dir == 1 {
 			res.State |= StateReply
 		}
-		if p.Commit {
-			c.mark = c.mark&^p.MarkMask | p.Mark&p.MarkMask
-			c.label.Hi = c.label.Hi&^p.LabelMask.Hi | p.Label.Hi&p.LabelMask.Hi
-			c.label.Lo = c.label.Lo&^p.LabelMask.Lo | p.Label.Lo&p.LabelMask.Lo
-		}
-		res.Mark, res.Label = c.mark, c.label
-		res.Orig = c.keys[0].tuple()
-		res.Backend = int(c.backend) - 1
+		c.applyMetadata(p, &res)
 		if (p.NAT != nil || p.LB != nil) && c.flags&(flagSNAT|flagDNAT) != 0 {
 			res.State |= natICMPError(pkt, pk, c, dir)
 		}
