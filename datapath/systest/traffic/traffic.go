@@ -194,9 +194,25 @@ func sum16(b []byte) uint16 {
 // TCPSink accepts connections on addr until ctx ends; for each it reads to
 // EOF and answers with the byte count (8 bytes) and the SHA-256 of the data.
 func TCPSink(ctx context.Context, addr string) error {
+	return acceptTCP(ctx, "tcp-sink", addr, func(c net.Conn) {
+		h := sha256.New()
+		n, err := io.Copy(h, c)
+		if err != nil {
+			return
+		}
+		var reply [8 + sha256.Size]byte
+		binary.BigEndian.PutUint64(reply[:], uint64(n))
+		copy(reply[8:], h.Sum(nil))
+		_, _ = c.Write(reply[:])
+	})
+}
+
+// acceptTCP listens on addr and serves each connection with handle in its
+// own goroutine, closing the connection afterwards, until ctx ends.
+func acceptTCP(ctx context.Context, tool, addr string, handle func(net.Conn)) error {
 	l, err := net.Listen("tcp4", addr)
 	if err != nil {
-		return fmt.Errorf("tcp-sink: %w", err)
+		return fmt.Errorf("%s: %w", tool, err)
 	}
 	go func() { <-ctx.Done(); l.Close() }()
 	for {
@@ -205,19 +221,11 @@ func TCPSink(ctx context.Context, addr string) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("tcp-sink: %w", err)
+			return fmt.Errorf("%s: %w", tool, err)
 		}
 		go func() {
 			defer c.Close()
-			h := sha256.New()
-			n, err := io.Copy(h, c)
-			if err != nil {
-				return
-			}
-			var reply [8 + sha256.Size]byte
-			binary.BigEndian.PutUint64(reply[:], uint64(n))
-			copy(reply[8:], h.Sum(nil))
-			_, _ = c.Write(reply[:])
+			handle(c)
 		}()
 	}
 }
@@ -265,30 +273,15 @@ func TCPSend(addr string, n int64) (Result, error) {
 // reads to EOF and answers with the byte count (8 bytes). It does no more
 // work per byte than a copy, for throughput measurements.
 func TCPCountSink(ctx context.Context, addr string) error {
-	l, err := net.Listen("tcp4", addr)
-	if err != nil {
-		return fmt.Errorf("tcp-count-sink: %w", err)
-	}
-	go func() { <-ctx.Done(); l.Close() }()
-	for {
-		c, err := l.Accept()
+	return acceptTCP(ctx, "tcp-count-sink", addr, func(c net.Conn) {
+		n, err := io.CopyBuffer(io.Discard, c, make([]byte, 256<<10))
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("tcp-count-sink: %w", err)
+			return
 		}
-		go func() {
-			defer c.Close()
-			n, err := io.CopyBuffer(io.Discard, c, make([]byte, 256<<10))
-			if err != nil {
-				return
-			}
-			var reply [8]byte
-			binary.BigEndian.PutUint64(reply[:], uint64(n))
-			_, _ = c.Write(reply[:])
-		}()
-	}
+		var reply [8]byte
+		binary.BigEndian.PutUint64(reply[:], uint64(n))
+		_, _ = c.Write(reply[:])
+	})
 }
 
 // TCPStream sends zeros to a TCPCountSink at addr for d and checks that
