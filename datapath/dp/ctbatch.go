@@ -38,6 +38,9 @@ func (w *worker) deferCT(p *port.Packet, k *flow.Key, actions []flow.DPAction, n
 	if _, ok := w.d.cfg.Conntrack.(ConntrackBatcher); !ok {
 		return false // without a batch method, ct() runs packet by packet
 	}
+	if isFragment(k) {
+		return false // reassembly comes first, in the per-packet path
+	}
 	at := -1
 scan:
 	for i, a := range actions {

@@ -31,6 +31,11 @@
 // Upcalls run ct() packet by packet, as does a tracker without a batch
 // method. See ctbatch.go for the reordering this allows (the same as OVS).
 //
+// IP fragments reaching ct() are reassembled per zone first (package
+// ipfrag), and the datagram is refragmented on output to the size of the
+// largest fragment received, as the kernel datapath of OVS does; see
+// frag.go.
+//
 // Caches are per worker, so the fast path takes no locks and allocates
 // nothing (TestFastPathAllocs). A worker holds its own mutex while it
 // processes a batch; dumps and counters take it to read the cache.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/govn/govn/datapath/conntrack"
+	"github.com/govn/govn/datapath/conntrack/ipfrag"
 	"github.com/govn/govn/datapath/flow"
 	"github.com/govn/govn/datapath/megaflow"
 	"github.com/govn/govn/datapath/port"
@@ -68,6 +69,7 @@ type Datapath struct {
 	cfg      Config
 	start    time.Time
 	packetIn chan PacketIn
+	frags    *ipfrag.Reassembler // fragments before ct(), per zone
 
 	mu      sync.Mutex
 	ports   atomic.Pointer[map[uint32]*portEntry] // copy on write, under mu
@@ -101,7 +103,7 @@ func New(cfg Config) (*Datapath, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	d := &Datapath{cfg: cfg, start: time.Now(), packetIn: make(chan PacketIn, cfg.PacketInQueue)}
+	d := &Datapath{cfg: cfg, start: time.Now(), packetIn: make(chan PacketIn, cfg.PacketInQueue), frags: ipfrag.New(ipfrag.Config{})}
 	d.ports.Store(&map[uint32]*portEntry{})
 	return d, nil
 }
@@ -187,6 +189,7 @@ func (d *Datapath) Run(ctx context.Context) error {
 			if d.cfg.Conntrack != nil {
 				d.cfg.Conntrack.Expire(d.now())
 			}
+			d.frags.Expire(d.now())
 			if n%5 == 0 {
 				d.ExpireIdle()
 			}
@@ -233,6 +236,9 @@ type Stats struct {
 	CTDrops       uint64 // ct() without a tracker
 	PacketIns     uint64 // sent to the controller
 	PacketInDrops uint64 // dropped: packet-in channel full
+	FragsHeld     uint64 // IP fragments held for reassembly before ct()
+	Reassembled   uint64 // datagrams reassembled (their last fragment went on)
+	FragDrops     uint64 // fragments dropped by reassembly, or datagrams not refragmentable
 	Megaflows     int    // megaflows installed now, over all workers
 }
 
@@ -241,6 +247,7 @@ type counters struct {
 	installed, expired, revalidated, invalidated          atomic.Uint64
 	recirculated, loopDrops, noPortDrops, badOffloads     atomic.Uint64
 	ctDrops, packetIns, packetInDrops                     atomic.Uint64
+	fragsHeld, reassembled, fragDrops                     atomic.Uint64
 }
 
 // Stats returns the datapath's counters.
@@ -265,7 +272,8 @@ func (c *counters) stats() Stats {
 		Expired: c.expired.Load(), Revalidated: c.revalidated.Load(), Invalidated: c.invalidated.Load(),
 		Recirculated: c.recirculated.Load(), LoopDrops: c.loopDrops.Load(), NoPortDrops: c.noPortDrops.Load(),
 		BadOffloads: c.badOffloads.Load(), CTDrops: c.ctDrops.Load(), PacketIns: c.packetIns.Load(),
-		PacketInDrops: c.packetInDrops.Load(),
+		PacketInDrops: c.packetInDrops.Load(), FragsHeld: c.fragsHeld.Load(), Reassembled: c.reassembled.Load(),
+		FragDrops: c.fragDrops.Load(),
 	}
 }
 
@@ -287,6 +295,9 @@ func (s *Stats) add(o Stats) {
 	s.CTDrops += o.CTDrops
 	s.PacketIns += o.PacketIns
 	s.PacketInDrops += o.PacketInDrops
+	s.FragsHeld += o.FragsHeld
+	s.Reassembled += o.Reassembled
+	s.FragDrops += o.FragDrops
 }
 
 // addTo adds c's counts to the atomic counters of t.
@@ -308,6 +319,9 @@ func (c *counters) addTo(t *counters) {
 	t.ctDrops.Add(s.CTDrops)
 	t.packetIns.Add(s.PacketIns)
 	t.packetInDrops.Add(s.PacketInDrops)
+	t.fragsHeld.Add(s.FragsHeld)
+	t.reassembled.Add(s.Reassembled)
+	t.fragDrops.Add(s.FragDrops)
 }
 
 // PortStats returns the counters of every port by number.

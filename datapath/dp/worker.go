@@ -40,6 +40,11 @@ type worker struct {
 	ctPkts       [][]byte
 	ctOffs       []int
 	ctRes        []conntrack.Result
+
+	// Reassembled datagrams of this batch and the size to refragment them
+	// to on output (frag.go); nil until the first fragment.
+	fragMTU map[*port.Packet]int
+	fragID  uint32 // IPv6 fragment identification for refragmenting
 }
 
 // outQueue collects the batch's packets for one output port.
@@ -197,7 +202,7 @@ func (w *worker) execute(p *port.Packet, k *flow.Key, actions []flow.DPAction, n
 		case flow.DPOutput:
 			q := p
 			if !last {
-				q = p.Clone()
+				q = w.clone(p)
 			}
 			w.output(a.Port, q, k)
 		case flow.DPSetField:
@@ -222,7 +227,7 @@ func (w *worker) execute(p *port.Packet, k *flow.Key, actions []flow.DPAction, n
 			w.st.recirculated.Add(1)
 			k.Set(flow.RecircID, uint64(a.ID))
 			if !last {
-				q, kk := p.Clone(), *k
+				q, kk := w.clone(p), *k
 				w.process(q, &kk, now, depth+1)
 				continue
 			}
@@ -232,7 +237,7 @@ func (w *worker) execute(p *port.Packet, k *flow.Key, actions []flow.DPAction, n
 		case flow.DPUserspace:
 			w.packetIn(p, k, a.UserData)
 		case flow.DPClone:
-			q, kk := p.Clone(), *k
+			q, kk := w.clone(p), *k
 			w.execute(q, &kk, a.Actions, now, depth)
 		}
 	}
@@ -248,6 +253,15 @@ func (w *worker) output(no uint32, p *port.Packet, k *flow.Key) {
 	if pe.geneve {
 		setPacketTunnel(p, k)
 	}
+	if len(w.fragMTU) > 0 {
+		w.refragment(p, func(q *port.Packet) { w.queue(pe, q) })
+		return
+	}
+	w.queue(pe, p)
+}
+
+// queue adds p to the batch's packets for pe.
+func (w *worker) queue(pe *portEntry, p *port.Packet) {
 	for i := range w.out {
 		if w.out[i].pe == pe {
 			w.out[i].pkts = append(w.out[i].pkts, p)
@@ -274,6 +288,7 @@ func (w *worker) flush() {
 		clear(q.pkts)
 		q.pkts = q.pkts[:0]
 	}
+	clear(w.fragMTU) // datagrams not output were dropped
 }
 
 // resolveOffloads makes packets fit for a port without offloads: partial
@@ -323,6 +338,12 @@ func (w *worker) conntrack(p *port.Packet, k *flow.Key, a flow.DPCT, now time.Du
 	if ct == nil {
 		w.st.ctDrops.Add(1)
 		return false
+	}
+	if isFragment(k) {
+		if !w.reassemble(p, k, h.l3, a.Zone, now) {
+			return false
+		}
+		h = findHeaders(p.Data)
 	}
 	r := ct.Process(p.Data, h.l3, ctParams(a, p.Offload.NeedsCsum), now)
 	setCTKey(p, k, &r)
