@@ -1,7 +1,6 @@
 package port
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -128,24 +127,6 @@ func vlanFromAux(b []byte) (tpid, tci uint16, ok bool) {
 		b = b[l:]
 	}
 	return 0, 0, false
-}
-
-// insertVLAN puts a VLAN tag back behind the MAC addresses.
-func (p *Packet) insertVLAN(tpid, tci uint16) {
-	if len(p.Data) < 12 {
-		return
-	}
-	p.Push(4)
-	d := p.Data
-	copy(d[0:12], d[4:16])
-	binary.BigEndian.PutUint16(d[12:], tpid)
-	binary.BigEndian.PutUint16(d[14:], tci)
-	if p.Offload.NeedsCsum || p.Offload.IsGSO() {
-		p.Offload.CsumStart += 4
-		if p.Offload.HdrLen != 0 {
-			p.Offload.HdrLen += 4
-		}
-	}
 }
 
 // NewAFPacket opens an AF_PACKET port on the device called name, which
@@ -306,7 +287,7 @@ func (a *AFPacket) takeMsg(i int, p *Packet) bool {
 	p.Offload = decodeVnetHdr(a.rx.vnets[i][:])
 	if cl := int(m.hdr.Controllen); cl > 0 {
 		if tpid, tci, ok := vlanFromAux(a.rx.cmsgs[i][:min(cl, auxCmsgSpace)]); ok {
-			p.insertVLAN(tpid, tci)
+			p.PushVLAN(tpid, tci)
 		}
 	}
 	a.rxBytes.Add(uint64(len(p.Data)))

@@ -86,6 +86,46 @@ func (p *Packet) Pull(n int) {
 	p.Data = p.Data[n:]
 }
 
+// PushVLAN inserts a VLAN tag (tpid, then tci exactly as it goes on the
+// wire) behind the MAC addresses, keeping the offload offsets pointing at
+// the same headers. A frame too short for MAC addresses is left alone.
+func (p *Packet) PushVLAN(tpid, tci uint16) {
+	if len(p.Data) < 12 {
+		return
+	}
+	p.Push(4)
+	d := p.Data
+	copy(d[0:12], d[4:16])
+	binary.BigEndian.PutUint16(d[12:], tpid)
+	binary.BigEndian.PutUint16(d[14:], tci)
+	if p.Offload.NeedsCsum || p.Offload.IsGSO() {
+		p.Offload.CsumStart += 4
+		if p.Offload.HdrLen != 0 {
+			p.Offload.HdrLen += 4
+		}
+	}
+}
+
+// PopVLAN removes the outermost 802.1Q or 802.1ad tag, if there is one,
+// keeping the offload offsets pointing at the same headers.
+func (p *Packet) PopVLAN() {
+	d := p.Data
+	if len(d) < 18 {
+		return
+	}
+	if t := binary.BigEndian.Uint16(d[12:]); t != etherTypeVLAN && t != etherTypeQinQ {
+		return
+	}
+	copy(d[4:16], d[0:12])
+	p.Pull(4)
+	if (p.Offload.NeedsCsum || p.Offload.IsGSO()) && p.Offload.CsumStart >= 4 {
+		p.Offload.CsumStart -= 4
+		if p.Offload.HdrLen >= 4 {
+			p.Offload.HdrLen -= 4
+		}
+	}
+}
+
 // Clone returns a copy of p with its own storage.
 func (p *Packet) Clone() *Packet {
 	q := NewPacket(len(p.Data))

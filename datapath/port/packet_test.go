@@ -217,3 +217,47 @@ func BenchmarkChecksum1500(b *testing.B) {
 		Checksum(buf, 0)
 	}
 }
+
+// TestPushPopVLAN stacks two tags on a frame with a partial checksum and
+// takes them off again: the tags land behind the MACs, outermost first, and
+// the offload offsets follow the headers they point at.
+func TestPushPopVLAN(t *testing.T) {
+	frame := tcpFrame([]byte("payload"))
+	frame[0], frame[11] = 0xd0, 0x5a // recognisable MAC ends
+	p := NewPacket(len(frame))
+	p.SetFrame(frame)
+	p.Offload = Offload{NeedsCsum: true, CsumStart: 34, CsumOffset: 16, HdrLen: 54}
+
+	p.PushVLAN(etherTypeVLAN, 0x0064)
+	p.PushVLAN(etherTypeQinQ, 0x1005) // DEI set: written as given
+	d := p.Data
+	if len(d) != len(frame)+8 || d[0] != 0xd0 || d[11] != 0x5a {
+		t.Fatalf("MACs moved: %x", d[:12])
+	}
+	for i, want := range []uint16{etherTypeQinQ, 0x1005, etherTypeVLAN, 0x0064, etherTypeIPv4} {
+		if got := binary.BigEndian.Uint16(d[12+2*i:]); got != want {
+			t.Errorf("word %d behind the MACs: %#04x, want %#04x", i, got, want)
+		}
+	}
+	if o := p.Offload; o.CsumStart != 42 || o.HdrLen != 62 {
+		t.Errorf("after two pushes: CsumStart %d HdrLen %d, want 42 and 62", o.CsumStart, o.HdrLen)
+	}
+
+	p.PopVLAN()
+	p.PopVLAN()
+	p.PopVLAN() // no tag left: nothing happens
+	if string(p.Data) != string(frame) {
+		t.Errorf("after popping both tags:\n%x\nwant\n%x", p.Data, frame)
+	}
+	if o := p.Offload; o.CsumStart != 34 || o.HdrLen != 54 {
+		t.Errorf("after two pops: CsumStart %d HdrLen %d, want 34 and 54", o.CsumStart, o.HdrLen)
+	}
+
+	short := NewPacket(16)
+	short.SetFrame(make([]byte, 11))
+	short.PushVLAN(etherTypeVLAN, 1)
+	short.PopVLAN()
+	if len(short.Data) != 11 {
+		t.Errorf("frame without MACs changed to %d bytes", len(short.Data))
+	}
+}

@@ -118,7 +118,7 @@ func (a *AFPacket) recvRing(pkts []*Packet) (int, error) {
 				if st&unix.TP_STATUS_VLAN_TPID_VALID != 0 && h.Vlan_tpid != 0 {
 					tpid = h.Vlan_tpid
 				}
-				p.insertVLAN(tpid, h.Vlan_tci)
+				p.PushVLAN(tpid, h.Vlan_tci)
 			}
 			r.release(h)
 			a.rxBytes.Add(uint64(len(p.Data)))
