@@ -9,6 +9,12 @@ import (
 	"github.com/govn/govn/datapath/port"
 )
 
+// BenchmarkCTEstablished (batches of 32 packets of random established UDP
+// connections through ct(), recirculation and output, 2-core EPYC shared
+// with other work): over 500,000 connections about 950-1000 ns/packet
+// batched against 1550-1760 per packet; over 1,000 connections (all in
+// cache) both about 410. No allocations either way.
+
 // ConntrackBatcher is a Conntrack that can also run a batch of packets
 // sharing one ct() action at once (package conntrack's Tracker does: it
 // overlaps the batch's memory misses). results[i] must equal what

@@ -1,6 +1,7 @@
 package dp
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -165,4 +166,52 @@ func udpReply(f []byte) []byte {
 	copy(r[34:36], f[36:38])
 	copy(r[36:38], f[34:36])
 	return r
+}
+
+// benchCTEstablished runs batches of 32 packets of random established UDP
+// connections (of conns) through ct(zone=7), recirculation and output.
+func benchCTEstablished(b *testing.B, batched bool, conns int) {
+	tr := conntrack.New(conntrack.Config{})
+	defer tr.Close()
+	frames := make([][]byte, conns)
+	for c := range frames {
+		f := udpFrame(mac2, mac1, uint16(c), uint16(c>>16), 8)
+		f[29] = byte(c >> 24) // spread over source addresses too
+		frames[c] = f
+		for _, p := range [][]byte{slices.Clone(f), udpReply(f)} {
+			tr.Process(p, 14, conntrack.Params{Zone: 7, Commit: true}, time.Second)
+		}
+	}
+	var ct Conntrack = tr
+	if !batched {
+		ct = perPacketCT{tr}
+	}
+	d, _ := New(Config{Flows: &fakeFlows{translate: ctStatePipeline}, Conntrack: ct})
+	for no := uint32(100); no < 164; no++ {
+		_ = d.AddPort(no, &nullPort{})
+	}
+	w := newWorker(d, &portEntry{no: 1, port: &nullPort{}})
+	pkts := make([]*port.Packet, port.BatchSize)
+	for i := range pkts {
+		pkts[i] = port.NewPacket(2048)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		for _, p := range pkts {
+			p.SetFrame(frames[rng.IntN(conns)])
+			w.receive(p, time.Second)
+		}
+		w.drainCT(time.Second)
+		w.flush()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(pkts)), "ns/packet")
+}
+
+func BenchmarkCTEstablished(b *testing.B) {
+	for _, conns := range []int{1000, 500_000} {
+		b.Run(fmt.Sprintf("conns=%d/per-packet", conns), func(b *testing.B) { benchCTEstablished(b, false, conns) })
+		b.Run(fmt.Sprintf("conns=%d/batched", conns), func(b *testing.B) { benchCTEstablished(b, true, conns) })
+	}
 }
