@@ -148,93 +148,120 @@ func parse(pkt []byte, l3off int, inner bool, p *packet) Reason {
 	}
 	p.l3off = l3off
 	p.wscale = -1
-	b := pkt[l3off:]
-	switch b[0] >> 4 {
+	var r Reason
+	switch pkt[l3off] >> 4 {
 	case 4:
-		if len(b) < 20 {
-			return ReasonMalformed
-		}
-		ihl := int(b[0]&0x0f) * 4
-		total := int(binary.BigEndian.Uint16(b[2:]))
-		if ihl < 20 || total < ihl || len(b) < ihl {
-			return ReasonMalformed
-		}
-		if total > len(b) {
-			if !inner {
-				return ReasonMalformed
-			}
-			total = len(b)
-		}
-		frag := binary.BigEndian.Uint16(b[6:])
-		if frag&0x3fff != 0 && !(inner && frag&0x1fff == 0) {
-			return ReasonFragment
-		}
-		p.v6 = false
-		p.k.v6 = false
-		p.k.proto = b[9]
-		p.k.src = netip.AddrFrom4([4]byte(b[12:16])).As16()
-		p.k.dst = netip.AddrFrom4([4]byte(b[16:20])).As16()
-		p.ipSrc, p.ipDst = l3off+12, l3off+16
-		p.l4off = l3off + ihl
-		p.l4end = l3off + total
+		r = parseIPv4(pkt, inner, p)
 	case 6:
-		if len(b) < 40 {
-			return ReasonMalformed
-		}
-		total := 40 + int(binary.BigEndian.Uint16(b[4:]))
-		if total > len(b) {
-			if !inner {
-				return ReasonMalformed
-			}
-			total = len(b)
-		}
-		p.v6 = true
-		p.k.v6 = true
-		p.k.src = [16]byte(b[8:24])
-		p.k.dst = [16]byte(b[24:40])
-		p.ipSrc, p.ipDst = l3off+8, l3off+24
-		next := b[6]
-		off := 40
-	ext:
-		for {
-			switch next {
-			case 0, 43, 60: // hop-by-hop, routing, destination options
-				if off+8 > total {
-					return ReasonMalformed
-				}
-				next = b[off]
-				off += (int(b[off+1]) + 1) * 8
-			case 51: // authentication header
-				if off+8 > total {
-					return ReasonMalformed
-				}
-				next = b[off]
-				off += (int(b[off+1]) + 2) * 4
-			case 44: // fragment
-				if off+8 > total {
-					return ReasonMalformed
-				}
-				fo := binary.BigEndian.Uint16(b[off+2:])
-				// An atomic fragment (offset 0, no more) is whole; so is
-				// the first fragment quoted in an ICMP error.
-				if fo&0xfff9 != 0 && !(inner && fo&0xfff8 == 0) {
-					return ReasonFragment
-				}
-				next = b[off]
-				off += 8
-			default:
-				break ext
-			}
-		}
-		if off > total {
-			return ReasonMalformed
-		}
-		p.k.proto = next
-		p.l4off = l3off + off
-		p.l4end = l3off + total
+		r = parseIPv6(pkt, inner, p)
 	default:
 		return ReasonMalformed
 	}
+	if r != ReasonNone {
+		return r
+	}
+	return parseL4(pkt, inner, p)
+}
+
+// parseIPv4 reads the IPv4 header at p.l3off: addresses, protocol and
+// where the payload lies.
+func parseIPv4(pkt []byte, inner bool, p *packet) Reason {
+	l3off := p.l3off
+	b := pkt[l3off:]
+	if len(b) < 20 {
+		return ReasonMalformed
+	}
+	ihl := int(b[0]&0x0f) * 4
+	total := int(binary.BigEndian.Uint16(b[2:]))
+	if ihl < 20 || total < ihl || len(b) < ihl {
+		return ReasonMalformed
+	}
+	if total > len(b) {
+		if !inner {
+			return ReasonMalformed
+		}
+		total = len(b)
+	}
+	frag := binary.BigEndian.Uint16(b[6:])
+	if frag&0x3fff != 0 && !(inner && frag&0x1fff == 0) {
+		return ReasonFragment
+	}
+	p.v6 = false
+	p.k.v6 = false
+	p.k.proto = b[9]
+	p.k.src = netip.AddrFrom4([4]byte(b[12:16])).As16()
+	p.k.dst = netip.AddrFrom4([4]byte(b[16:20])).As16()
+	p.ipSrc, p.ipDst = l3off+12, l3off+16
+	p.l4off = l3off + ihl
+	p.l4end = l3off + total
+	return ReasonNone
+}
+
+// parseIPv6 reads the IPv6 header at p.l3off and walks its extension
+// headers to the transport protocol.
+func parseIPv6(pkt []byte, inner bool, p *packet) Reason {
+	l3off := p.l3off
+	b := pkt[l3off:]
+	if len(b) < 40 {
+		return ReasonMalformed
+	}
+	total := 40 + int(binary.BigEndian.Uint16(b[4:]))
+	if total > len(b) {
+		if !inner {
+			return ReasonMalformed
+		}
+		total = len(b)
+	}
+	p.v6 = true
+	p.k.v6 = true
+	p.k.src = [16]byte(b[8:24])
+	p.k.dst = [16]byte(b[24:40])
+	p.ipSrc, p.ipDst = l3off+8, l3off+24
+	next := b[6]
+	off := 40
+ext:
+	for {
+		switch next {
+		case 0, 43, 60: // hop-by-hop, routing, destination options
+			if off+8 > total {
+				return ReasonMalformed
+			}
+			next = b[off]
+			off += (int(b[off+1]) + 1) * 8
+		case 51: // authentication header
+			if off+8 > total {
+				return ReasonMalformed
+			}
+			next = b[off]
+			off += (int(b[off+1]) + 2) * 4
+		case 44: // fragment
+			if off+8 > total {
+				return ReasonMalformed
+			}
+			fo := binary.BigEndian.Uint16(b[off+2:])
+			// An atomic fragment (offset 0, no more) is whole; so is
+			// the first fragment quoted in an ICMP error.
+			if fo&0xfff9 != 0 && !(inner && fo&0xfff8 == 0) {
+				return ReasonFragment
+			}
+			next = b[off]
+			off += 8
+		default:
+			break ext
+		}
+	}
+	if off > total {
+		return ReasonMalformed
+	}
+	p.k.proto = next
+	p.l4off = l3off + off
+	p.l4end = l3off + total
+	return ReasonNone
+}
+
+// parseL4 reads the transport header between p.l4off and p.l4end; for an
+// ICMP error it parses the quoted packet into p.inner.
+func parseL4(pkt []byte, inner bool, p *packet) Reason {
 	l4 := pkt[p.l4off:p.l4end]
 	switch p.k.proto {
 	case protoTCP:
