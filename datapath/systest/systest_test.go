@@ -49,6 +49,9 @@ func topology(t *testing.T, p dp.SlowPath, ct dp.Conntrack) (*dp.Datapath, [2]ho
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Run closes the ports when it ends; this covers a test that
+		// fails before Run starts. A second Close is harmless.
+		t.Cleanup(func() { pt.Close() })
 		if err := d.AddPort(h.No, pt); err != nil {
 			t.Fatal(err)
 		}
