@@ -10,7 +10,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"io"
+	"log/slog"
 	"math/rand/v2"
 	"runtime"
 	"runtime/debug"
@@ -35,7 +35,7 @@ type Options struct {
 	OVS                  bool          // also measure the real OVS
 	OVSOnly              bool          // measure only the OVS side
 	OVSFill              time.Duration // time allowed for creating OVS entries
-	Log                  io.Writer     // progress lines; nil: none
+	Log                  *slog.Logger  // progress; nil: none
 }
 
 // DefaultOptions are the sizes of issue 5.
@@ -122,7 +122,7 @@ type Report struct {
 
 func (o *Options) logf(format string, args ...any) {
 	if o.Log != nil {
-		fmt.Fprintf(o.Log, format+"\n", args...)
+		o.Log.Info(fmt.Sprintf(format, args...))
 	}
 }
 

@@ -2,6 +2,7 @@ package ctbench
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 )
@@ -37,6 +38,13 @@ func TestRunSmall(t *testing.T) {
 	}
 	if rep.OVS != nil || rep.OVSSkipped == "" {
 		t.Errorf("OVS side ran although not requested")
+	}
+	var table strings.Builder
+	rep.WriteTable(&table)
+	for _, row := range []string{"memory per entry", "flush empty zone", "new connections (commit)", "OVS side", "skipped: not requested"} {
+		if !strings.Contains(table.String(), row) {
+			t.Errorf("table lacks %q:\n%s", row, table.String())
+		}
 	}
 }
 
