@@ -36,6 +36,9 @@
 // largest fragment received, as the kernel datapath of OVS does; see
 // frag.go.
 //
+// meter() drops packets above a token-bucket rate; flows with the same
+// rate and burst share a meter (meter.go).
+//
 // Caches are per worker, so the fast path takes no locks and allocates
 // nothing (TestFastPathAllocs). A worker holds its own mutex while it
 // processes a batch; dumps and counters take it to read the cache.

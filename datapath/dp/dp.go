@@ -70,6 +70,7 @@ type Datapath struct {
 	start    time.Time
 	packetIn chan PacketIn
 	frags    *ipfrag.Reassembler // fragments before ct(), per zone
+	meters   meters              // meter() actions' token buckets
 
 	mu      sync.Mutex
 	ports   atomic.Pointer[map[uint32]*portEntry] // copy on write, under mu
@@ -239,6 +240,7 @@ type Stats struct {
 	FragsHeld     uint64 // IP fragments held for reassembly before ct()
 	Reassembled   uint64 // datagrams reassembled (their last fragment went on)
 	FragDrops     uint64 // fragments dropped by reassembly, or datagrams not refragmentable
+	MeterDrops    uint64 // packets over a meter's rate
 	Megaflows     int    // megaflows installed now, over all workers
 }
 
@@ -247,7 +249,7 @@ type counters struct {
 	installed, expired, revalidated, invalidated          atomic.Uint64
 	recirculated, loopDrops, noPortDrops, badOffloads     atomic.Uint64
 	ctDrops, packetIns, packetInDrops                     atomic.Uint64
-	fragsHeld, reassembled, fragDrops                     atomic.Uint64
+	fragsHeld, reassembled, fragDrops, meterDrops         atomic.Uint64
 }
 
 // Stats returns the datapath's counters.
@@ -273,7 +275,7 @@ func (c *counters) stats() Stats {
 		Recirculated: c.recirculated.Load(), LoopDrops: c.loopDrops.Load(), NoPortDrops: c.noPortDrops.Load(),
 		BadOffloads: c.badOffloads.Load(), CTDrops: c.ctDrops.Load(), PacketIns: c.packetIns.Load(),
 		PacketInDrops: c.packetInDrops.Load(), FragsHeld: c.fragsHeld.Load(), Reassembled: c.reassembled.Load(),
-		FragDrops: c.fragDrops.Load(),
+		FragDrops: c.fragDrops.Load(), MeterDrops: c.meterDrops.Load(),
 	}
 }
 
@@ -298,6 +300,7 @@ func (s *Stats) add(o Stats) {
 	s.FragsHeld += o.FragsHeld
 	s.Reassembled += o.Reassembled
 	s.FragDrops += o.FragDrops
+	s.MeterDrops += o.MeterDrops
 }
 
 // addTo adds c's counts to the atomic counters of t.
@@ -322,6 +325,7 @@ func (c *counters) addTo(t *counters) {
 	t.fragsHeld.Add(s.FragsHeld)
 	t.reassembled.Add(s.Reassembled)
 	t.fragDrops.Add(s.FragDrops)
+	t.meterDrops.Add(s.MeterDrops)
 }
 
 // PortStats returns the counters of every port by number.

@@ -45,6 +45,8 @@ type worker struct {
 	// to on output (frag.go); nil until the first fragment.
 	fragMTU map[*port.Packet]int
 	fragID  uint32 // IPv6 fragment identification for refragmenting
+
+	meters map[flow.DPMeter]*tokenBucket // the meters this worker has used
 }
 
 // outQueue collects the batch's packets for one output port.
@@ -219,6 +221,10 @@ func (w *worker) execute(p *port.Packet, k *flow.Key, actions []flow.DPAction, n
 			}
 		case flow.DPCTClear:
 			clearCT(k)
+		case flow.DPMeter:
+			if !w.meter(a, len(p.Data), now) {
+				return
+			}
 		case flow.DPRecirc:
 			if depth >= maxRecirculations {
 				w.st.loopDrops.Add(1)

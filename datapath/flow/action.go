@@ -161,6 +161,15 @@ type CheckPktLarger struct {
 	Dst FieldRange
 }
 
+// Meter rate-limits the packet: packets above RateKbps (with a bucket of
+// BurstKbits) are dropped. Flows with the same rate and burst share one
+// meter, as OVN's set_meter actions with the same arguments do.
+type Meter struct {
+	RateKbps   uint32
+	BurstKbits uint32 // 0: one second's worth of the rate
+}
+
+func (Meter) isAction()          {}
 func (Output) isAction()         {}
 func (Load) isAction()           {}
 func (Move) isAction()           {}
@@ -299,6 +308,10 @@ func (a PushVLAN) String() string { return fmt.Sprintf("push_vlan:0x%04x", a.TPI
 func (PopVLAN) String() string { return "pop_vlan" }
 
 func (DecTTL) String() string { return "dec_ttl" }
+
+func (a Meter) String() string {
+	return fmt.Sprintf("meter(rate=%d,burst=%d)", a.RateKbps, a.BurstKbits)
+}
 
 func (a Group) String() string { return fmt.Sprintf("group:%d", a.ID) }
 

@@ -58,6 +58,11 @@ type DPUserspace struct{ UserData []byte }
 // DPClone runs Actions on a copy of the packet.
 type DPClone struct{ Actions []DPAction }
 
+// DPMeter drops the packet if it exceeds the meter of this rate and
+// burst (Meter).
+type DPMeter struct{ RateKbps, BurstKbits uint32 }
+
+func (DPMeter) isDPAction()     {}
 func (DPOutput) isDPAction()    {}
 func (DPSetField) isDPAction()  {}
 func (DPPushVLAN) isDPAction()  {}
@@ -96,7 +101,10 @@ func (a DPCT) String() string {
 	}
 	return "ct(" + strings.Join(p, ",") + ")"
 }
-func (DPCTClear) String() string     { return "ct_clear" }
+func (DPCTClear) String() string { return "ct_clear" }
+func (a DPMeter) String() string {
+	return fmt.Sprintf("meter(rate=%d,burst=%d)", a.RateKbps, a.BurstKbits)
+}
 func (a DPRecirc) String() string    { return fmt.Sprintf("recirc(0x%x)", a.ID) }
 func (a DPHashL4) String() string    { return fmt.Sprintf("hash(l4(%d))", a.Basis) }
 func (a DPUserspace) String() string { return fmt.Sprintf("userspace(userdata=%x)", a.UserData) }

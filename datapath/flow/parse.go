@@ -280,6 +280,8 @@ func parseAction(s string) (Action, error) {
 			return Resubmit{Table: uint8(n)}, err
 		case "ct":
 			return parseCT(args)
+		case "meter":
+			return parseMeter(args)
 		case "learn":
 			return parseLearn(args)
 		case "clone":
@@ -509,4 +511,28 @@ func parseNAT(s string) (*NAT, error) {
 		}
 	}
 	return n, nil
+}
+
+// parseMeter parses meter's "rate=KBPS,burst=KBITS" (burst optional).
+func parseMeter(args string) (Action, error) {
+	var m Meter
+	for _, p := range splitTop(args) {
+		k, v, _ := strings.Cut(p, "=")
+		n, err := parseUint(v, 32)
+		if err != nil {
+			return nil, fmt.Errorf("meter: bad %s: %w", k, err)
+		}
+		switch k {
+		case "rate":
+			m.RateKbps = uint32(n)
+		case "burst":
+			m.BurstKbits = uint32(n)
+		default:
+			return nil, fmt.Errorf("meter: unknown argument %q", p)
+		}
+	}
+	if m.RateKbps == 0 {
+		return nil, fmt.Errorf("meter: needs a nonzero rate")
+	}
+	return m, nil
 }

@@ -16,6 +16,7 @@ func TestParseRuleRoundTrip(t *testing.T) {
 		"priority=1,tcp6 actions=ct(zone=3,nat(src=[fd00::1]:1000)),ct_clear,clone(push_vlan:0x8100,load:0x1005->vlan_tci,output:3),pop_vlan,dec_ttl",
 		"priority=9,arp,arp_tpa=10.0.0.1,arp_op=1 actions=move:arp_sha->eth_dst,move:reg0[0..15]->tp_src,controller(pause,userdata=00.00.00.01),group:4,exit",
 		"priority=9,ip,nw_src=10.0.0.1 actions=conjunction(7,1/2)",
+		"priority=9,udp actions=meter(rate=1000,burst=200),output:2",
 		"priority=9,conj_id=7 actions=output:reg15,in_port",
 		"priority=3,xxreg0=0x1000000000000000000000000000002 actions=load:0xffffffffffffffffffffffffffffffff->xxreg1",
 	} {
@@ -32,6 +33,14 @@ func TestParseRuleRoundTrip(t *testing.T) {
 		if again.String() != r.String() {
 			t.Errorf("round trip changed %q:\n%s\n%s", s, r.String(), again.String())
 		}
+	}
+	for _, bad := range []string{"actions=meter(rate=0)", "actions=meter(rate=x)", "actions=meter(size=5)"} {
+		if _, err := ParseRule(bad); err == nil {
+			t.Errorf("ParseRule(%q) accepted", bad)
+		}
+	}
+	if r, err := ParseRule("actions=meter(rate=64)"); err != nil || r.Actions[0] != (Meter{RateKbps: 64}) {
+		t.Errorf("meter(rate=64): %v, %v", r, err)
 	}
 	r, _ := ParseRule("table=2,priority=7,ip,nw_src=10.0.0.0/8,ct_state=+trk-new actions=ct(nat(dst=10.0.0.1:80))")
 	if r.Table != 2 || r.Priority != 7 || r.Match.Key.Get(NWSrc) != 0x0a000000 || r.Match.Mask.Get(NWSrc).Lo != 0xff000000 {

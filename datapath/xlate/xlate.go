@@ -404,6 +404,8 @@ func (c *ctx) runActions(as []flow.Action) {
 			c.clone(a.Actions)
 		case flow.Drop:
 			return
+		case flow.Meter:
+			c.acts = append(c.acts, flow.DPMeter{RateKbps: a.RateKbps, BurstKbits: a.BurstKbits})
 		case flow.Controller:
 			c.acts = append(c.acts, flow.DPUserspace{UserData: a.UserData})
 			if a.Pause {

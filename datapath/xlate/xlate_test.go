@@ -382,6 +382,7 @@ func TestActionTable(t *testing.T) {
 		{"controller pause", tcpKey(1, 2), []flow.Action{flow.Controller{UserData: []byte{9}, Pause: true}, flow.Output{Port: 2}}, "userspace(userdata=09)", flow.InPort},
 		{"exit", tcpKey(1, 2), []flow.Action{flow.Output{Port: 2}, flow.Exit{}, flow.Output{Port: 3}}, "2", flow.InPort},
 		{"ct_clear", tcpKey(1, 2), []flow.Action{flow.CTClear{}, flow.Output{Port: 2}}, "ct_clear,2", flow.InPort},
+		{"meter", tcpKey(1, 2), []flow.Action{flow.Meter{RateKbps: 100, BurstKbits: 20}, flow.Output{Port: 2}}, "meter(rate=100,burst=20),2", flow.InPort},
 		{"group all", tcpKey(1, 2), []flow.Action{flow.Group{ID: 5}}, "2,clone(set(eth_dst=00:00:00:00:00:0c),3)", flow.InPort},
 		{"missing group", tcpKey(1, 2), []flow.Action{flow.Group{ID: 6}}, "drop", flow.InPort},
 		{"output from register", tcpKey(1, 2), []flow.Action{flow.Load{Dst: flow.Whole(flow.Reg15), Value: flow.U128{Lo: 4}},
