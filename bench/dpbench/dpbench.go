@@ -318,7 +318,11 @@ func (b *bench) measure(ctx context.Context, start func(context.Context) (*switc
 	if err := sink.Start(); err != nil {
 		return f, err
 	}
-	time.Sleep(300 * time.Millisecond)
+	if err := waitListening(ctx, sink, "udp", 9000); err != nil {
+		_ = sink.Process.Kill()
+		_ = sink.Wait()
+		return f, err
+	}
 	blastSecs := strconv.FormatFloat(d.Seconds()+1, 'f', 3, 64)
 	blastOut, err := b.tool(ctx, b.h1, "udp-blast", h2Addr+":9000", blastSecs, strconv.Itoa(udpPayload)).Output()
 	if err != nil {
@@ -353,7 +357,9 @@ func (b *bench) measure(ctx context.Context, start func(context.Context) (*switc
 		return f, err
 	}
 	defer func() { cancelSink(); _ = tsink.Wait() }()
-	time.Sleep(300 * time.Millisecond)
+	if err := waitListening(ctx, tsink, "tcp", 5001); err != nil {
+		return f, err
+	}
 	cpu0, t0 = cpuSeconds(sp.pid), time.Now()
 	out, err := b.tool(ctx, b.h1, "tcp-stream", h2Addr+":5001", secs).Output()
 	if err != nil {
@@ -376,6 +382,19 @@ func (b *bench) tool(ctx context.Context, ns string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns}, append(a, args...)...)...)
 	cmd.Stderr = os.Stderr
 	return cmd
+}
+
+// waitListening waits until the server tool started as cmd listens on
+// port: a fixed sleep is too short when the machine is busy.
+func waitListening(ctx context.Context, cmd *exec.Cmd, network string, port uint16) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for !traffic.Listening(cmd.Process.Pid, network, port) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("no %s server listening on port %d in the namespace after 20 s", network, port)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
 }
 
 // waitForPath pings h2 from h1 until it answers (the switch is up).

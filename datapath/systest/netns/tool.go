@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -64,35 +63,10 @@ func (n *NS) Serve(t testing.TB, tool, addr string) {
 	}
 	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
 	deadline := time.Now().Add(20 * time.Second)
-	for !listening(cmd.Process.Pid, ap.Port()) {
+	for !traffic.Listening(cmd.Process.Pid, "tcp", ap.Port()) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s in %s: not listening on %s after 20 s", tool, n.Name, addr)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// listening reports whether process pid, once inside a network namespace
-// other than ours (ip netns exec keeps the pid), has a TCP socket listening
-// on port.
-func listening(pid int, port uint16) bool {
-	ours, err1 := os.Readlink("/proc/self/ns/net")
-	theirs, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
-	if err1 != nil || err2 != nil || ours == theirs {
-		return false
-	}
-	table, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/tcp", pid))
-	if err != nil {
-		return false
-	}
-	// Lines read "sl local_address rem_address st ...", the local address
-	// as hex IP:PORT, and state 0A is LISTEN.
-	suffix := fmt.Sprintf(":%04X", port)
-	for _, line := range strings.Split(string(table), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 3 && strings.HasSuffix(f[1], suffix) && f[3] == "0A" {
-			return true
-		}
-	}
-	return false
 }

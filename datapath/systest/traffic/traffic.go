@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -333,4 +334,36 @@ func HTTPServer(ctx context.Context, addr string) error {
 		return fmt.Errorf("http-server: %w", err)
 	}
 	return nil
+}
+
+// Listening reports whether process pid, once inside a network namespace
+// other than the caller's, has a socket of network ("tcp" or "udp")
+// listening on port. A tool started with ip netns exec keeps its pid, so
+// this tells when a server tool is ready without a fixed sleep.
+func Listening(pid int, network string, port uint16) bool {
+	ours, err1 := os.Readlink("/proc/self/ns/net")
+	theirs, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
+	if err1 != nil || err2 != nil || ours == theirs {
+		return false
+	}
+	// Socket states as /proc/net/{tcp,udp} print them.
+	const tcpListen, udpUnconnected = "0A", "07"
+	state := tcpListen
+	if network == "udp" {
+		state = udpUnconnected
+	}
+	table, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, network))
+	if err != nil {
+		return false
+	}
+	// Lines read "sl local_address rem_address st ...", the local address
+	// as hex IP:PORT.
+	suffix := fmt.Sprintf(":%04X", port)
+	for _, line := range strings.Split(string(table), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 3 && strings.HasSuffix(f[1], suffix) && f[3] == state {
+			return true
+		}
+	}
+	return false
 }
