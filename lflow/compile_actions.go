@@ -231,7 +231,7 @@ func (ac *actionCompiler) call(out []flow.Action, a *CallAction) ([]flow.Action,
 	case "commit_lb_aff":
 		return ac.commitLBAff(out, a)
 	case "set_meter":
-		return nil, &UnsupportedError{Action: a.Name, Reason: "it has no meters (per-flow rate limiting)"}
+		return ac.setMeter(out, a)
 	case "set_queue":
 		return nil, &UnsupportedError{Action: a.Name, Reason: "it has no QoS queues"}
 	case "sample":

@@ -91,3 +91,27 @@ func (ac *actionCompiler) checkPktLarger(out []flow.Action, a *CallAction) ([]fl
 	}
 	return append(out, flow.CheckPktLarger{Len: uint16(n.Lo), Dst: dst}), nil
 }
+
+// setMeter compiles set_meter(rate[, burst]) (kbps, kilobits) to a
+// flow.Meter: the datapath drops packets above the rate, and flows with the
+// same arguments share the meter, as in OVN.
+func (ac *actionCompiler) setMeter(out []flow.Action, a *CallAction) ([]flow.Action, error) {
+	if a.Result != nil || len(a.Args) < 1 || len(a.Args) > 2 {
+		return nil, fmt.Errorf("set_meter: expected set_meter(rate) or set_meter(rate, burst)")
+	}
+	var v [2]uint32
+	for i, arg := range a.Args {
+		if arg.Key != "" || len(arg.Value) != 1 || arg.Value[0].Kind != TokInt {
+			return nil, fmt.Errorf("set_meter: argument %d must be an integer", i+1)
+		}
+		n := arg.Value[0].Value
+		if n.Hi != 0 || n.Lo > 0xffffffff {
+			return nil, fmt.Errorf("set_meter: %s out of range", arg.Value[0].Text)
+		}
+		v[i] = uint32(n.Lo)
+	}
+	if v[0] == 0 {
+		return nil, fmt.Errorf("set_meter: rate must be nonzero")
+	}
+	return append(out, flow.Meter{RateKbps: v[0], BurstKbits: v[1]}), nil
+}

@@ -158,7 +158,11 @@ func TestCompileErrors(t *testing.T) {
 		{Lflow{Pipeline: "egress", Table: 250, Match: "1", Actions: "next;"}, "outside the datapath's tables"},
 		{Lflow{Pipeline: "ingress", Table: 1, Priority: 70000, Match: "1", Actions: "next;"}, "priority 70000 out of range"},
 		{Lflow{Pipeline: "ingress", Table: 1, Match: "ip4.src == $nope", Actions: "next;"}, "unknown address set $nope"},
-		{Lflow{Pipeline: "ingress", Table: 1, Match: "1", Actions: "set_meter(100);"}, "set_meter is not supported"},
+		{Lflow{Pipeline: "ingress", Table: 1, Match: "1", Actions: "set_meter(0);"}, "rate must be nonzero"},
+		{Lflow{Pipeline: "ingress", Table: 1, Match: "1", Actions: "set_meter(100, 2, 3);"}, "expected set_meter(rate)"},
+		{Lflow{Pipeline: "ingress", Table: 1, Match: "1", Actions: "set_meter(99999999999);"}, "out of range"},
+		{Lflow{Pipeline: "ingress", Table: 1, Match: "1", Actions: "set_meter(rate=5);"}, "must be an integer"},
+		{Lflow{Pipeline: "ingress", Table: 1, Match: "1", Actions: "set_queue(1);"}, "set_queue is not supported"},
 		{Lflow{Pipeline: "ingress", Table: 1, Match: "tcp.dst ==", Actions: "next;"}, "match: at offset 10"},
 		{Lflow{Pipeline: "ingress", Table: 1, Match: "1", Actions: "next"}, "actions: at offset 4"},
 	}

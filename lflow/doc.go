@@ -64,10 +64,11 @@
 // popped after it, so the action changes nothing but its result.
 // R = check_pkt_larger(L) compiles to flow.CheckPktLarger, and
 // commit_lb_aff to a flow.Learn of the affinity rule that chk_lb_aff's
-// table then answers from.
+// table then answers from. set_meter(rate[, burst]) compiles to
+// flow.Meter, a meter named by its rate and burst.
 //
 // Known differences from OVN, each because datapath/flow has no
-// equivalent yet: set_meter (no meters), set_queue, fwd_group and sample
+// equivalent yet: set_queue, fwd_group and sample
 // compile to an *UnsupportedError. Conjunctive rules
 // from two logical flows that share a match must be merged by the caller
 // (the controller) into one rule with both conjunction actions, as OVN's

@@ -85,6 +85,8 @@ func formatAction(a flow.Action) string {
 		return fmt.Sprintf("group:%d", a.ID)
 	case flow.DecTTL:
 		return "dec_ttl"
+	case flow.Meter:
+		return fmt.Sprintf("meter(rate=%d,burst=%d)", a.RateKbps, a.BurstKbits)
 	case flow.Drop:
 		return "drop"
 	case flow.CTClear:

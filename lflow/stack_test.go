@@ -120,3 +120,24 @@ func TestLookupRestoresArguments(t *testing.T) {
 		}
 	}
 }
+
+// TestCompileSetMeter: set_meter(rate[, burst]) compiles to a meter of
+// that rate and burst in front of the rest of the actions.
+func TestCompileSetMeter(t *testing.T) {
+	_, c := testCompiler(t)
+	for _, tt := range []struct{ actions, want string }{
+		{"set_meter(1000, 100); reg1 = 5;", "meter(rate=1000,burst=100),load:0x5->reg1"},
+		{"set_meter(64);", "meter(rate=64,burst=0)"},
+	} {
+		var res Result
+		err := c.Compile(&Lflow{Pipeline: "ingress", Table: 0, Priority: 1, Match: "1", Actions: tt.actions},
+			&Context{Datapath: 1}, &res)
+		if err != nil {
+			t.Errorf("%s: %v", tt.actions, err)
+			continue
+		}
+		if got := flow.ActionsString(res.Rules[0].Actions); !strings.HasPrefix(got, tt.want) {
+			t.Errorf("%s: compiled to %s, want it to start with %s", tt.actions, got, tt.want)
+		}
+	}
+}
