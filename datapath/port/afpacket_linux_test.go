@@ -1,17 +1,17 @@
 package port
 
 import (
-	"runtime"
-	"unsafe"
-
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"golang.org/x/sys/unix"
 	"os"
+	"runtime"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/govn/govn/datapath/systest/netns"
 )
@@ -174,9 +174,12 @@ func TestAFPacketPartialChecksum(t *testing.T) {
 		t.Fatalf("udp-blast: %v\n%s", err, out)
 	}
 	pkts := []*Packet{NewPacket(MaxFrame)}
+	// Recv blocks; closing the port ends the wait if no datagram comes.
+	timeout := time.AfterFunc(10*time.Second, func() { p1.Close() })
+	defer timeout.Stop()
 	for {
 		if _, err := p1.Recv(pkts); err != nil {
-			t.Fatal(err)
+			t.Fatalf("no UDP datagram received: %v", err)
 		}
 		d := pkts[0].Data
 		if len(d) >= 42 && binary.BigEndian.Uint16(d[12:]) == etherTypeIPv4 && d[23] == 17 {
