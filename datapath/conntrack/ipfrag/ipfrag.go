@@ -282,6 +282,7 @@ func Fragment(pkt []byte, l3off, mtu int, id uint32) ([][]byte, error) {
 	}
 	b := pkt[l3off:]
 	var hlen, total int
+	nextAt := 6 // IPv6: where the byte naming the fragment header goes
 	switch b[0] >> 4 {
 	case 4:
 		if len(b) < 20 {
@@ -301,12 +302,16 @@ func Fragment(pkt []byte, l3off, mtu int, id uint32) ([][]byte, error) {
 		if len(b) < 40 {
 			return nil, ErrMalformed
 		}
-		hlen, total = 40, 40+int(binary.BigEndian.Uint16(b[4:]))
+		total = 40 + int(binary.BigEndian.Uint16(b[4:]))
 		if total > len(b) {
 			return nil, ErrMalformed
 		}
 		if total <= mtu {
 			return [][]byte{pkt}, nil
+		}
+		var err error
+		if hlen, nextAt, err = unfragmentable(b[:total]); err != nil {
+			return nil, err
 		}
 	default:
 		return nil, ErrMalformed
@@ -330,14 +335,14 @@ func Fragment(pkt []byte, l3off, mtu int, id uint32) ([][]byte, error) {
 		ip := f[l3off:]
 		if v6 {
 			var fh [8]byte
-			fh[0] = ip[6]
+			fh[0] = ip[nextAt]
 			fo := uint16(off/8) << 3
 			if more {
 				fo |= 1
 			}
 			binary.BigEndian.PutUint16(fh[2:], fo)
 			binary.BigEndian.PutUint32(fh[4:], id)
-			ip[6] = 44
+			ip[nextAt] = 44
 			f = append(f, fh[:]...)
 			f = append(f, payload[off:end]...)
 			binary.BigEndian.PutUint16(f[l3off+4:], uint16(len(f)-l3off-40))
@@ -356,6 +361,29 @@ func Fragment(pkt []byte, l3off, mtu int, id uint32) ([][]byte, error) {
 		out = append(out, f)
 	}
 	return out, nil
+}
+
+// unfragmentable returns the length of the part of the IPv6 packet ip that
+// every fragment repeats (RFC 8200 4.5: the base header, hop-by-hop and
+// routing headers, and destination options in front of a routing header),
+// and the offset of the next-header byte that will name the fragment header.
+func unfragmentable(ip []byte) (hlen, nextAt int, err error) {
+	hlen, nextAt = 40, 6
+	for {
+		next := ip[nextAt]
+		perFragment := next == 0 || next == 43 || next == 60 && hlen+8 <= len(ip) && ip[hlen] == 43
+		if !perFragment {
+			return hlen, nextAt, nil
+		}
+		if hlen+8 > len(ip) {
+			return 0, 0, ErrMalformed
+		}
+		n := (int(ip[hlen+1]) + 1) * 8
+		if hlen+n > len(ip) {
+			return 0, 0, ErrMalformed
+		}
+		nextAt, hlen = hlen, hlen+n
+	}
 }
 
 // parseFragment reports whether pkt is a fragment and, if so, its parts.

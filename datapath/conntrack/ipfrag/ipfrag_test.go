@@ -190,3 +190,36 @@ func TestOddFragments(t *testing.T) {
 		t.Errorf("oversized datagram still held")
 	}
 }
+
+// TestFragmentIPv6HopByHop: a hop-by-hop header is examined by every router,
+// so each fragment repeats it in front of the fragment header, and
+// reassembly gives back the original packet.
+func TestFragmentIPv6HopByHop(t *testing.T) {
+	plain := udp(true, 3000)
+	ip := plain[14:]
+	hbh := []byte{ip[6], 0, 1, 4, 0, 0, 0, 0} // next header, length 0, PadN
+	orig := append(append(append([]byte(nil), plain[:14+40]...), hbh...), ip[40:]...)
+	orig[14+6] = 0 // base header: hop-by-hop follows
+	binary.BigEndian.PutUint16(orig[14+4:], uint16(len(orig)-14-40))
+
+	frags, err := Fragment(orig, 14, 1280, 7)
+	if err != nil || len(frags) < 3 {
+		t.Fatalf("%d fragments, %v", len(frags), err)
+	}
+	r := New(Config{})
+	for i, f := range frags {
+		if len(f)-14 > 1280 {
+			t.Errorf("fragment %d: %d bytes over the mtu", i, len(f)-14)
+		}
+		if f[14+6] != 0 || f[14+40] != 44 {
+			t.Fatalf("fragment %d: base header names %d, hop-by-hop names %d; want hop-by-hop, then fragment", i, f[14+6], f[14+40])
+		}
+		res := r.Add(f, 14, 0, 0)
+		if i < len(frags)-1 {
+			continue
+		}
+		if res.Status != Complete || !bytes.Equal(res.Packet, orig) {
+			t.Fatalf("reassembly: %v %v; packet equal: %v", res.Status, res.Err, bytes.Equal(res.Packet, orig))
+		}
+	}
+}
