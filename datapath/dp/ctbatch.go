@@ -41,7 +41,7 @@ type ctWait struct {
 // before it (only header and key rewrites qualify). It returns false if
 // the packet must be executed at once instead.
 func (w *worker) deferCT(p *port.Packet, k *flow.Key, actions []flow.DPAction, now time.Duration, depth int) bool {
-	if _, ok := w.d.cfg.Conntrack.(ConntrackBatcher); !ok {
+	if w.d.ctBatch == nil {
 		return false // without a batch method, ct() runs packet by packet
 	}
 	if isFragment(k) {
@@ -116,7 +116,7 @@ func (w *worker) runCTGroup(q []ctWait, now time.Duration) {
 	a := first.actions[first.at].(flow.DPCT)
 	params := ctParams(a, first.p.Offload.NeedsCsum)
 	w.ctRes = slices.Grow(w.ctRes[:0], len(w.ctGroup))[:len(w.ctGroup)]
-	w.d.cfg.Conntrack.(ConntrackBatcher).ProcessBatch(w.ctPkts, w.ctOffs, params, now, w.ctRes)
+	w.d.ctBatch.ProcessBatch(w.ctPkts, w.ctOffs, params, now, w.ctRes)
 	for j, i := range w.ctGroup {
 		c := &q[i]
 		p := c.p

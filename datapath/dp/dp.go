@@ -71,6 +71,7 @@ type Datapath struct {
 	packetIn chan PacketIn
 	frags    *ipfrag.Reassembler // fragments before ct(), per zone
 	meters   meters              // meter() actions' token buckets
+	ctBatch  ConntrackBatcher    // Config.Conntrack if it has a batch method
 
 	mu      sync.Mutex
 	ports   atomic.Pointer[map[uint32]*portEntry] // copy on write, under mu
@@ -105,6 +106,7 @@ func New(cfg Config) (*Datapath, error) {
 		cfg.Logger = slog.Default()
 	}
 	d := &Datapath{cfg: cfg, start: time.Now(), packetIn: make(chan PacketIn, cfg.PacketInQueue), frags: ipfrag.New(ipfrag.Config{})}
+	d.ctBatch, _ = cfg.Conntrack.(ConntrackBatcher)
 	d.ports.Store(&map[uint32]*portEntry{})
 	return d, nil
 }
