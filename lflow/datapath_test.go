@@ -40,6 +40,8 @@ func TestIntoDatapath(t *testing.T) {
 		// conjunctive match), nothing else over TCP, ttl decremented.
 		{"egress", 0, 200, `outport == "p2" && ip4.src == $web_clients && tcp.dst == {80, 443}`, "ip.ttl--; next;"},
 		{"egress", 0, 100, `outport == "p2" && tcp`, "drop;"},
+		// QoS: UDP to p2 is rate-limited.
+		{"egress", 0, 100, `outport == "p2" && udp`, "set_meter(1000, 100); next;"},
 		{"egress", 0, 0, "1", "next;"},
 		{"egress", 1, 0, "1", "output;"},
 	}
@@ -107,6 +109,8 @@ func TestIntoDatapath(t *testing.T) {
 		k.Set(f("tp_dst"), dport)
 		return k
 	}
+	udp := tcpTo("10.0.9.9", 53)
+	udp.Set(f("nw_proto"), 17)
 	var arp flow.Key
 	arp.Set(flow.InPort, 1)
 	arp.Set(f("eth_src"), mac(mac1))
@@ -128,6 +132,7 @@ func TestIntoDatapath(t *testing.T) {
 		{"web from elsewhere", tcpTo("10.0.9.9", 80), nil, "2"},
 		{"ssh from a client", tcpTo("10.0.0.1", 22), nil, "2"},
 		{"arp reply", arp, []string{"eth_dst", "1"}, "2"},
+		{"metered udp", udp, []string{"meter(rate=1000,burst=100)", "2"}, ""},
 	}
 	for _, tt := range tests {
 		res := tr.Translate(&tt.key, xlate.Options{Trace: true})
