@@ -16,9 +16,10 @@
 // re-translates the others' masked keys: such a megaflow survives only if
 // the new translation gives the same actions and examines no bit outside
 // the megaflow's mask (then every packet it matches would translate the
-// same way); otherwise it is deleted. Until Revalidate has run for a generation,
-// Lookup reports megaflows of older generations as misses, so no stale
-// megaflow is ever used. Idle megaflows are removed by Expire.//
+// same way); otherwise it is deleted. Until Revalidate has run for a
+// generation, Lookup reports megaflows of older generations as misses, so no
+// stale megaflow is ever used. Idle megaflows are removed by Expire.
+//
 // # Recirculation states
 //
 // A megaflow whose actions recirculate holds the translator's frozen states
