@@ -355,12 +355,40 @@ func Fragment(pkt []byte, l3off, mtu int, id uint32) ([][]byte, error) {
 			}
 			binary.BigEndian.PutUint16(ip[6:], fo)
 			binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)))
+			if off > 0 {
+				blankUncopiedOptions(ip[20:hlen])
+			}
 			ip[10], ip[11] = 0, 0
 			binary.BigEndian.PutUint16(ip[10:], checksum(ip[:hlen]))
 		}
 		out = append(out, f)
 	}
 	return out, nil
+}
+
+// blankUncopiedOptions overwrites with no-ops the IPv4 options that only
+// the first fragment carries (RFC 791: those without the copied flag, such
+// as record route), keeping the header length.
+func blankUncopiedOptions(opts []byte) {
+	for len(opts) > 0 {
+		switch opts[0] {
+		case 0: // end of options
+			return
+		case 1: // no-op
+			opts = opts[1:]
+			continue
+		}
+		if len(opts) < 2 || int(opts[1]) < 2 || int(opts[1]) > len(opts) {
+			return
+		}
+		n := int(opts[1])
+		if opts[0]&0x80 == 0 {
+			for i := range n {
+				opts[i] = 1
+			}
+		}
+		opts = opts[n:]
+	}
 }
 
 // unfragmentable returns the length of the part of the IPv6 packet ip that

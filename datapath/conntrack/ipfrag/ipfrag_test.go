@@ -223,3 +223,34 @@ func TestFragmentIPv6HopByHop(t *testing.T) {
 		}
 	}
 }
+
+// TestFragmentIPv4Options: every fragment keeps a copied option (security,
+// type 130); only the first keeps record route (type 7, not copied), the
+// others carry no-ops in its place.
+func TestFragmentIPv4Options(t *testing.T) {
+	recordRoute := []byte{7, 7, 4, 0, 0, 0, 0}
+	security := []byte{130, 3, 0}
+	opts := append(append(append([]byte(nil), recordRoute...), security...), 0, 0) // EOL padding to 12
+	pkt := v4Fragment(20+len(opts), 0, false, 2000)
+	copy(pkt[20:], opts)
+	frags, err := Fragment(pkt, 0, 576, 1)
+	if err != nil || len(frags) < 3 {
+		t.Fatalf("%d fragments, %v", len(frags), err)
+	}
+	for i, f := range frags {
+		if f[0] != pkt[0] {
+			t.Fatalf("fragment %d: header length changed", i)
+		}
+		got := f[20:32]
+		want := opts
+		if i > 0 {
+			want = append(bytes.Repeat([]byte{1}, len(recordRoute)), opts[len(recordRoute):]...)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("fragment %d options %v, want %v", i, got, want)
+		}
+		if checksum(f[:32]) != 0 {
+			t.Errorf("fragment %d: header checksum does not verify", i)
+		}
+	}
+}
