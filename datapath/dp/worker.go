@@ -210,10 +210,11 @@ func (w *worker) execute(p *port.Packet, k *flow.Key, actions []flow.DPAction, n
 		case flow.DPSetField:
 			setField(p, k, a)
 		case flow.DPPushVLAN:
-			pushVLAN(p, a.TPID, a.TCI)
+			// vlan_tci's CFI bit means "present" and is not written.
+			p.PushVLAN(a.TPID, a.TCI&^0x1000)
 			packet.Extract(p.Data, k)
 		case flow.DPPopVLAN:
-			popVLAN(p)
+			p.PopVLAN()
 			packet.Extract(p.Data, k)
 		case flow.DPCT:
 			if !w.conntrack(p, k, a, now) {
