@@ -10,6 +10,7 @@ import (
 	"net"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/govn/govn/ovsdb"
@@ -152,7 +153,7 @@ func (s *Server) AddDatabase(db *ovsdb.Database, log Log) error {
 	return s.addServerRow(st)
 }
 
-// Database returns the served database name's state, or nil.
+// database returns the state of the served database name, or nil.
 func (s *Server) database(name string) *dbState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -177,15 +178,37 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
+			if !acceptErrorPasses(err) {
+				return fmt.Errorf("accepting OVSDB connections: %w", err)
 			}
-			return fmt.Errorf("accepting OVSDB connections: %w", err)
+			// Running out of descriptors must not stop serving the
+			// sessions that will close and free some.
+			s.log.Warn("accepting an OVSDB connection failed; retrying", "err", err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
 		}
 		s.ServeConn(ctx, c)
 	}
+}
+
+// acceptErrorPasses reports whether err from Accept is a passing condition
+// (a timeout, a shortage of descriptors or memory, a connection aborted
+// before it was accepted) after which accepting again can succeed.
+func acceptErrorPasses(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	return false
 }
 
 // ServeConn starts a session on rwc and returns at once; the session ends

@@ -6,8 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -346,5 +348,42 @@ func TestHistoryBounds(t *testing.T) {
 	commit(6)
 	if len(d.history) != 0 || d.historyRows != 0 {
 		t.Fatalf("a commit larger than the bound must leave the history empty, got %d", len(d.history))
+	}
+}
+
+// failingListener fails its first Accept as a process out of descriptors
+// does, then accepts normally.
+type failingListener struct {
+	net.Listener
+	failed bool
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if !l.failed {
+		l.failed = true
+		return nil, &net.OpError{Op: "accept", Net: "unix", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// Running out of file descriptors for a moment must not stop the server
+// accepting connections for good.
+func TestServeSurvivesEMFILE(t *testing.T) {
+	srv := New(Options{Logger: quietLogger(), ProbeInterval: -1})
+	if err := srv.AddDatabase(ovsdb.NewDatabase(ovsdb.MustParseSchema([]byte(testSchema))), nil); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "db.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	l, err := Listen(ctx, "punix:"+sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, &failingListener{Listener: l}) }()
+	t.Cleanup(func() { cancel(); <-served })
+	c := dial(t, sock)
+	if got := c.call("list_dbs", `[]`); got != `["Test","_Server"]` {
+		t.Fatalf("after EMFILE, list_dbs gave %s", got)
 	}
 }
