@@ -40,6 +40,13 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // directory and returns the socket path.
 func startServer(t *testing.T, log Log) (*Server, string) {
 	t.Helper()
+	return startServerWith(t, log, func(l net.Listener) net.Listener { return l })
+}
+
+// startServerWith is startServer serving on wrap's replacement for the
+// listener.
+func startServerWith(t *testing.T, log Log, wrap func(net.Listener) net.Listener) (*Server, string) {
+	t.Helper()
 	srv := New(Options{Logger: quietLogger(), ProbeInterval: -1})
 	if err := srv.AddDatabase(ovsdb.NewDatabase(ovsdb.MustParseSchema([]byte(testSchema))), log); err != nil {
 		t.Fatal(err)
@@ -51,7 +58,7 @@ func startServer(t *testing.T, log Log) (*Server, string) {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { srv.Serve(ctx, l); close(done) }()
+	go func() { srv.Serve(ctx, wrap(l)); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return srv, sock
 }
@@ -369,19 +376,7 @@ func (l *failingListener) Accept() (net.Conn, error) {
 // Running out of file descriptors for a moment must not stop the server
 // accepting connections for good.
 func TestServeSurvivesEMFILE(t *testing.T) {
-	srv := New(Options{Logger: quietLogger(), ProbeInterval: -1})
-	if err := srv.AddDatabase(ovsdb.NewDatabase(ovsdb.MustParseSchema([]byte(testSchema))), nil); err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(t.TempDir(), "db.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	l, err := Listen(ctx, "punix:"+sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, &failingListener{Listener: l}) }()
-	t.Cleanup(func() { cancel(); <-served })
+	_, sock := startServerWith(t, nil, func(l net.Listener) net.Listener { return &failingListener{Listener: l} })
 	c := dial(t, sock)
 	if got := c.call("list_dbs", `[]`); got != `["Test","_Server"]` {
 		t.Fatalf("after EMFILE, list_dbs gave %s", got)
