@@ -236,6 +236,20 @@ func (t *txn) table(op map[string]any) (*TableSchema, error) {
 	return ts, nil
 }
 
+// tableWhere decodes the "table" and "where" members that select, update,
+// mutate, delete and wait share.
+func (t *txn) tableWhere(op map[string]any) (*TableSchema, []Condition, error) {
+	ts, err := t.table(op)
+	if err != nil {
+		return nil, nil, err
+	}
+	conds, err := t.where(op, ts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ts, conds, nil
+}
+
 func (t *txn) where(op map[string]any, ts *TableSchema) ([]Condition, error) {
 	v, err := member(op, "where")
 	if err != nil {
@@ -407,11 +421,7 @@ func allColumns(ts *TableSchema) []*ColumnSchema {
 }
 
 func (t *txn) selectOp(b []byte, op map[string]any) ([]byte, error) {
-	ts, err := t.table(op)
-	if err != nil {
-		return b, err
-	}
-	conds, err := t.where(op, ts)
+	ts, conds, err := t.tableWhere(op)
 	if err != nil {
 		return b, err
 	}
@@ -442,11 +452,7 @@ func appendCount(b []byte, n int) []byte {
 }
 
 func (t *txn) update(b []byte, op map[string]any) ([]byte, error) {
-	ts, err := t.table(op)
-	if err != nil {
-		return b, err
-	}
-	conds, err := t.where(op, ts)
+	ts, conds, err := t.tableWhere(op)
 	if err != nil {
 		return b, err
 	}
@@ -480,11 +486,7 @@ func (t *txn) update(b []byte, op map[string]any) ([]byte, error) {
 }
 
 func (t *txn) deleteOp(b []byte, op map[string]any) ([]byte, error) {
-	ts, err := t.table(op)
-	if err != nil {
-		return b, err
-	}
-	conds, err := t.where(op, ts)
+	ts, conds, err := t.tableWhere(op)
 	if err != nil {
 		return b, err
 	}
@@ -649,11 +651,7 @@ func arith(op string, x, y Atom) (Atom, error) {
 }
 
 func (t *txn) mutate(b []byte, op map[string]any) ([]byte, error) {
-	ts, err := t.table(op)
-	if err != nil {
-		return b, err
-	}
-	conds, err := t.where(op, ts)
+	ts, conds, err := t.tableWhere(op)
 	if err != nil {
 		return b, err
 	}
@@ -694,11 +692,7 @@ func (t *txn) mutate(b []byte, op map[string]any) ([]byte, error) {
 }
 
 func (t *txn) wait(b []byte, op map[string]any) ([]byte, error) {
-	ts, err := t.table(op)
-	if err != nil {
-		return b, err
-	}
-	conds, err := t.where(op, ts)
+	ts, conds, err := t.tableWhere(op)
 	if err != nil {
 		return b, err
 	}
