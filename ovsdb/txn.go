@@ -792,22 +792,54 @@ func projection(r *Row, cols []*ColumnSchema, withIDs bool) []byte {
 // garbage, removes weak references to vanished rows, checks referential
 // integrity, indexes and maxRows, and stamps new versions.
 func (t *txn) finish() error {
-	type delta struct {
-		table *TableSchema
-		n     int
+	deltas := t.dropNoOpsCountingRefs()
+	t.collectGarbage(deltas)
+	if err := t.checkReferences(deltas); err != nil {
+		return err
 	}
-	deltas := map[UUID]*delta{}
+	if err := t.dropWeakToVanished(); err != nil {
+		return err
+	}
+	return t.checkTablesAndStamp()
+}
+
+// refDeltas holds, per referenced row, how the transaction changes the
+// number of strong references to it.
+type refDeltas map[UUID]*refDelta
+
+type refDelta struct {
+	table *TableSchema
+	n     int
+}
+
+func (ds refDeltas) add(rf ref, n int) {
+	d := ds[rf.target]
+	if d == nil {
+		d = &refDelta{table: rf.table}
+		ds[rf.target] = d
+	}
+	d.n += n
+}
+
+// strongRefs returns how many strong references u has once the
+// transaction commits.
+func (t *txn) strongRefs(ds refDeltas, u UUID) int {
+	n := t.db.strong[u]
+	if d := ds[u]; d != nil {
+		n += d.n
+	}
+	return n
+}
+
+// dropNoOpsCountingRefs drops changes that leave a row as it was and
+// counts how the others change strong references.
+func (t *txn) dropNoOpsCountingRefs() refDeltas {
+	deltas := refDeltas{}
 	addRefs := func(ts *TableSchema, r *Row, sign int) {
 		t.db.forEachRef(t.db.tables[ts.Name], r, func(rf ref) {
-			if !rf.strong {
-				return
+			if rf.strong {
+				deltas.add(rf, sign)
 			}
-			d := deltas[rf.target]
-			if d == nil {
-				d = &delta{table: rf.table}
-				deltas[rf.target] = d
-			}
-			d.n += sign
 		})
 	}
 	for ts, rows := range t.changes {
@@ -822,16 +854,12 @@ func (t *txn) finish() error {
 			}
 		}
 	}
-	count := func(u UUID) int {
-		n := t.db.strong[u]
-		if d := deltas[u]; d != nil {
-			n += d.n
-		}
-		return n
-	}
+	return deltas
+}
 
-	// Garbage collection: rows of non-root tables that nothing strongly
-	// references go away, which may orphan more rows.
+// collectGarbage deletes rows of non-root tables that nothing strongly
+// references, which may orphan more rows.
+func (t *txn) collectGarbage(deltas refDeltas) {
 	var queue []rowRef
 	for ts, rows := range t.changes {
 		if ts.IsRoot {
@@ -852,7 +880,7 @@ func (t *txn) finish() error {
 		rr := queue[len(queue)-1]
 		queue = queue[:len(queue)-1]
 		r := t.row(rr.table, rr.uuid)
-		if r == nil || count(rr.uuid) > 0 {
+		if r == nil || t.strongRefs(deltas, rr.uuid) > 0 {
 			continue
 		}
 		t.setRow(rr.table, rr.uuid, nil)
@@ -860,21 +888,19 @@ func (t *txn) finish() error {
 			if !rf.strong {
 				return
 			}
-			d := deltas[rf.target]
-			if d == nil {
-				d = &delta{table: rf.table}
-				deltas[rf.target] = d
-			}
-			d.n--
+			deltas.add(rf, -1)
 			if !rf.table.IsRoot {
 				queue = append(queue, rowRef{rf.table, rf.target})
 			}
 		})
 	}
+}
 
-	// Referential integrity: every strong reference must lead to a row.
+// checkReferences enforces referential integrity: every strong reference
+// must lead to a row, and no referenced row may be deleted.
+func (t *txn) checkReferences(deltas refDeltas) error {
 	for u, d := range deltas {
-		n := count(u)
+		n := t.strongRefs(deltas, u)
 		if n <= 0 || t.row(d.table, u) != nil {
 			continue
 		}
@@ -883,20 +909,22 @@ func (t *txn) finish() error {
 		}
 		return Errorf(ErrReferentialIntegrity, "a row refers to nonexistent row %s in table %s", u, d.table.Name)
 	}
-
 	for ts, rows := range t.changes {
 		for u, ch := range rows {
 			if ch.Old != nil && ch.New == nil {
-				if n := count(u); n > 0 {
+				if n := t.strongRefs(deltas, u); n > 0 {
 					return Errorf(ErrReferentialIntegrity, "cannot delete %s row %s because of %d remaining reference(s)", ts.Name, u, n)
 				}
 			}
 		}
 	}
+	return nil
+}
 
-	// Weak references to rows that no longer exist are dropped, from rows
-	// this transaction changed and from committed rows that pointed to a
-	// deleted row.
+// dropWeakToVanished drops weak references to rows that no longer exist,
+// from rows this transaction changed and from committed rows that pointed
+// to a deleted row.
+func (t *txn) dropWeakToVanished() error {
 	var weakFix []rowRef
 	for ts, rows := range t.changes {
 		for uuid, ch := range rows {
@@ -915,8 +943,12 @@ func (t *txn) finish() error {
 			return err
 		}
 	}
+	return nil
+}
 
-	// Indexes, maxRows and new versions.
+// checkTablesAndStamp checks maxRows and unique indexes of the changed
+// tables and gives changed rows new versions.
+func (t *txn) checkTablesAndStamp() error {
 	for ts, rows := range t.changes {
 		if len(rows) == 0 {
 			continue
