@@ -690,6 +690,12 @@ func (s *session) monitorCondChange(id json.RawMessage, params []any) {
 		s.replyError(id, errorJSON(ovsdb.ErrSyntax, "bad monitor id"))
 		return
 	}
+	// Taking another monitor's ID would orphan that monitor: it could no
+	// longer be canceled and would outlive the session.
+	if other, _ := s.findMonitor(params[1]); other != nil && other != m {
+		s.replyError(id, errorJSON(ovsdb.ErrSyntax, "duplicate new monitor ID %s", newID))
+		return
+	}
 	reqs, ok := params[2].(map[string]any)
 	if !ok {
 		s.replyError(id, errorJSON(ovsdb.ErrSyntax, "condition changes must be an object"))

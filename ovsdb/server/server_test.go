@@ -382,3 +382,17 @@ func TestServeSurvivesEMFILE(t *testing.T) {
 		t.Fatalf("after EMFILE, list_dbs gave %s", got)
 	}
 }
+
+// monitor_cond_change may not take the ID of another monitor of the
+// session, which would then be lost to monitor_cancel and session close.
+func TestMonitorCondChangeDuplicateID(t *testing.T) {
+	_, sock := startServer(t, nil)
+	w := dial(t, sock)
+	for _, id := range []string{"a", "b"} {
+		mustContain(t, w.call("monitor_cond", `["Test","`+id+`",{"Box":[{"columns":["name"]}]}]`), "{}")
+	}
+	mustContain(t, w.call("monitor_cond_change", `["b","a",{"Box":[{"where":[["name","==","x"]]}]}]`), "duplicate new monitor ID")
+	mustContain(t, w.call("monitor_cond_change", `["b","b",{"Box":[{"where":[["name","==","x"]]}]}]`), "{}")
+	mustContain(t, w.call("monitor_cancel", `["a"]`), "{}")
+	mustContain(t, w.call("monitor_cancel", `["b"]`), "{}")
+}
