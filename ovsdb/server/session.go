@@ -53,7 +53,8 @@ func (s *session) handle(ctx context.Context, c *jsonrpc.Conn, m *jsonrpc.Messag
 		params = arr
 	}
 	if m.ID == nil {
-		// Notifications: only "cancel" (and a stray "echo") mean anything.
+		// Of notifications only "cancel" means anything; others, such as
+		// an "echo" sent without an id, are ignored.
 		if m.Method == "cancel" && len(params) == 1 {
 			s.cancel(params[0])
 		}
