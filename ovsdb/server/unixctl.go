@@ -7,6 +7,7 @@ import (
 	"net"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/govn/govn/ovsdb/jsonrpc"
 )
@@ -56,7 +57,15 @@ func ServeUnixctl(ctx context.Context, l net.Listener, cmds map[string]UnixctlCo
 	for {
 		conn, err := l.Accept()
 		if err != nil {
-			return
+			if ctx.Err() != nil || !acceptErrorPasses(err) {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
 		}
 		jsonrpc.NewConn(ctx, conn, jsonrpc.Options{Handler: handler})
 	}
