@@ -248,15 +248,21 @@ func (mt *monTable) appendRow(b []byte, r *ovsdb.Row, version int) []byte {
 		if version != monitorV1 && c.Index >= 0 && isDefault(d, &c.Type) {
 			continue
 		}
-		if n > 0 {
-			b = append(b, ',')
-		}
+		b = appendMember(b, n, c.Name)
 		n++
-		b = ovsdb.AppendJSONString(b, c.Name)
-		b = append(b, ':')
 		b = d.AppendJSON(b, &c.Type)
 	}
 	return append(b, '}')
+}
+
+// appendMember starts member n (from 0) of a JSON object: a comma unless
+// it is the first, then the quoted name and a colon.
+func appendMember(b []byte, n int, name string) []byte {
+	if n > 0 {
+		b = append(b, ',')
+	}
+	b = ovsdb.AppendJSONString(b, name)
+	return append(b, ':')
 }
 
 func isDefault(d ovsdb.Datum, ct *ovsdb.ColumnType) bool {
@@ -308,12 +314,8 @@ func (mt *monTable) appendChange(b []byte, uuid ovsdb.UUID, old, new *ovsdb.Row,
 				if od.Equal(new.Get(c)) {
 					continue
 				}
-				if n > 0 {
-					b = append(b, ',')
-				}
+				b = appendMember(b, n, c.Name)
 				n++
-				b = ovsdb.AppendJSONString(b, c.Name)
-				b = append(b, ':')
 				b = od.AppendJSON(b, &c.Type)
 			}
 			if n == 0 {
@@ -329,12 +331,8 @@ func (mt *monTable) appendChange(b []byte, uuid ovsdb.UUID, old, new *ovsdb.Row,
 				if od.Equal(nd) {
 					continue
 				}
-				if n > 0 {
-					b = append(b, ',')
-				}
+				b = appendMember(b, n, c.Name)
 				n++
-				b = ovsdb.AppendJSONString(b, c.Name)
-				b = append(b, ':')
 				b = ovsdb.Diff(od, nd, &c.Type).AppendJSON(b, &c.Type)
 			}
 			if n == 0 {
