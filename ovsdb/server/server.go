@@ -214,7 +214,7 @@ func acceptErrorPasses(err error) bool {
 // ServeConn starts a session on rwc and returns at once; the session ends
 // when the peer hangs up, misbehaves, or ctx ends.
 func (s *Server) ServeConn(ctx context.Context, rwc io.ReadWriteCloser) {
-	sess := &session{srv: s, lastRecv: time.Now(), monitors: map[string]*monitor{}, locks: map[string]bool{}, pending: map[string]*blockedTxn{}}
+	sess := &session{srv: s, lastRecv: time.Now(), monitors: map[string]*monitor{}, locks: map[string]bool{}, pending: map[string][]*blockedTxn{}}
 	// The session must hold its Conn before the first request arrives.
 	sess.conn = jsonrpc.New(ctx, rwc, jsonrpc.Options{
 		Handler:        sess.handle,

@@ -419,3 +419,46 @@ func TestUnixctlSurvivesEMFILE(t *testing.T) {
 		t.Fatalf("after EMFILE, hello gave %s", got)
 	}
 }
+
+// Blocked transactions that reuse a request id must all be released when
+// their session ends; otherwise they stay queued, retried on every commit.
+func TestBlockedWaitsWithSameIDReleased(t *testing.T) {
+	srv, sock := startServer(t, nil)
+	nc, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	wait := `{"method":"transact","id":7,"params":["Test",{"op":"wait","table":"Box","where":[],"columns":["name"],"until":"==","rows":[{"name":"x"}]}]}`
+	if _, err := nc.Write([]byte(wait + wait + `{"method":"echo","id":8,"params":[]}`)); err != nil {
+		t.Fatal(err)
+	}
+	// Requests are handled in order: the echo's reply means both waits
+	// are queued.
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	dec := json.NewDecoder(nc)
+	for {
+		var m struct{ ID json.RawMessage }
+		if err := dec.Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		if string(m.ID) == "8" {
+			break
+		}
+	}
+	d := srv.database("Test")
+	blocked := func() int {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return len(d.blocked)
+	}
+	if n := blocked(); n != 2 {
+		t.Fatalf("%d blocked transactions, want 2", n)
+	}
+	nc.Close()
+	for deadline := time.Now().Add(5 * time.Second); blocked() > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d blocked transactions outlive their session", blocked())
+		}
+	}
+}

@@ -20,8 +20,10 @@ type session struct {
 	mu       sync.Mutex
 	monitors map[string]*monitor // by the monitor's <json-value>, as raw text
 	locks    map[string]bool     // locks requested (owned or waited for)
-	pending  map[string]*blockedTxn
-	closed   bool
+	// pending holds the transactions blocked in "wait", by request id; a
+	// misbehaving client may reuse an id, and each must still be released.
+	pending map[string][]*blockedTxn
+	closed  bool
 	// lastRecv is when the peer last sent anything (for probes).
 	lastRecv time.Time
 }
@@ -153,7 +155,7 @@ func (b *blockedTxn) runLocked(expired bool) (blocked bool) {
 			}
 			d.blocked = append(d.blocked, b)
 			b.sess.mu.Lock()
-			b.sess.pending[string(b.id)] = b
+			b.sess.pending[string(b.id)] = append(b.sess.pending[string(b.id)], b)
 			b.sess.mu.Unlock()
 		}
 		return true
@@ -163,7 +165,7 @@ func (b *blockedTxn) runLocked(expired bool) (blocked bool) {
 	}
 	b.done = true
 	b.sess.mu.Lock()
-	delete(b.sess.pending, string(b.id))
+	b.sess.removePendingLocked(b)
 	b.sess.mu.Unlock()
 	reply := json.RawMessage(res.Reply)
 	if res.Changes == nil {
@@ -288,6 +290,18 @@ func (d *dbState) retryBlockedLocked() {
 	}
 }
 
+// removePendingLocked forgets b among the session's blocked transactions.
+// Callers hold s.mu.
+func (s *session) removePendingLocked(b *blockedTxn) {
+	key := string(b.id)
+	list := slices.DeleteFunc(s.pending[key], func(x *blockedTxn) bool { return x == b })
+	if len(list) == 0 {
+		delete(s.pending, key)
+	} else {
+		s.pending[key] = list
+	}
+}
+
 // cancel answers a blocked transact with "canceled".
 func (s *session) cancel(idv any) {
 	raw, err := json.Marshal(idv)
@@ -295,8 +309,11 @@ func (s *session) cancel(idv any) {
 		return
 	}
 	s.mu.Lock()
-	b := s.pending[string(raw)]
-	delete(s.pending, string(raw))
+	var b *blockedTxn
+	if list := s.pending[string(raw)]; len(list) > 0 {
+		b = list[0]
+		s.removePendingLocked(b)
+	}
 	s.mu.Unlock()
 	if b == nil {
 		return
@@ -322,7 +339,7 @@ func (s *session) close() {
 	mons := s.monitors
 	s.monitors = map[string]*monitor{}
 	pend := s.pending
-	s.pending = map[string]*blockedTxn{}
+	s.pending = map[string][]*blockedTxn{}
 	s.mu.Unlock()
 	for _, m := range mons {
 		m.d.mu.Lock()
@@ -330,14 +347,16 @@ func (s *session) close() {
 		m.d.unwatchLocked(m)
 		m.d.mu.Unlock()
 	}
-	for _, b := range pend {
-		b.d.mu.Lock()
-		b.done = true
-		if b.timer != nil {
-			b.timer.Stop()
+	for _, list := range pend {
+		for _, b := range list {
+			b.d.mu.Lock()
+			b.done = true
+			if b.timer != nil {
+				b.timer.Stop()
+			}
+			b.d.removeBlockedLocked(b)
+			b.d.mu.Unlock()
 		}
-		b.d.removeBlockedLocked(b)
-		b.d.mu.Unlock()
 	}
 	s.srv.locks.releaseAll(s)
 }
