@@ -8,7 +8,7 @@ import (
 
 func TestCheckListingCorpus(t *testing.T) {
 	st := testSymtab(t)
-	f, err := os.Open("testdata/lflows-a.txt")
+	f, err := os.Open("../testdata/reference/lflows-a.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestCheckListingCompile(t *testing.T) {
 	st, c := testCompiler(t)
 	env := newTestEnv(t, st)
 	env.autoKeys = true
-	f, err := os.Open("testdata/lflows-a.txt")
+	f, err := os.Open("../testdata/reference/lflows-a.txt")
 	if err != nil {
 		t.Fatal(err)
 	}

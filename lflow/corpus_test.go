@@ -9,7 +9,7 @@ import (
 // shared/reference/lflows-a.txt, made by the real ovn-northd 23.03).
 func readCorpus(t testing.TB) []ListedFlow {
 	t.Helper()
-	f, err := os.Open("testdata/lflows-a.txt")
+	f, err := os.Open("../testdata/reference/lflows-a.txt")
 	if err != nil {
 		t.Fatal(err)
 	}

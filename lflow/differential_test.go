@@ -170,7 +170,7 @@ func startReference(t *testing.T, ns *netns.NS) *reference {
 		"--unixctl="+filepath.Join(dir, "db.ctl"), "nb.db", "sb.db"))
 	daemon("northd", exec.CommandContext(ctx, "ovn-northd", "--ovnnb-db=unix:"+sock, "--ovnsb-db=unix:"+sock,
 		"--unixctl="+filepath.Join(dir, "northd.ctl")))
-	script := exec.CommandContext(ctx, "bash", "testdata/features-a.sh")
+	script := exec.CommandContext(ctx, "bash", "../testdata/reference/features-a.sh")
 	script.Env = append(env, "OVN_NB_DB=unix:"+sock)
 	if out, err := script.CombinedOutput(); err != nil {
 		t.Fatalf("features-a.sh: %v\n%s", err, out)

@@ -149,7 +149,7 @@ func TestNorthdLflows(t *testing.T) {
 	if len(nbChanges) != 50 {
 		t.Fatalf("%d NB changes, want 50", len(nbChanges))
 	}
-	script, err := filepath.Abs("testdata/features-a.sh")
+	script, err := filepath.Abs("../../testdata/reference/features-a.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
