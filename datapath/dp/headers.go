@@ -46,6 +46,9 @@ func findHeaders(d []byte) headers {
 			off += 2
 			break
 		}
+		if off+4 > len(d) {
+			return h // a truncated tag: no TCI to rewrite
+		}
 		if h.vlan < 0 {
 			h.vlan = off
 		}
