@@ -325,13 +325,36 @@ func natArgs(n *flow.NAT, a *CallAction) error {
 	n.AddrMin, n.AddrMax = addr, addr
 	if len(a.Args) > 1 {
 		pr := a.Args[1].Value
-		if len(pr) == 3 && pr[0].Kind == TokInt && pr[1].Kind == TokMinus && pr[2].Kind == TokInt {
-			n.PortMin, n.PortMax = uint16(pr[0].Value.Lo), uint16(pr[2].Value.Lo)
-		} else if len(pr) == 1 && pr[0].Kind == TokInt {
-			n.PortMin, n.PortMax = uint16(pr[0].Value.Lo), uint16(pr[0].Value.Lo)
+		var lo, hi ArgToken
+		switch {
+		case len(pr) == 3 && pr[0].Kind == TokInt && pr[1].Kind == TokMinus && pr[2].Kind == TokInt:
+			lo, hi = pr[0], pr[2]
+		case len(pr) == 1 && pr[0].Kind == TokInt:
+			lo, hi = pr[0], pr[0]
+		default:
+			return nil
+		}
+		var err error
+		if n.PortMin, err = tokPort(lo); err != nil {
+			return fmt.Errorf("%s: %w", a.Name, err)
+		}
+		if n.PortMax, err = tokPort(hi); err != nil {
+			return fmt.Errorf("%s: %w", a.Name, err)
+		}
+		if n.PortMin > n.PortMax {
+			return fmt.Errorf("%s: port range %d-%d is backwards", a.Name, n.PortMin, n.PortMax)
 		}
 	}
 	return nil
+}
+
+// tokPort reads a transport port number, rejecting values that do not fit
+// in 16 bits rather than truncating them.
+func tokPort(t ArgToken) (uint16, error) {
+	if t.Value.Hi != 0 || t.Value.Lo > 65535 {
+		return 0, fmt.Errorf("port %s is not in 0..65535", t.Text)
+	}
+	return uint16(t.Value.Lo), nil
 }
 
 func tokAddr(t ArgToken) (netip.Addr, error) {
@@ -387,7 +410,11 @@ func (ac *actionCompiler) ctLB(out []flow.Action, a *CallAction, next uint8) ([]
 		backends = append(backends, flow.NAT{Dst: true, AddrMin: addr, AddrMax: addr})
 		cur = &backends[len(backends)-1]
 		if len(toks) == 3 && toks[1].Kind == TokColon && toks[2].Kind == TokInt {
-			cur.PortMin, cur.PortMax = uint16(toks[2].Value.Lo), uint16(toks[2].Value.Lo)
+			port, err := tokPort(toks[2])
+			if err != nil {
+				return nil, fmt.Errorf("%s: backend: %w", a.Name, err)
+			}
+			cur.PortMin, cur.PortMax = port, port
 		}
 	}
 	if len(backends) == 0 {

@@ -164,6 +164,9 @@ func TestCompileErrors(t *testing.T) {
 		{Lflow{Pipeline: "ingress", Table: 1, Match: "1", Actions: "set_meter(rate=5);"}, "must be an integer"},
 		{Lflow{Pipeline: "ingress", Table: 1, Match: "1", Actions: "set_queue(1);"}, "set_queue is not supported"},
 		{Lflow{Pipeline: "ingress", Table: 1, Match: "tcp.dst ==", Actions: "next;"}, "match: at offset 10"},
+		{Lflow{Pipeline: "ingress", Table: 1, Match: "ip4", Actions: "ct_lb_mark(backends=10.0.0.1:99999);"}, "port 99999 is not in 0..65535"},
+		{Lflow{Pipeline: "ingress", Table: 1, Match: "ip4", Actions: "ct_dnat(10.0.0.1, 70000);"}, "port 70000 is not in 0..65535"},
+		{Lflow{Pipeline: "ingress", Table: 1, Match: "ip4", Actions: "ct_snat(10.0.0.1, 2000-1000);"}, "port range 2000-1000 is backwards"},
 		{Lflow{Pipeline: "ingress", Table: 1, Match: "1", Actions: "next"}, "actions: at offset 4"},
 	}
 	for _, tt := range tests {
