@@ -10,6 +10,7 @@ import (
 
 	"github.com/govn/govn/datapath/conntrack"
 	"github.com/govn/govn/datapath/flow"
+	"github.com/govn/govn/datapath/packet"
 	"github.com/govn/govn/datapath/port"
 	"github.com/govn/govn/datapath/xlate"
 )
@@ -437,4 +438,38 @@ func BenchmarkFastPathCacheHit(b *testing.B) {
 		w.flush()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/packet")
+}
+
+// TestSetFieldPartialChecksum rewrites a frame whose UDP checksum holds
+// only the pseudo-header sum (a GSO frame keeps it so): addresses are in
+// the pseudo-header and must update it, ports are not and must leave it,
+// so that finishing the checksum afterwards gives a valid one.
+func TestSetFieldPartialChecksum(t *testing.T) {
+	for _, fields := range [][]flow.DPSetField{
+		{{Field: flow.NWDst, Value: flow.U128{Lo: 0xc0a80109}, Mask: flow.U128{Lo: 0xffffffff}}},
+		{{Field: flow.TPDst, Value: flow.U128{Lo: 8080}, Mask: flow.U128{Lo: 0xffff}}},
+		{
+			{Field: flow.TPSrc, Value: flow.U128{Lo: 4242}, Mask: flow.U128{Lo: 0xffff}},
+			{Field: flow.NWSrc, Value: flow.U128{Lo: 0x0a000063}, Mask: flow.U128{Lo: 0xffffffff}},
+		},
+	} {
+		f := udpFrame(mac2, mac1, 1, 2, 33)
+		ps := pseudo(f)
+		for ps>>16 != 0 {
+			ps = ps&0xffff + ps>>16
+		}
+		binary.BigEndian.PutUint16(f[40:], uint16(ps))
+		p := port.NewPacket(len(f))
+		p.SetFrame(f)
+		p.Offload = port.Offload{NeedsCsum: true, CsumStart: 34, CsumOffset: 6}
+		var k flow.Key
+		packet.Extract(p.Data, &k)
+		for _, a := range fields {
+			setField(p, &k, a)
+		}
+		if err := p.FinishChecksum(); err != nil {
+			t.Fatal(err)
+		}
+		t.Run(fields[0].Field.String(), func(t *testing.T) { checkIPv4L4(t, p.Data) })
+	}
 }

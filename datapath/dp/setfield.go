@@ -104,7 +104,10 @@ func setField(p *port.Packet, k *flow.Key, a flow.DPSetField) {
 			}
 			o := binary.BigEndian.Uint16(d[off:])
 			binary.BigEndian.PutUint16(d[off:], uint16(v.Lo))
-			if h.proto != protoSCTP { // SCTP's CRC32c is left to the receiver
+			// SCTP's CRC32c is left to the receiver. A partial checksum
+			// holds only the pseudo-header sum, which has no ports: the
+			// new port is summed when the checksum is finished.
+			if h.proto != protoSCTP && !partial {
 				fixL4(d, h, partial, o, uint16(v.Lo))
 			}
 		case protoICMP, protoICMPv6:
@@ -114,9 +117,11 @@ func setField(p *port.Packet, k *flow.Key, a flow.DPSetField) {
 			} else {
 				d[h.l4+1] = uint8(v.Lo)
 			}
-			n := binary.BigEndian.Uint16(d[h.l4:])
-			c := binary.BigEndian.Uint16(d[h.l4+2:])
-			binary.BigEndian.PutUint16(d[h.l4+2:], csumUpdate16(c, o, n))
+			if !partial { // as for ports: type and code are not in a partial sum
+				n := binary.BigEndian.Uint16(d[h.l4:])
+				c := binary.BigEndian.Uint16(d[h.l4+2:])
+				binary.BigEndian.PutUint16(d[h.l4+2:], csumUpdate16(c, o, n))
+			}
 		}
 	case flow.ARPSHA, flow.ARPTHA:
 		if h.ethType == etherTypeARP && h.l3 >= 0 {
