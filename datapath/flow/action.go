@@ -331,7 +331,11 @@ func (a CheckPktLarger) String() string {
 
 // ActionsString formats a list of actions as OVS does, comma-separated;
 // the empty list is "drop".
-func ActionsString(as []Action) string {
+func ActionsString(as []Action) string { return joinActions(as) }
+
+// joinActions formats a list of rule or datapath actions, comma-separated,
+// with "drop" for the empty list: both have that form in OVS.
+func joinActions[A fmt.Stringer](as []A) string {
 	if len(as) == 0 {
 		return "drop"
 	}

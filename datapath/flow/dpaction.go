@@ -112,13 +112,4 @@ func (a DPClone) String() string     { return "clone(" + DPActionsString(a.Actio
 
 // DPActionsString formats datapath actions as ovs-appctl dpctl/dump-flows
 // does; the empty list is "drop".
-func DPActionsString(as []DPAction) string {
-	if len(as) == 0 {
-		return "drop"
-	}
-	s := make([]string, len(as))
-	for i, a := range as {
-		s[i] = a.String()
-	}
-	return strings.Join(s, ",")
-}
+func DPActionsString(as []DPAction) string { return joinActions(as) }
