@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Kind says what a Message is.
@@ -138,7 +139,7 @@ func (m *Message) appendJSON(b []byte) []byte {
 	b = appendRaw(b, m.ID)
 	if m.Method != "" {
 		b = append(b, `,"method":`...)
-		b = strconv.AppendQuote(b, m.Method)
+		b = appendJSONString(b, m.Method)
 		b = append(b, `,"params":`...)
 		if m.Params == nil {
 			b = append(b, "[]"...)
@@ -152,6 +153,37 @@ func (m *Message) appendJSON(b []byte) []byte {
 		b = appendRaw(b, m.Error)
 	}
 	return append(b, '}')
+}
+
+// appendJSONString appends s as a JSON string. strconv.AppendQuote is Go
+// syntax (\x7f, \a) that JSON parsers reject; this escapes only what JSON
+// requires and replaces invalid UTF-8 with U+FFFD, as encoding/json does.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c < 0x20:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, `\ufffd`...)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
 }
 
 func appendRaw(b []byte, raw json.RawMessage) []byte {
