@@ -344,6 +344,7 @@ type Megaflow struct {
 	Match   flow.Match // key and mask
 	Actions []flow.DPAction
 	Hits    uint64
+	Bytes   uint64 // of the packets Hits counts, as received
 	Idle    time.Duration
 	InPort  uint32         // the receive queue (port) whose cache holds it
 	Reasons []xlate.Reason // for each matched field, the rule or action that examined it
@@ -352,7 +353,7 @@ type Megaflow struct {
 // String formats m like ovs-appctl dpctl/dump-flows, with its reasons on
 // the following lines.
 func (m Megaflow) String() string {
-	s := fmt.Sprintf("%s, packets:%d, used:%.3fs, actions:%s", m.Match.String(), m.Hits, m.Idle.Seconds(), flow.DPActionsString(m.Actions))
+	s := fmt.Sprintf("%s, packets:%d, bytes:%d, used:%.3fs, actions:%s", m.Match.String(), m.Hits, m.Bytes, m.Idle.Seconds(), flow.DPActionsString(m.Actions))
 	for _, r := range m.Reasons {
 		s += "\n    " + r.String()
 	}
@@ -368,7 +369,7 @@ func (d *Datapath) Megaflows() []Megaflow {
 		pe.w.cache.Flows(func(f *megaflow.Flow) {
 			out = append(out, Megaflow{
 				Match:   flow.Match{Key: f.Key, Mask: *f.Mask()},
-				Actions: f.Actions, Hits: f.Hits, Idle: now - f.Used, InPort: no,
+				Actions: f.Actions, Hits: f.Hits, Bytes: f.Bytes, Idle: now - f.Used, InPort: no,
 				Reasons: f.Reasons,
 			})
 		})

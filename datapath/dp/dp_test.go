@@ -197,6 +197,17 @@ func TestForwardAndCache(t *testing.T) {
 			t.Errorf("megaflow mask: tp_src %v in_port %v", mf.Match.Mask.Get(flow.TPSrc), mf.Match.Mask.Get(flow.InPort))
 		}
 	}
+	// Port 1's megaflow counted the frames that hit it (not the upcall's):
+	// payloads 11..14, then the one from source port 1001.
+	var wantBytes uint64
+	for _, payload := range []int{11, 12, 13, 14, 10} {
+		wantBytes += uint64(len(udpFrame(mac2, mac1, 1000, 2000, payload)))
+	}
+	for _, mf := range mfs {
+		if mf.InPort == 1 && (mf.Hits != 5 || mf.Bytes != wantBytes) {
+			t.Errorf("port 1 megaflow: %d packets %d bytes, want 5, %d", mf.Hits, mf.Bytes, wantBytes)
+		}
+	}
 }
 
 func TestRevalidation(t *testing.T) {

@@ -115,6 +115,7 @@ func (w *worker) receive(p *port.Packet, now time.Duration) {
 // the slow path on a miss.
 func (w *worker) process(p *port.Packet, k *flow.Key, now time.Duration, depth int) {
 	if mf := w.cache.Lookup(k, now); mf != nil {
+		mf.Bytes += uint64(len(p.Data))
 		if w.deferCT(p, k, mf.Actions, now, depth) {
 			return // drainCT runs it with the batch's other packets at that ct()
 		}

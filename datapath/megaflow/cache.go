@@ -20,6 +20,7 @@ type Flow struct {
 	Tables     flow.TableSet // the tables the translation looked up
 	Groups     bool          // whether it used a group
 	Hits       uint64
+	Bytes      uint64        // bytes of the packets Hits counts; the caller adds them after Lookup
 	Used       time.Duration // time of the last hit, on the caller's clock
 	Created    time.Duration
 
