@@ -33,7 +33,8 @@ func (e *mapEnv) PortKey(name string) (uint32, bool) {
 
 // newTestEnv returns an environment with the address sets and port groups
 // the tests and the reference corpus use: as1000 holds 1,000 IPv4
-// addresses and pg10 ten ports.
+// addresses in one subnet, as1000spread 1,000 all over the IPv4 space, and
+// pg10 ten ports.
 func newTestEnv(t testing.TB, st *Symtab) *mapEnv {
 	t.Helper()
 	env := &mapEnv{
@@ -61,6 +62,14 @@ func newTestEnv(t testing.TB, st *Symtab) *mapEnv {
 		big = append(big, fmt.Sprintf("10.%d.%d.%d", i/65536, i/256%256, i%256))
 	}
 	add("as1000", big...)
+	// as1000spread: 1,000 addresses spread over the whole IPv4 space
+	// (a multiplicative walk), the worst case for a negated set.
+	big = big[:0]
+	for i := uint32(1); len(big) < 1000; i++ {
+		a := i * 2654435761
+		big = append(big, fmt.Sprintf("%d.%d.%d.%d", a>>24, a>>16&0xff, a>>8&0xff, a&0xff))
+	}
+	add("as1000spread", big...)
 	env.groups["pg_web"] = []string{"sw0-p1", "sw0-p2"}
 	env.groups["pg_db"] = []string{"sw1-p1"}
 	for i := 0; i < 10; i++ {

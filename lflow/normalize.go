@@ -386,10 +386,10 @@ func andConj(a, b Conj) (Conj, bool, error) {
 // andClause intersects two clauses on the same field.
 func andClause(a, b *Clause) (Clause, bool, error) {
 	c := Clause{Field: a.Field}
-	if a.Len()*b.Len() > maxConjs {
-		return c, false, errTooComplex
-	}
 	if a.Field.Kind == KindString {
+		if a.Len()*b.Len() > maxConjs {
+			return c, false, errTooComplex
+		}
 		for _, p := range a.Ports {
 			if slices.Contains(b.Ports, p) {
 				c.Ports = append(c.Ports, p)
@@ -405,15 +405,11 @@ func andClause(a, b *Clause) (Clause, bool, error) {
 		c.Alts = []Masked{{x.Value.Or(y.Value), x.Mask.Or(y.Mask)}}
 		return c, true, nil
 	}
-	for _, x := range a.Alts {
-		for _, y := range b.Alts {
-			common := x.Mask.And(y.Mask)
-			if !x.Value.Xor(y.Value).And(common).IsZero() {
-				continue
-			}
-			c.Alts = appendAlts(c.Alts, []Masked{{x.Value.Or(y.Value), x.Mask.Or(y.Mask)}})
-		}
+	alts, err := intersectAlts(a.Alts, b.Alts)
+	if err != nil {
+		return c, false, err
 	}
+	c.Alts = alts
 	return c, len(c.Alts) > 0, nil
 }
 
@@ -519,38 +515,25 @@ func (n *normalizer) leaf(e *CmpExpr, neg bool) (Normal, error) {
 			}
 			return Normal{Conj{c}}, nil
 		}
-		// x != c is "some bit of x under the mask differs from c"; x != {a,
-		// b} is x != a && x != b.
-		conj := Conj{}
+		// x != c is "some bit of x under the mask differs from c", one
+		// single-bit alternative per bit; x != {a, b} is x != a && x != b,
+		// which exclude computes as a whole (see exclude.go).
+		off := make([]Masked, 0, len(consts))
 		for _, k := range consts {
 			m := full
 			if k.Masked {
 				m = k.Mask
 			}
-			if m.IsZero() {
-				return normFalse(), nil // x != c/0 never holds
-			}
-			c := Clause{Field: field}
-			for bit := 0; bit < w; bit++ {
-				if !m.Bit(bit) {
-					continue
-				}
-				v := U128{}
-				if !k.Value.Bit(bit) {
-					v = Bit1(bit + ofs)
-				}
-				c.Alts = append(c.Alts, Masked{v, Bit1(bit + ofs)})
-			}
-			var ok bool
-			conj, ok, err = andConj(conj, Conj{c})
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				return normFalse(), nil
-			}
+			off = append(off, Masked{k.Value.And(m).Lsh(ofs), m.Lsh(ofs)})
 		}
-		return Normal{conj}, nil
+		on, err := exclude(off)
+		if err != nil {
+			return nil, fmt.Errorf("%s != %d values: %w", sym.Name, len(consts), err)
+		}
+		if len(on) == 0 {
+			return normFalse(), nil // x != c/0 never holds
+		}
+		return Normal{Conj{{Field: field, Alts: on}}}, nil
 	default:
 		if e.Kind != RefConst {
 			return nil, fmt.Errorf("%s cannot compare with a set", relopText(e.Op))
