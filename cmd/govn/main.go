@@ -27,6 +27,8 @@ func commands() []command {
 	return []command{
 		{"db", "serve OVSDB databases (like ovsdb-server), or create one: govn db create FILE SCHEMA", runDB},
 		{"lflow", "parse and check logical flows: govn lflow check [--normalize] < lflow-list", runLflow},
+		{"switch", "run the userspace datapath on ports, with an ovs-appctl control socket: govn switch --port DEV... [--flows=FILE]", runSwitch},
+		{"appctl", "run a command on a govn (or OVS) control socket, like ovs-appctl: govn appctl [-t PATH] COMMAND [ARGS]", runAppctl},
 		{"bench", "side-by-side benchmarks against the real OVN/OVS: govn bench ovsdb|datapath|conntrack [--json]", runBench},
 	}
 }

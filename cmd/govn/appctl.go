@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/govn/govn/datapath/switchd"
+	"github.com/govn/govn/unixctl"
+)
+
+// runAppctl implements "govn appctl [-t TARGET] COMMAND [ARGS...]", a
+// client of any govn control socket (govn switch, govn db --unixctl) and
+// of OVS daemons' sockets, like ovs-appctl. TARGET is a socket path, or a
+// name such as "switch" meaning /run/govn/NAME.ctl.
+func runAppctl(ctx context.Context, args []string) error {
+	return runAppctlIO(ctx, args, os.Stdout, os.Stderr)
+}
+
+func runAppctlIO(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("appctl", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	target := fs.String("t", switchd.DefaultUnixctl, "the control socket `PATH`, or a daemon name under /run/govn")
+	fs.StringVar(target, "target", switchd.DefaultUnixctl, "same as -t")
+	if err := fs.Parse(args); err != nil || fs.NArg() == 0 {
+		if err == nil {
+			err = errors.New("no command")
+		}
+		return fmt.Errorf("%w: %v\ngovn appctl [-t PATH|NAME] COMMAND [ARGS...]   (try: govn appctl list-commands)", errUsage, err)
+	}
+	path := *target
+	if !strings.Contains(path, "/") {
+		path = "/run/govn/" + path + ".ctl"
+	}
+	out, err := unixctl.Call(ctx, path, fs.Arg(0), fs.Args()[1:]...)
+	var ce *unixctl.CommandError
+	if errors.As(err, &ce) {
+		msg := ce.Message
+		if !strings.HasSuffix(msg, "\n") {
+			msg += "\n"
+		}
+		fmt.Fprint(stderr, msg)
+		return errFailed
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, out)
+	return nil
+}

@@ -1,0 +1,363 @@
+package switchd
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/govn/govn/datapath/conntrack"
+	"github.com/govn/govn/datapath/flow"
+	"github.com/govn/govn/unixctl"
+)
+
+// Commands returns the control commands; "exit" calls stop.
+func (s *Switch) Commands(stop func()) map[string]unixctl.Command {
+	return map[string]unixctl.Command{
+		"dpctl/dump-flows":      s.dumpMegaflows,
+		"dpctl/show":            s.show,
+		"dpif/show":             s.show,
+		"dump-tables":           s.dumpTables,
+		"ofproto/trace":         s.trace,
+		"dump-flows":            s.dumpFlows,
+		"add-flow":              s.addFlow,
+		"del-flows":             s.delFlows,
+		"replace-flows":         s.replaceFlows,
+		"conntrack/dump":        s.dumpConntrack,
+		"dpctl/dump-conntrack":  s.dumpConntrack,
+		"conntrack/flush":       s.flushConntrack,
+		"dpctl/flush-conntrack": s.flushConntrack,
+		"version":               func([]string) (string, error) { return "govn switch\n", nil },
+		"exit":                  func([]string) (string, error) { stop(); return "", nil },
+	}
+}
+
+// The datapath's name in dumps, as OVS's "system@ovs-system", and the
+// bridge's, as "br0".
+const (
+	dpName     = "govn@switch"
+	bridgeName = "govn"
+)
+
+// dropDPName drops a leading datapath or bridge name argument, which
+// ovs-appctl users give out of habit ("dpctl/show system@ovs-system",
+// "ofproto/trace govn in_port=1"): any name with '@', or the bridge's.
+func dropDPName(args []string) []string {
+	if len(args) > 0 && (strings.Contains(args[0], "@") || args[0] == bridgeName) {
+		return args[1:]
+	}
+	return args
+}
+
+// dumpMegaflows is dpctl/dump-flows [reasons]: the megaflows, busiest
+// first, with the rule behind each matched field if asked.
+func (s *Switch) dumpMegaflows(args []string) (string, error) {
+	reasons := false
+	for _, a := range dropDPName(args) {
+		switch a {
+		case "reasons", "--reasons":
+			reasons = true
+		case "-m", "--more":
+			// Megaflows always show every matched field.
+		default:
+			return "", fmt.Errorf("dpctl/dump-flows: unknown argument %q (want [reasons])", a)
+		}
+	}
+	mfs := s.dp.Megaflows()
+	strs := make([]string, len(mfs))
+	for i := range mfs {
+		strs[i] = mfs[i].Match.String()
+	}
+	idx := make([]int, len(mfs))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		if c := cmp.Compare(mfs[b].Hits, mfs[a].Hits); c != 0 {
+			return c
+		}
+		return strings.Compare(strs[a], strs[b])
+	})
+	var b strings.Builder
+	for _, i := range idx {
+		mf := mfs[i]
+		if !reasons {
+			mf.Reasons = nil
+		}
+		b.WriteString(mf.String())
+		b.WriteByte('\n')
+	}
+	return b.String(), nil
+}
+
+// show is dpctl/show and dpif/show: the datapath's counters and its ports'.
+func (s *Switch) show(args []string) (string, error) {
+	for _, a := range dropDPName(args) {
+		if a != "-s" && a != "--statistics" {
+			return "", fmt.Errorf("show: unknown argument %q", a)
+		}
+	}
+	st := s.dp.Stats()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s:\n", dpName)
+	fmt.Fprintf(&b, "  lookups: hit:%d missed:%d lost:%d\n", st.EMCHits+st.MegaflowHits, st.Upcalls, st.UpcallErrors)
+	fmt.Fprintf(&b, "  flows: %d\n", st.Megaflows)
+	fmt.Fprintf(&b, "  packets: %d emc_hits:%d megaflow_hits:%d recirculated:%d\n", st.Packets, st.EMCHits, st.MegaflowHits, st.Recirculated)
+	fmt.Fprintf(&b, "  upcalls: %d errors:%d installed:%d expired:%d revalidated:%d invalidated:%d\n",
+		st.Upcalls, st.UpcallErrors, st.Installed, st.Expired, st.Revalidated, st.Invalidated)
+	fmt.Fprintf(&b, "  drops: no_port:%d loop:%d conntrack:%d meter:%d bad_offload:%d packet_in:%d fragment:%d\n",
+		st.NoPortDrops, st.LoopDrops, st.CTDrops, st.MeterDrops, st.BadOffloads, st.PacketInDrops, st.FragDrops)
+	pst := s.dp.PortStats()
+	for _, p := range s.ports {
+		ps := pst[p.No]
+		fmt.Fprintf(&b, "  port %d: %s (%s)\n", p.No, p.Port.Name(), p.Kind)
+		fmt.Fprintf(&b, "    RX packets:%d bytes:%d errors:%d dropped:%d\n", ps.RxPackets, ps.RxBytes, ps.RxErrors, ps.RxDropped)
+		fmt.Fprintf(&b, "    TX packets:%d bytes:%d errors:%d dropped:%d\n", ps.TxPackets, ps.TxBytes, ps.TxErrors, ps.TxDropped)
+	}
+	return b.String(), nil
+}
+
+// dumpTables is dump-tables: for each table with rules or lookups, its
+// rule count and lookup and match counters.
+func (s *Switch) dumpTables(args []string) (string, error) {
+	if len(dropDPName(args)) > 0 {
+		return "", errors.New("dump-tables takes no arguments")
+	}
+	ts := s.pipe.Tables()
+	active := map[int]int{}
+	for _, r := range ts.Dump(flow.NumTables) {
+		active[int(r.Table)]++
+	}
+	var b strings.Builder
+	for t := range flow.NumTables {
+		lookups, matched := ts.TableStats(uint8(t))
+		if lookups == 0 && active[t] == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "table %d: active=%d lookup=%d matched=%d missed=%d\n", t, active[t], lookups, matched, lookups-matched)
+	}
+	return b.String(), nil
+}
+
+// trace is ofproto/trace [BRIDGE] FLOW: the packet's path through the
+// tables, its megaflow as the datapath would install it, and the reasons
+// for the megaflow's mask.
+func (s *Switch) trace(args []string) (string, error) {
+	args = dropDPName(args)
+	if len(args) == 0 {
+		return "", errors.New("ofproto/trace: want a flow, e.g. in_port=1,icmp,nw_src=10.0.0.1,nw_dst=10.0.0.2")
+	}
+	spec := strings.Join(args, ",")
+	k, err := ParseFlowSpec(spec)
+	if err != nil {
+		return "", fmt.Errorf("ofproto/trace: %s: %w", spec, err)
+	}
+	r := s.dp.Trace(k)
+	// The trace's mask is the slow path's; the datapath installs it
+	// without pipeline-only fields and exact on in_port and recirc_id.
+	r.Mask = datapathMask(r.Mask)
+	r.Key = k.And(&r.Mask)
+	var b strings.Builder
+	fmt.Fprintf(&b, "Flow: %s\n\n", flowString(k))
+	fmt.Fprintf(&b, "bridge(%q)\n--------------\n", bridgeName)
+	b.WriteString(r.FormatTrace())
+	fmt.Fprintf(&b, "Datapath actions: %s\n", dpActions(r.Actions))
+	return b.String(), nil
+}
+
+// datapathMask makes a translation's mask what the datapath installs (as
+// package dp does): no pipeline-only fields; in_port and recirc_id exact.
+func datapathMask(m flow.Mask) flow.Mask {
+	po := flow.PipelineOnlyMask()
+	m.ClearMask(&po)
+	m.SetField(flow.InPort)
+	m.SetField(flow.RecircID)
+	return m
+}
+
+// flowString formats a packet's key: every nonzero field.
+func flowString(k flow.Key) string {
+	var m flow.Match
+	m.Key = k
+	for f := flow.Field(1); f.Valid(); f++ {
+		if !k.GetU128(f).IsZero() || f == flow.InPort {
+			m.Mask.SetField(f)
+		}
+	}
+	return m.String()
+}
+
+func dpActions(as []flow.DPAction) string {
+	if len(as) == 0 {
+		return "drop"
+	}
+	return flow.DPActionsString(as)
+}
+
+// dumpFlows is dump-flows [TABLE]: the installed rules, by table and
+// priority, in the form add-flow and replace-flows read.
+func (s *Switch) dumpFlows(args []string) (string, error) {
+	args = dropDPName(args)
+	table := flow.NumTables
+	switch len(args) {
+	case 0:
+	case 1:
+		v := strings.TrimPrefix(args[0], "table=")
+		n, err := strconv.ParseUint(v, 10, 8)
+		if err != nil || n >= flow.NumTables {
+			return "", fmt.Errorf("dump-flows: bad table %q", args[0])
+		}
+		table = int(n)
+	default:
+		return "", errors.New("dump-flows: want at most a table number")
+	}
+	rules := s.pipe.Tables().Dump(table)
+	slices.SortStableFunc(rules, func(a, b flow.Rule) int {
+		if c := cmp.Compare(a.Table, b.Table); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Match.String(), b.Match.String())
+	})
+	var b strings.Builder
+	b.WriteString("# per-rule packet counters are not kept by the classifier; see dump-tables for per-table counters\n")
+	for i := range rules {
+		b.WriteString(rules[i].String())
+		b.WriteByte('\n')
+	}
+	return b.String(), nil
+}
+
+// apply applies a bundle and revalidates the megaflows at once, and says
+// what changed.
+func (s *Switch) apply(b flow.Bundle, what string) (string, error) {
+	before := s.dp.Stats()
+	gen, err := s.pipe.Apply(b)
+	if err != nil {
+		return "", err
+	}
+	s.dp.Revalidate()
+	after := s.dp.Stats()
+	s.log.Info("flow tables changed", "change", what, "generation", gen)
+	return fmt.Sprintf("%s; generation %d; megaflows revalidated: %d, removed: %d\n",
+		what, gen, after.Revalidated-before.Revalidated, after.Invalidated-before.Invalidated), nil
+}
+
+// addFlow is add-flow RULE; a rule split over several arguments (an
+// unquoted shell word list) is joined with spaces.
+func (s *Switch) addFlow(args []string) (string, error) {
+	if len(args) == 0 {
+		return "", errors.New("add-flow: want a rule, e.g. in_port=1,actions=output:2")
+	}
+	r, err := ParseRule(strings.Join(args, " "))
+	if err != nil {
+		return "", fmt.Errorf("add-flow: %w", err)
+	}
+	var b flow.Bundle
+	b.Add(r)
+	out, err := s.apply(b, "1 rule added")
+	if err != nil {
+		return "", fmt.Errorf("add-flow: %w", err)
+	}
+	return out, nil
+}
+
+// delFlows is del-flows: every rule and group goes.
+func (s *Switch) delFlows(args []string) (string, error) {
+	if len(dropDPName(args)) > 0 {
+		return "", errors.New("del-flows: deleting some rules is not supported; without arguments it deletes every rule")
+	}
+	n := len(s.pipe.Tables().Dump(flow.NumTables))
+	out, err := s.apply(flow.Bundle{Ops: []flow.Op{{Kind: flow.OpDeleteAll}}}, fmt.Sprintf("%d rules deleted", n))
+	if err != nil {
+		return "", fmt.Errorf("del-flows: %w", err)
+	}
+	return out, nil
+}
+
+// replaceFlows is replace-flows FILE: the flow tables become the file's
+// rules in one bundle, so no packet sees a mix. The daemon reads FILE, so
+// a relative name is relative to the daemon's directory.
+func (s *Switch) replaceFlows(args []string) (string, error) {
+	args = dropDPName(args)
+	if len(args) != 1 {
+		return "", errors.New("replace-flows: want one flow file")
+	}
+	f, err := os.Open(args[0])
+	if err != nil {
+		return "", fmt.Errorf("replace-flows: %w", err)
+	}
+	defer f.Close()
+	rules, err := ParseFlows(f)
+	if err != nil {
+		return "", fmt.Errorf("replace-flows: %s: %w", args[0], err)
+	}
+	b := addBundle(rules)
+	b.Ops = append([]flow.Op{{Kind: flow.OpDeleteAll}}, b.Ops...)
+	out, err := s.apply(b, fmt.Sprintf("flow tables replaced by %d rules", len(rules)))
+	if err != nil {
+		return "", fmt.Errorf("replace-flows: %w", err)
+	}
+	return out, nil
+}
+
+// zoneArg parses an optional "zone=N" argument.
+func zoneArg(cmd string, args []string) (zone uint16, all bool, err error) {
+	args = dropDPName(args)
+	switch len(args) {
+	case 0:
+		return 0, true, nil
+	case 1:
+		v, ok := strings.CutPrefix(args[0], "zone=")
+		n, err := strconv.ParseUint(v, 0, 16)
+		if !ok || err != nil {
+			return 0, false, fmt.Errorf("%s: bad argument %q (want zone=N, N in 0..65535)", cmd, args[0])
+		}
+		return uint16(n), false, nil
+	}
+	return 0, false, fmt.Errorf("%s: want at most zone=N", cmd)
+}
+
+// dumpConntrack is conntrack/dump [zone=N].
+func (s *Switch) dumpConntrack(args []string) (string, error) {
+	zone, all, err := zoneArg("conntrack/dump", args)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	emit := func(e conntrack.Entry) bool {
+		b.WriteString(e.String())
+		b.WriteByte('\n')
+		return true
+	}
+	if all {
+		s.ct.DumpAll(emit)
+	} else {
+		s.ct.Dump(zone, emit)
+	}
+	return b.String(), nil
+}
+
+// flushConntrack is conntrack/flush [zone=N].
+func (s *Switch) flushConntrack(args []string) (string, error) {
+	zone, all, err := zoneArg("conntrack/flush", args)
+	if err != nil {
+		return "", err
+	}
+	if all {
+		s.ct.FlushAll()
+	} else {
+		s.ct.Flush(zone)
+	}
+	return "", nil
+}
+
+// sortPorts orders ports by number.
+func sortPorts(ps []Port) {
+	slices.SortFunc(ps, func(a, b Port) int { return cmp.Compare(a.No, b.No) })
+}

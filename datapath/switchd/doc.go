@@ -1,0 +1,28 @@
+// Package switchd is "govn switch": a daemon that runs govn's userspace
+// datapath (package dp) on real ports with flow tables loaded from a file,
+// and answers ovs-appctl commands on a control socket (package unixctl) so
+// that a network engineer can see what it does.
+//
+// The control socket's commands follow ovs-appctl's names where OVS has
+// one, and print much what OVS prints:
+//
+//   - dpctl/dump-flows [reasons]: the megaflows, with packets, bytes and
+//     idle time; with "reasons", under each megaflow the rule (or action)
+//     that made each of its fields be matched.
+//   - dpctl/show, dpif/show: ports with their counters, the cache's
+//     hit/miss (upcall) counters and the megaflow count.
+//   - dump-tables: per-table lookup and match counters.
+//   - ofproto/trace FLOW: the tables a packet with these fields traverses,
+//     the rule it matches in each, the megaflow it would get (with the
+//     reasons for its mask) and its datapath actions.
+//   - dump-flows [TABLE], add-flow RULE, del-flows, replace-flows FILE:
+//     the flow tables, in the text form package flow parses. Changes are
+//     applied atomically and the megaflows revalidated at once.
+//   - conntrack/dump [zone=N], conntrack/flush [zone=N] (also under
+//     OVS's names dpctl/dump-conntrack and dpctl/flush-conntrack).
+//   - list-commands, version, exit.
+//
+// Ports are numbered as OpenFlow ports: 1, 2, ... in the order given, or
+// the number chosen with NAME:N; flows' in_port and output use these
+// numbers.
+package switchd
