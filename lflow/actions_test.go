@@ -23,6 +23,7 @@ func TestParseActionsPrint(t *testing.T) {
 			"ct_lb_mark(backends = 10.0.0.11:80, 10.0.0.12:80; hash_fields = \"ip_dst,ip_src\"; force_snat);"},
 		{"ct_lb_mark(backends=[aef0::11]:80);", "ct_lb_mark(backends = [aef0::11]:80);"},
 		{"ct_dnat(10.0.0.1, 1000-2000);", "ct_dnat(10.0.0.1, 1000-2000);"},
+		{"ct_snat(10.0.0.1-10.0.0.9,1000-2000);", "ct_snat(10.0.0.1-10.0.0.9, 1000-2000);"},
 		{"reg0[3] = put_dhcp_opts(offerip = 10.0.0.11, router = 10.0.0.1, netmask = 255.255.255.0);",
 			"reg0[3] = put_dhcp_opts(offerip = 10.0.0.11, router = 10.0.0.1, netmask = 255.255.255.0);"},
 		{"reg0[4] = dns_lookup(); next;", "reg0[4] = dns_lookup(); next;"},

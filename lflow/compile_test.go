@@ -167,6 +167,10 @@ func TestCompileErrors(t *testing.T) {
 		{Lflow{Pipeline: "ingress", Table: 1, Match: "ip4", Actions: "ct_lb_mark(backends=10.0.0.1:99999);"}, "port 99999 is not in 0..65535"},
 		{Lflow{Pipeline: "ingress", Table: 1, Match: "ip4", Actions: "ct_dnat(10.0.0.1, 70000);"}, "port 70000 is not in 0..65535"},
 		{Lflow{Pipeline: "ingress", Table: 1, Match: "ip4", Actions: "ct_snat(10.0.0.1, 2000-1000);"}, "port range 2000-1000 is backwards"},
+		{Lflow{Pipeline: "ingress", Table: 1, Match: "ip4", Actions: "ct_dnat(10.0.0.9-10.0.0.1);"}, "address range 10.0.0.9-10.0.0.1 is backwards"},
+		{Lflow{Pipeline: "ingress", Table: 1, Match: "ip", Actions: "ct_snat(10.0.0.1-aef0::1);"}, "mixes IPv4 and IPv6"},
+		{Lflow{Pipeline: "ingress", Table: 1, Match: "ip4", Actions: "ct_dnat(10.0.0.1 10.0.0.2);"}, "expected an IP address or a range"},
+		{Lflow{Pipeline: "ingress", Table: 1, Match: "ip4", Actions: "ct_dnat(10.0.0.1-80);"}, "is not an IP address"},
 		{Lflow{Pipeline: "ingress", Table: 1, Match: "1", Actions: "next"}, "actions: at offset 4"},
 	}
 	for _, tt := range tests {

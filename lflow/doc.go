@@ -52,6 +52,8 @@
 // output a resubmit to the output stage; assignments are loads and moves;
 // ct_next, ct_commit, ct_dnat, ct_snat and ct_lb(_mark) are ct() actions in
 // the zones OVN keeps in reg11 (DNAT), reg12 (SNAT) and reg13 (port zone),
+// ct_dnat(IP-IP, PORT-PORT) and ct_snat(...) fill the NAT address and port
+// ranges (flow.NAT AddrMin..AddrMax, PortMin..PortMax), and
 // backends of ct_lb_mark become a select group; actions that consult one of
 // OVN's fixed tables (get_arp, lookup_arp, get_fdb, chk_lb_hairpin, ...)
 // resubmit to the table Layout.Lookups names, which answers in a bit of flags;
