@@ -119,5 +119,8 @@ func Main(ctx context.Context, opts Options, log *slog.Logger) error {
 		return err
 	}
 	log.Info("switch running", "ports", len(ports), "rules", len(rules), "unixctl", opts.Unixctl)
-	return sw.Run(ctx, l)
+	err = sw.Run(ctx, l)
+	st := sw.Datapath().Stats()
+	log.Info("switch stopped", "packets", st.Packets, "upcalls", st.Upcalls, "megaflows", st.Megaflows, "err", err)
+	return err
 }
