@@ -82,6 +82,10 @@ func (s *Switch) dumpMegaflows(args []string) (string, error) {
 		return strings.Compare(strs[a], strs[b])
 	})
 	var b strings.Builder
+	if reasons && len(mfs) > 0 {
+		// xlate gives no reason for these two: they are never wildcarded.
+		b.WriteString("# every megaflow matches in_port and recirc_id exactly: they select the pipeline a packet runs\n")
+	}
 	for _, i := range idx {
 		mf := mfs[i]
 		if !reasons {

@@ -162,6 +162,9 @@ func TestDumpMegaflows(t *testing.T) {
 	}
 
 	out = r.do(t, "dpctl/dump-flows", "reasons")
+	if !strings.HasPrefix(out, "# every megaflow matches in_port and recirc_id exactly") {
+		t.Errorf("dump-flows reasons do not explain in_port and recirc_id:\n%s", out)
+	}
 	// The forwarding megaflow matches tp_dst because table 1 had to rule
 	// out the port-53 rule.
 	if !regexp.MustCompile(`(?m)^    tp_dst/\S+: table 1 ruled out .*priority=200,.*tp_dst=53`).MatchString(out) {

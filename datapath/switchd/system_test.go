@@ -172,3 +172,104 @@ table=1,priority=100,ip,nw_dst=10.81.0.2 actions=output:2
 		t.Error("the control socket is still there after exit")
 	}
 }
+
+// TestMainInternalPort runs Main in this process with an internal port
+// (a TAP device it creates) and a control socket: the device exists while
+// the switch runs, dpctl/show lists it, and both go when ctx ends.
+func TestMainInternalPort(t *testing.T) {
+	if why := netns.Available(); why != "" {
+		t.Skip(why)
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skip("no /dev/net/tun")
+	}
+	name := netns.UniqueName("gvint")
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", name).Run() })
+	ctl := filepath.Join(t.TempDir(), "switch.ctl")
+	opts, err := ParseArgs([]string{"--unixctl=" + ctl, "--port", name + ":4=internal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Main(ctx, opts, slog.New(slog.DiscardHandler)) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("Main did not return")
+		}
+	})
+	var show string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		show, err = unixctl.Call(ctx, ctl, "dpctl/show")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("control socket: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(show, "port 4: "+name+" (internal)\n") {
+		t.Errorf("dpctl/show does not list the internal port:\n%s", show)
+	}
+	if out, err := exec.Command("ip", "link", "show", name).CombinedOutput(); err != nil {
+		t.Errorf("the internal port's device is missing: %v\n%s", err, out)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		done <- err
+		if err != nil {
+			t.Errorf("Main: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Main did not return after its context ended")
+	}
+	if err := exec.Command("ip", "link", "show", name).Run(); err == nil {
+		t.Error("the internal port's device outlived the switch")
+	}
+	if _, err := os.Stat(ctl); err == nil {
+		t.Error("the control socket outlived the switch")
+	}
+}
+
+// TestMainErrors checks that Main fails cleanly, leaving no socket, on a
+// missing device, a bad flow file and a socket another switch holds.
+func TestMainErrors(t *testing.T) {
+	dir := t.TempDir()
+	badFlows := filepath.Join(dir, "bad.flows")
+	os.WriteFile(badFlows, []byte("in_port=1 actions=nosuch\n"), 0o644)
+	ctl := filepath.Join(dir, "switch.ctl")
+	tests := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"missing flow file", Options{Unixctl: ctl, Flows: filepath.Join(dir, "none")}, "no such file"},
+		{"bad flow file", Options{Unixctl: ctl, Flows: badFlows}, "line 1"},
+		{"missing device", Options{Unixctl: ctl, Ports: []PortSpec{{Name: "gvnodev0", Kind: KindAFPacket}}}, "gvnodev0"},
+	}
+	for _, tt := range tests {
+		err := Main(t.Context(), tt.opts, slog.New(slog.DiscardHandler))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: Main error %v, want one mentioning %q", tt.name, err, tt.want)
+		}
+		if _, err := os.Stat(ctl); err == nil {
+			t.Errorf("%s: the control socket was left behind", tt.name)
+		}
+	}
+	// A second switch on a live socket fails before touching devices.
+	l, err := unixctl.Listen(ctl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go unixctl.Serve(ctx, l, nil)
+	if err := Main(t.Context(), Options{Unixctl: ctl}, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "another daemon") {
+		t.Errorf("second switch on a live socket: %v", err)
+	}
+}
