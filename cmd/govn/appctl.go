@@ -13,7 +13,7 @@ import (
 	"github.com/govn/govn/unixctl"
 )
 
-// runAppctl implements "govn appctl [-t TARGET] COMMAND [ARGS...]", a
+// runAppctl implements "govn appctl [-t TARGET] [--timeout=D] COMMAND [ARGS...]", a
 // client of any govn control socket (govn switch, govn db --unixctl) and
 // of OVS daemons' sockets, like ovs-appctl. TARGET is a socket path, or a
 // name such as "switch" meaning /run/govn/NAME.ctl.
@@ -26,15 +26,21 @@ func runAppctlIO(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.SetOutput(io.Discard)
 	target := fs.String("t", switchd.DefaultUnixctl, "the control socket `PATH`, or a daemon name under /run/govn")
 	fs.StringVar(target, "target", switchd.DefaultUnixctl, "same as -t")
+	timeout := fs.Duration("timeout", 0, "give up after `DURATION` (e.g. 5s); 0 waits as long as it takes")
 	if err := fs.Parse(args); err != nil || fs.NArg() == 0 {
 		if err == nil {
 			err = errors.New("no command")
 		}
-		return fmt.Errorf("%w: %v\ngovn appctl [-t PATH|NAME] COMMAND [ARGS...]   (try: govn appctl list-commands)", errUsage, err)
+		return fmt.Errorf("%w: %v\ngovn appctl [-t PATH|NAME] [--timeout=DURATION] COMMAND [ARGS...]   (try: govn appctl list-commands)", errUsage, err)
 	}
 	path := *target
 	if !strings.Contains(path, "/") {
 		path = "/run/govn/" + path + ".ctl"
+	}
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
 	}
 	out, err := unixctl.Call(ctx, path, fs.Arg(0), fs.Args()[1:]...)
 	var ce *unixctl.CommandError

@@ -151,6 +151,12 @@ func (s *Switch) dumpTables(args []string) (string, error) {
 // for the megaflow's mask.
 func (s *Switch) trace(args []string) (string, error) {
 	args = dropDPName(args)
+	// Any other bridge name ("br0") is a first word that is no flow.
+	if len(args) > 1 && !strings.ContainsAny(args[0], "=,") {
+		if _, err := ParseFlowSpec(args[0]); err != nil {
+			args = args[1:]
+		}
+	}
 	if len(args) == 0 {
 		return "", errors.New("ofproto/trace: want a flow, e.g. in_port=1,icmp,nw_src=10.0.0.1,nw_dst=10.0.0.2")
 	}

@@ -236,6 +236,11 @@ func TestTrace(t *testing.T) {
 			`(?m)^Megaflow: in_port=1,recirc_id=0,eth_type=0x800,nw_proto=17,tp_dst=53 actions:drop$`,
 			`(?m)^Datapath actions: drop$`,
 		}},
+		// OVS's bridge name, and a shorthand as a word of its own.
+		{[]string{"br0", "udp", "in_port=1,tp_dst=53"}, []string{
+			`(?m)^Flow: in_port=1,eth_type=0x800,nw_proto=17,tp_dst=53$`,
+			`(?m)^Datapath actions: drop$`,
+		}},
 		{[]string{"in_port=7"}, []string{`(?m)^0\. no match$`, `(?m)^Datapath actions: drop$`}},
 	}
 	for _, tt := range tests {
