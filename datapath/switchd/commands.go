@@ -136,6 +136,7 @@ func (s *Switch) dumpTables(args []string) (string, error) {
 		active[int(r.Table)]++
 	}
 	var b strings.Builder
+	b.WriteString("# lookups are the slow path's (upcalls, revalidations, traces); packets that hit megaflows are counted by dpctl/dump-flows\n")
 	for t := range flow.NumTables {
 		lookups, matched := ts.TableStats(uint8(t))
 		if lookups == 0 && active[t] == 0 {

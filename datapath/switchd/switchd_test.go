@@ -102,6 +102,27 @@ func (r *rig) send(t *testing.T, in, out uint32, frame []byte) {
 	}
 }
 
+// settle waits until the ports have counted the frames they sent: a
+// channel port counts a frame just after handing it over, so a frame
+// seen by send may not be counted yet.
+func (r *rig) settle(t *testing.T, wantTx map[uint32]uint64) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		st := r.sw.Datapath().PortStats()
+		ok := true
+		for no, n := range wantTx {
+			ok = ok && st[no].TxPackets == n
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("port counters %+v, want TX packets %v", st, wantTx)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // udpFrame builds an Ethernet/IPv4/UDP frame from 10.0.0.1 to 10.0.0.2.
 func udpFrame(sport, dport uint16, payload int) []byte {
 	f := make([]byte, 14+20+8+payload)
@@ -185,6 +206,7 @@ func TestShow(t *testing.T) {
 	}
 	f := udpFrame(80, 1000, 5)
 	r.send(t, 2, 1, f)
+	r.settle(t, map[uint32]uint64{1: 1, 2: 3})
 	for _, cmd := range []string{"dpctl/show", "dpif/show"} {
 		out := r.do(t, cmd)
 		for _, want := range []string{
