@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 )
 
 // Inequalities: complements and intersections of clauses.
@@ -32,11 +33,14 @@ import (
 // whole address space needs about 22,000.
 const maxExclusion = maxConjs
 
-// complementWork bounds the cubes complement visits, so that hostile
-// input cannot make it run for long.
-const complementWork = 1 << 22
+// complementWork bounds the cubes complement visits (about a second at
+// worst), so that hostile input cannot make it run for long. Excluding n
+// values of a w-bit field visits about n*w cubes, so this bound is only
+// reached by sets larger than maxExclusion already refuses, except for
+// IPv6 sets of more than about 16,000 clustered addresses.
+const complementWork = 1 << 21
 
-var errExclusionTooLarge = fmt.Errorf("the values left need more than %d masked matches", maxExclusion)
+var errExclusionTooLarge = fmt.Errorf("too complex: the values left need more than %d masked matches", maxExclusion)
 
 // errComplementBudget is internal: complement gave up.
 var errComplementBudget = errors.New("complement over budget")
@@ -59,6 +63,14 @@ func (c *complementer) complement(f []Masked) ([]Masked, error) {
 	}
 	if len(f) == 0 {
 		return []Masked{{}}, nil // everything
+	}
+	if cube, ok, all := complementLiterals(f); all {
+		// ¬(l1 ∨ l2 ∨ ...) = ¬l1 ∧ ¬l2 ∧ ...: the complement of a lone
+		// != is one cube.
+		if !ok {
+			return nil, nil
+		}
+		return []Masked{cube}, nil
 	}
 	common, vAnd, vOr := allBits, allBits, U128{}
 	for _, m := range f {
@@ -148,12 +160,41 @@ func (c *complementer) complement(f []Masked) ([]Masked, error) {
 	return out, nil
 }
 
-// splitBit returns the bit the most cubes fix, the highest on a tie (so
-// that on points the split goes from the most significant bit down, as in
-// a prefix trie).
+// complementLiterals returns the complement of f when all its cubes fix
+// one bit each (all is false otherwise): one cube, or none (ok false)
+// when f has both values of a bit and so matches everything.
+func complementLiterals(f []Masked) (cube Masked, ok, all bool) {
+	for _, m := range f {
+		if m.Mask.OnesCount() != 1 {
+			return Masked{}, false, false
+		}
+		if !cube.Mask.And(m.Mask).IsZero() {
+			if cube.Value.And(m.Mask) != m.Value {
+				continue // the same literal again
+			}
+			return Masked{}, false, true // x = 0 or x = 1: everything
+		}
+		cube.Mask = cube.Mask.Or(m.Mask)
+		cube.Value = cube.Value.Or(m.Value.Xor(m.Mask))
+	}
+	return cube, true, true
+}
+
+// splitBit returns the bit the most of the smallest cubes (those fixing
+// the fewest bits) fix, the highest on a tie. Splitting where the
+// smallest cubes are soon leaves halves that one cube covers whole, which
+// end the recursion; on points the split goes from the most significant
+// bit down, as in a prefix trie.
 func splitBit(f []Masked) int {
+	least := 129
+	for _, m := range f {
+		least = min(least, m.Mask.OnesCount())
+	}
 	var count [128]int
 	for _, m := range f {
+		if m.Mask.OnesCount() != least {
+			continue
+		}
 		for w, word := range [2]uint64{m.Mask.Lo, m.Mask.Hi} {
 			for word != 0 {
 				i := bits.TrailingZeros64(word)
@@ -178,12 +219,77 @@ func exclude(off []Masked) ([]Masked, error) {
 	if errors.Is(err, errComplementBudget) {
 		return nil, errExclusionTooLarge
 	}
-	return on, err
+	if err != nil {
+		return nil, err
+	}
+	return reduce(on, off), nil
+}
+
+// reduceWork bounds the cube comparisons reduce makes.
+const reduceWork = 1 << 22
+
+// reduce shrinks a cover of the complement of off: each cube loses the
+// bits it can lose without touching off (the complement's cubes keep the
+// bits of every split above them, which the values below often do not
+// need), then cubes inside another one go. It gives up, returning on as
+// it is, when that would take long.
+func reduce(on, off []Masked) []Masked {
+	lits := 0
+	for _, m := range on {
+		lits += m.Mask.OnesCount()
+	}
+	if len(on) < 2 || lits*len(off) > reduceWork || len(on)*len(on) > reduceWork {
+		return on
+	}
+	out := make([]Masked, len(on))
+	for i, m := range on {
+		for bit := 127; bit >= 0; bit-- {
+			if !m.Mask.Bit(bit) {
+				continue
+			}
+			clear := Bit1(bit).Not()
+			wider := Masked{m.Value.And(clear), m.Mask.And(clear)}
+			if !touchesAny(wider, off) {
+				m = wider
+			}
+		}
+		out[i] = m
+	}
+	// Drop duplicates and cubes another one contains, keeping the order.
+	keep := make([]Masked, 0, len(out))
+	for i, m := range out {
+		inside := false
+		for j, o := range out {
+			if i != j && contains(o, m) && (o != m || j < i) {
+				inside = true
+				break
+			}
+		}
+		if !inside {
+			keep = append(keep, m)
+		}
+	}
+	return keep
+}
+
+// touchesAny reports whether some value matches m and one of off.
+func touchesAny(m Masked, off []Masked) bool {
+	for _, o := range off {
+		if m.Value.Xor(o.Value).And(m.Mask.And(o.Mask)).IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
+// contains reports whether every value that matches m also matches o.
+func contains(o, m Masked) bool {
+	return o.Mask.And(m.Mask) == o.Mask && m.Value.And(o.Mask) == o.Value
 }
 
 // crossLimit is the largest cross product intersectAlts computes just to
 // compare it with the complement's answer.
-const crossLimit = 4096
+const crossLimit = 1 << 14
 
 // intersectAlts returns alternatives matching exactly the values that
 // match one of a and one of b (two clauses of one field). Crossing the
@@ -202,8 +308,12 @@ func intersectAlts(a, b []Masked) ([]Masked, error) {
 	c := newComplementer()
 	if offA, err := c.complement(a); err == nil {
 		if offB, err := c.complement(b); err == nil {
-			if on, err := c.complement(append(offA, offB...)); err == nil && (cross == nil || len(on) < len(cross)) {
-				return on, nil
+			off := append(reduce(offA, a), reduce(offB, b)...)
+			if on, err := c.complement(off); err == nil {
+				on = reduce(on, off)
+				if cross == nil || len(on) < len(cross) {
+					return on, nil
+				}
 			}
 		}
 	}
@@ -214,6 +324,75 @@ func intersectAlts(a, b []Masked) ([]Masked, error) {
 		return nil, errTooComplex
 	}
 	return crossAlts(a, b), nil
+}
+
+// intersectRun intersects the alternatives of several clauses of one
+// field (an ACL's tcp.dst != 22 && tcp.dst != 80 && ...) at once: the
+// clauses with one alternative fold into one cube, and the others, when
+// there are several, are intersected as the complement of the union of
+// their complements, computed once rather than once per clause. A nil
+// result means the clauses contradict.
+func intersectRun(run [][]Masked) ([]Masked, error) {
+	var single []Masked // at most one cube
+	var multi [][]Masked
+	for _, alts := range run {
+		if len(alts) != 1 {
+			// Prerequisites repeat (eth.type == {0x800, 0x86dd} for each
+			// tcp.dst != ...): once is enough.
+			if slices.ContainsFunc(multi, func(m []Masked) bool { return slices.Equal(m, alts) }) {
+				continue
+			}
+			multi = append(multi, alts)
+			continue
+		}
+		if single == nil {
+			single = alts
+		} else if single = crossAlts(single, alts); len(single) == 0 {
+			return nil, nil
+		}
+	}
+	on, err := intersectMulti(multi)
+	if err != nil || single == nil {
+		return on, err
+	}
+	if on == nil {
+		return single, nil
+	}
+	return crossAlts(single, on), nil
+}
+
+// intersectMulti is intersectRun for clauses of several alternatives; it
+// returns nil for none.
+func intersectMulti(multi [][]Masked) ([]Masked, error) {
+	if len(multi) == 0 {
+		return nil, nil
+	}
+	if len(multi) > 2 {
+		c := newComplementer()
+		var off []Masked
+		ok := true
+		for _, m := range multi {
+			cm, err := c.complement(m)
+			if err != nil {
+				ok = false
+				break
+			}
+			off = append(off, reduce(cm, m)...)
+		}
+		if ok {
+			if on, err := c.complement(off); err == nil {
+				return reduce(on, off), nil
+			}
+		}
+	}
+	on := multi[0]
+	for _, m := range multi[1:] {
+		var err error
+		if on, err = intersectAlts(on, m); err != nil || len(on) == 0 {
+			return on, err
+		}
+	}
+	return on, nil
 }
 
 // crossAlts intersects every alternative of a with every one of b,

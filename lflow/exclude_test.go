@@ -21,15 +21,17 @@ func matchesAny(alts []Masked, v U128) bool {
 	return false
 }
 
-// randomCubes returns n cubes over the low w bits, biased towards points
-// and prefixes (what inequalities and address sets produce).
+// randomCubes returns n cubes over the low w bits, biased towards points,
+// prefixes and single bits (what sets, address sets and != produce).
 func randomCubes(r *rand.Rand, n, w int) []Masked {
 	out := make([]Masked, n)
 	for i := range out {
 		var mask U128
-		switch r.IntN(3) {
+		switch r.IntN(4) {
 		case 0:
 			mask = Ones(w)
+		case 3:
+			mask = Bit1(r.IntN(w)) // as in the alternatives of a lone !=
 		case 1:
 			plen := r.IntN(w + 1)
 			mask = Ones(plen).Lsh(w - plen)
@@ -414,5 +416,72 @@ func TestCompileExact(t *testing.T) {
 	// Packets on both sides of the matches, or the test proves nothing.
 	if accepted < matches*packets/20 || accepted > matches*packets*19/20 {
 		t.Errorf("%d of %d packets accepted: the generators are off", accepted, matches*packets)
+	}
+}
+
+// TestExcludeTooLarge checks that a negated set beyond the documented
+// bound gets a clear error, and one just within it does not.
+func TestExcludeTooLarge(t *testing.T) {
+	st := testSymtab(t)
+	env := &mapEnv{sets: map[string][]Const{}}
+	spread := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			a := uint32(i+1) * 2654435761
+			out[i] = ip4Text(uint64(a))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		n    int
+		fits bool
+	}{{5000, true}, {20000, false}} {
+		cs, err := st.ParseAddresses(spread(tc.n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		env.sets["big"] = cs
+		e, err := st.ParseExpr("ip4.src != $big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		nf, err := st.Normalize(e, env)
+		switch {
+		case tc.fits && err != nil:
+			t.Errorf("%d addresses: %v", tc.n, err)
+		case tc.fits && len(nf) == 1:
+			t.Logf("%d addresses: %d alternatives", tc.n, len(nf[0][1].Alts))
+		case !tc.fits && (err == nil || !strings.Contains(err.Error(), "ip4.src != 20000 values: too complex")):
+			t.Errorf("%d addresses: got error %v", tc.n, err)
+		}
+	}
+}
+
+// BenchmarkNormalizeExclusion normalizes the largest realistic
+// inequalities: 50 ports written as one set and as 50 separate !=, and a
+// negated set of 1,000 addresses spread over the IPv4 space.
+func BenchmarkNormalizeExclusion(b *testing.B) {
+	st := testSymtab(b)
+	env := newTestEnv(b, st)
+	ports := make([]string, 50)
+	for i := range ports {
+		ports[i] = fmt.Sprint(1000 + 37*i)
+	}
+	for _, bc := range []struct{ name, match string }{
+		{"50-ports-set", "ip4 && tcp.dst != {" + strings.Join(ports, ", ") + "}"},
+		{"50-ports-chain", "ip4 && tcp.dst != " + strings.Join(ports, " && tcp.dst != ")},
+		{"1000-addresses-spread", "ip4 && ip4.src != $as1000spread"},
+	} {
+		e, err := st.ParseExpr(bc.match)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := st.Normalize(e, env); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -239,6 +239,25 @@ func andSingles(norms []Normal) (Normal, error) {
 	// Merge runs of the same field.
 	w := 0
 	for r := 0; r < len(clauses); r++ {
+		if end := sameFieldRun(clauses, r); end-r > 2 && clauses[r].Field.Kind != KindString {
+			// Three or more clauses of one field, typically
+			// inequalities: intersect them all at once.
+			run := make([][]Masked, 0, end-r)
+			for _, c := range clauses[r:end] {
+				run = append(run, c.Alts)
+			}
+			alts, err := intersectRun(run)
+			if err != nil {
+				return nil, err
+			}
+			if len(alts) == 0 {
+				return normFalse(), nil
+			}
+			clauses[w] = Clause{Field: clauses[r].Field, Alts: alts}
+			w++
+			r = end - 1
+			continue
+		}
 		if w > 0 && clauses[w-1].Field == clauses[r].Field {
 			c, ok, err := andClause(&clauses[w-1], &clauses[r])
 			if err != nil {
@@ -255,6 +274,16 @@ func andSingles(norms []Normal) (Normal, error) {
 	}
 	out[0] = clauses[:w:w]
 	return out, nil
+}
+
+// sameFieldRun returns the end of the run of clauses of the same field
+// as clauses[r].
+func sameFieldRun(clauses []Clause, r int) int {
+	end := r + 1
+	for end < len(clauses) && clauses[end].Field == clauses[r].Field {
+		end++
+	}
+	return end
 }
 
 // singleNormal returns the normal form "field & mask == value" in one
