@@ -395,6 +395,19 @@ func (d *Datapath) Trace(k flow.Key) xlate.Result {
 	return d.cfg.Flows.Translate(&k, xlate.Options{Trace: true})
 }
 
+// FlushMegaflows deletes every megaflow of every worker and returns how
+// many there were; the packets that follow make upcalls.
+func (d *Datapath) FlushMegaflows() int {
+	n := 0
+	for _, pe := range *d.ports.Load() {
+		pe.w.mu.Lock()
+		n += pe.w.cache.Len()
+		pe.w.cache.Flush()
+		pe.w.mu.Unlock()
+	}
+	return n
+}
+
 // ExpireIdle removes megaflows idle for longer than the idle timeout. Run
 // calls it periodically.
 func (d *Datapath) ExpireIdle() {

@@ -210,6 +210,26 @@ func TestForwardAndCache(t *testing.T) {
 	}
 }
 
+func TestFlushMegaflows(t *testing.T) {
+	r := newRig(t, Config{}, 2)
+	r.flows.set(macTable(map[uint64]uint32{mac1: 1, mac2: 2}))
+	r.inject(t, 1, udpFrame(mac2, mac1, 1000, 2000, 0), port.Offload{})
+	r.expect(t, 2)
+	r.inject(t, 2, udpFrame(mac1, mac2, 2000, 1000, 0), port.Offload{})
+	r.expect(t, 1)
+	if n := r.d.FlushMegaflows(); n != 2 {
+		t.Errorf("FlushMegaflows = %d, want 2", n)
+	}
+	if n := len(r.d.Megaflows()); n != 0 {
+		t.Errorf("%d megaflows after the flush", n)
+	}
+	r.inject(t, 1, udpFrame(mac2, mac1, 1000, 2000, 0), port.Offload{})
+	r.expect(t, 2)
+	if s := r.d.Stats(); s.Upcalls != 3 || s.Megaflows != 1 {
+		t.Errorf("after the flush: upcalls %d megaflows %d, want 3, 1", s.Upcalls, s.Megaflows)
+	}
+}
+
 func TestRevalidation(t *testing.T) {
 	r := newRig(t, Config{}, 3)
 	r.flows.set(macTable(map[uint64]uint32{mac2: 2}))

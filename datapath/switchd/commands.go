@@ -18,6 +18,7 @@ import (
 func (s *Switch) Commands(stop func()) map[string]unixctl.Command {
 	return map[string]unixctl.Command{
 		"dpctl/dump-flows":      s.dumpMegaflows,
+		"dpctl/del-flows":       s.flushMegaflows,
 		"dpctl/show":            s.show,
 		"dpif/show":             s.show,
 		"dump-tables":           s.dumpTables,
@@ -95,6 +96,15 @@ func (s *Switch) dumpMegaflows(args []string) (string, error) {
 		b.WriteByte('\n')
 	}
 	return b.String(), nil
+}
+
+// flushMegaflows is dpctl/del-flows: the megaflow caches are emptied (the
+// flow tables stay).
+func (s *Switch) flushMegaflows(args []string) (string, error) {
+	if len(dropDPName(args)) > 0 {
+		return "", errors.New("dpctl/del-flows: deleting some megaflows is not supported; without arguments it deletes them all")
+	}
+	return fmt.Sprintf("%d megaflows deleted\n", s.dp.FlushMegaflows()), nil
 }
 
 // show is dpctl/show and dpif/show: the datapath's counters and its ports'.

@@ -9,6 +9,7 @@
 //   - dpctl/dump-flows [reasons]: the megaflows, with packets, bytes and
 //     idle time; with "reasons", under each megaflow the rule (or action)
 //     that made each of its fields be matched.
+//   - dpctl/del-flows: empty the megaflow caches (not the flow tables).
 //   - dpctl/show, dpif/show: ports with their counters, the cache's
 //     hit/miss (upcall) counters and the megaflow count.
 //   - dump-tables: per-table lookup and match counters.
