@@ -10,6 +10,9 @@ import (
 	"github.com/govn/govn/ovsdb/jsonrpc"
 )
 
+// maxReply is the largest reply Call accepts.
+const maxReply = 1 << 30
+
 // CommandError is a command's failure as the daemon reported it: the
 // text ovs-appctl would print to stderr.
 type CommandError struct {
@@ -28,7 +31,8 @@ func Call(ctx context.Context, path, command string, args ...string) (string, er
 	if err != nil {
 		return "", fmt.Errorf("unixctl: connect to %s: %w", path, err)
 	}
-	c := jsonrpc.NewConn(ctx, nc, jsonrpc.Options{})
+	// Dumps of a busy datapath run to tens of megabytes.
+	c := jsonrpc.NewConn(ctx, nc, jsonrpc.Options{MaxMessageSize: maxReply})
 	defer c.Close()
 	if args == nil {
 		args = []string{} // ovs-appctl's daemons want an array, never null
