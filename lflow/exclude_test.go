@@ -485,3 +485,84 @@ func BenchmarkNormalizeExclusion(b *testing.B) {
 		})
 	}
 }
+
+// FuzzExclude checks complement and intersectAlts exhaustively on a
+// 10-bit field for cube sets read from the fuzzer's bytes (two bytes of
+// value and mask per cube; a zero byte separates the two sets).
+func FuzzExclude(f *testing.F) {
+	f.Add([]byte{0x50, 0xff, 0xbb, 0xff, 0, 0x03, 0x03, 0x10, 0x30})
+	f.Add([]byte{1, 1, 2, 2, 4, 4, 0, 8, 8})
+	const w = 10
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var sets [2][]Masked
+		k := 0
+		for i := 0; i+1 < len(data) && k < 2; i += 2 {
+			if data[i] == 0 {
+				k++
+				i--
+				continue
+			}
+			// Spread the two bytes over 10 bits.
+			mask := U128{Lo: uint64(data[i+1])<<2 | uint64(data[i]>>6)}.And(Ones(w))
+			value := U128{Lo: uint64(data[i]) * 0x9}.And(mask)
+			sets[k] = append(sets[k], Masked{value, mask})
+		}
+		a, b := sets[0], sets[1]
+		c := newComplementer()
+		notA, err := c.complement(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		both, err := intersectAlts(a, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run, err := intersectRun([][]Masked{a, b, a})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for v := 0; v < 1<<w; v++ {
+			x := U128{Lo: uint64(v)}
+			inA, inB := matchesAny(a, x), matchesAny(b, x)
+			if matchesAny(notA, x) == inA {
+				t.Fatalf("complement of %v is %v: wrong for %#x", a, notA, v)
+			}
+			if len(a) > 0 && len(b) > 0 && matchesAny(both, x) != (inA && inB) {
+				t.Fatalf("%v and %v is %v: wrong for %#x", a, b, both, v)
+			}
+			if len(a) > 0 && len(b) > 0 && matchesAny(run, x) != (inA && inB) {
+				t.Fatalf("run of %v and %v is %v: wrong for %#x", a, b, run, v)
+			}
+		}
+	})
+}
+
+// FuzzCompileExact is TestCompileExact with the generator's seed chosen
+// by the fuzzer.
+func FuzzCompileExact(f *testing.F) {
+	f.Add(uint64(1))
+	f.Add(uint64(12345))
+	st, c := testCompiler(f)
+	env := newTestEnv(f, st)
+	f.Fuzz(func(t *testing.T, seed uint64) {
+		g := newExprGen(seed)
+		text := g.match()
+		e, err := st.ParseExpr(text)
+		if err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		lf := Lflow{Pipeline: "ingress", Table: 3, Priority: 100, Match: text, Actions: "next;"}
+		var res Result
+		if err := c.Compile(&lf, &Context{Env: env, Datapath: 5, NextConjID: 1}, &res); err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		ev := exprEval{env: env, t: t}
+		for p := 0; p < 100; p++ {
+			k := g.packet(5)
+			ev.key = &k
+			if got, want := rulesAccept(res.Rules, &k), ev.eval(e, false); got != want {
+				t.Fatalf("%s\n%d rules accept=%v, match says %v for %v", text, len(res.Rules), got, want, &k)
+			}
+		}
+	})
+}

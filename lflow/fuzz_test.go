@@ -87,6 +87,14 @@ func FuzzCompile(f *testing.F) {
 	for _, fl := range readCorpus(f) {
 		f.Add(fl.Match, fl.Actions, uint8(fl.Table))
 	}
+	// Inequalities, which the corpus lacks.
+	for _, m := range []string{
+		"ip4 && tcp.dst != 80 && tcp.dst != 443 && tcp.dst != 22 && tcp.dst != 53 && tcp.dst != 8080 && tcp.dst != 8443 && tcp.dst != 3306",
+		"!(tcp.dst == {80, 443, 8080}) && reg0[0..15] != 80 && reg0[16..31] != {1, 2}",
+		"inport == @pg_web && ip4.src != $as_clients && tcp.dst != {80, 443} && ip6.src != {aef0::1, aef0::2}",
+	} {
+		f.Add(m, "ct_dnat(10.0.0.1-10.0.0.9, 1000-2000);", uint8(9))
+	}
 	st := testSymtab(f)
 	env := newTestEnv(f, st)
 	env.autoKeys = true
