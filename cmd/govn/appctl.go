@@ -22,16 +22,16 @@ func runAppctl(ctx context.Context, args []string) error {
 }
 
 func runAppctlIO(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const synopsis = "govn appctl [-t PATH|NAME] [--timeout=DURATION] COMMAND [ARGS...]   (try: govn appctl list-commands)"
 	fs := flag.NewFlagSet("appctl", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	target := fs.String("t", switchd.DefaultUnixctl, "the control socket `PATH`, or a daemon name under /run/govn")
 	fs.StringVar(target, "target", switchd.DefaultUnixctl, "same as -t")
 	timeout := fs.Duration("timeout", 0, "give up after `DURATION` (e.g. 5s); 0 waits as long as it takes")
-	if err := fs.Parse(args); err != nil || fs.NArg() == 0 {
-		if err == nil {
-			err = errors.New("no command")
-		}
-		return fmt.Errorf("%w: %v\ngovn appctl [-t PATH|NAME] [--timeout=DURATION] COMMAND [ARGS...]   (try: govn appctl list-commands)", errUsage, err)
+	if err := parseFlags(fs, args, synopsis); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return fmt.Errorf("%w: no command\nusage: %s", errUsage, synopsis)
 	}
 	path := *target
 	if !strings.Contains(path, "/") {

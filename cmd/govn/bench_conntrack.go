@@ -22,8 +22,8 @@ func runBenchConntrack(ctx context.Context, args []string) error {
 	noOVS := fs.Bool("no-ovs", false, "skip the real OVS side")
 	onlyOVS := fs.Bool("only-ovs", false, "measure only the real OVS side (and govn with its layout)")
 	ovsFill := fs.Duration("ovs-fill", 0, "time allowed for creating OVS conntrack entries (default 40s)")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if err := parseFlags(fs, args, "govn bench conntrack [--json] [--quick] [--no-ovs|--only-ovs] [--ovs-fill=DURATION]"); err != nil {
+		return err
 	}
 	opts := ctbench.DefaultOptions()
 	if *quick {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"time"
@@ -22,14 +21,17 @@ func runBenchDatapath(ctx context.Context, args []string) error {
 	if ok, err := dpbench.Internal(ctx, args); ok {
 		return err
 	}
+	const synopsis = "govn bench datapath [--json] [--seconds=N (0<N<=30)] [--rounds=N (1..5)] [-v]"
 	fs := flag.NewFlagSet("govn bench datapath", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
 	seconds := fs.Float64("seconds", 5, "duration of each measurement")
 	rounds := fs.Int("rounds", 2, "times to alternate the switches (figures are means)")
 	verbose := fs.Bool("v", false, "log progress to stderr")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 || *seconds <= 0 || *seconds > 30 || *rounds < 1 || *rounds > 5 {
-		return fmt.Errorf("%w: govn bench datapath [--json] [--seconds=N (0<N<=30)] [--rounds=N (1..5)] [-v]", errUsage)
+	if err := parseFlags(fs, args, synopsis); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 || *seconds <= 0 || *seconds > 30 || *rounds < 1 || *rounds > 5 {
+		return fmt.Errorf("%w: usage: %s", errUsage, synopsis)
 	}
 	self, err := os.Executable()
 	if err != nil {

@@ -27,8 +27,8 @@ func runDB(ctx context.Context, args []string) error {
 		}
 		return createDB(args[1], args[2])
 	}
+	const synopsis = "govn db [--remote=punix:PATH|ptcp:PORT[:IP]]... [--unixctl=PATH] [--pidfile=PATH] [--log-file=PATH] [--create=SCHEMA] FILE...\n       govn db create FILE SCHEMA"
 	fs := flag.NewFlagSet("govn db", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	var remotes multiFlag
 	fs.Var(&remotes, "remote", "listen on `REMOTE` (punix:PATH or ptcp:PORT[:IP]); repeatable")
 	unixctl := fs.String("unixctl", "", "answer ovs-appctl commands on the unix socket `PATH`")
@@ -38,11 +38,11 @@ func runDB(ctx context.Context, args []string) error {
 	logFile := fs.String("log-file", "", "append logs to `PATH` instead of standard error")
 	fs.Bool("no-chdir", true, "accepted for ovsdb-server compatibility (govn db never changes directory)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to `FILE` until exit")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if err := parseFlags(fs, args, synopsis); err != nil {
+		return err
 	}
 	if fs.NArg() == 0 {
-		return fmt.Errorf("%w: govn db [--remote=punix:PATH|ptcp:PORT[:IP]]... [--unixctl=PATH] [--pidfile=PATH] [--log-file=PATH] [--create=SCHEMA] FILE...", errUsage)
+		return fmt.Errorf("%w: no database FILE\nusage: %s", errUsage, synopsis)
 	}
 	level := slog.LevelInfo
 	if *verbose {

@@ -30,7 +30,6 @@ func runLflowIO(_ context.Context, args []string, in io.Reader, out io.Writer) e
 		return fmt.Errorf("%w: govn lflow check [--normalize] [--compile] [--address-set NAME=A,B...] [--port-group NAME=P,Q...] [--resident PORT...] < lflow-list\n       govn lflow symbols", errUsage)
 	}
 	fs := flag.NewFlagSet("lflow check", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	normalize := fs.Bool("normalize", false, "print each match's normalized form")
 	compile := fs.Bool("compile", false, "print each flow's datapath rules (ports get keys in order of appearance)")
 	env := &cliEnv{sets: map[string][]string{}, groups: map[string][]string{}, resident: map[string]bool{}}
@@ -40,8 +39,8 @@ func runLflowIO(_ context.Context, args []string, in io.Reader, out io.Writer) e
 		env.resident[s] = true
 		return nil
 	})
-	if err := fs.Parse(args[1:]); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if err := parseFlags(fs, args[1:], "govn lflow check [--normalize] [--compile] [--address-set NAME=A,B...] [--port-group NAME=P,Q...] [--resident PORT...] < lflow-list"); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))

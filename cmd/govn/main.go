@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -59,6 +60,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		switch {
 		case err == nil:
 			return 0
+		case errors.Is(err, errHelp):
+			return 0
 		case errors.Is(err, errUsage):
 			fmt.Fprintf(stderr, "govn %s: %v\n", c.name, err)
 			return 2
@@ -73,6 +76,36 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "govn: unknown command %q\n", args[0])
 	usage(stderr)
 	return 2
+}
+
+// errHelp is returned by a command that printed its help because it was
+// asked to (-h, --help); main exits with status 0.
+var errHelp = errors.New("help printed")
+
+// parseFlags parses a command's flags. Asked for help, it prints synopsis
+// and the flags to standard output and returns errHelp; any other error is
+// a usage error that shows the synopsis.
+func parseFlags(fs *flag.FlagSet, args []string, synopsis string) error {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		printHelp(fs, synopsis)
+		return errHelp
+	case err != nil:
+		return fmt.Errorf("%w: %v\nusage: %s", errUsage, err, synopsis)
+	}
+	return nil
+}
+
+// printHelp prints synopsis and, if fs has any, its flags to standard output.
+func printHelp(fs *flag.FlagSet, synopsis string) {
+	fmt.Fprintf(os.Stdout, "usage: %s\n", synopsis)
+	if fs != nil {
+		fs.SetOutput(os.Stdout)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
 }
 
 // errFailed is returned by a command that has already printed its failure

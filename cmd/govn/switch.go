@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/govn/govn/datapath/switchd"
 )
@@ -12,6 +15,10 @@ import (
 // ports, with an ovs-appctl control socket (package switchd).
 func runSwitch(ctx context.Context, args []string) error {
 	opts, err := switchd.ParseArgs(args)
+	if errors.Is(err, flag.ErrHelp) {
+		printHelp(nil, strings.TrimPrefix(switchd.Usage, "usage: "))
+		return errHelp
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %v\n%s", errUsage, err, switchd.Usage)
 	}

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+	"io"
+	"testing"
+)
+
+// TestExitStatus checks the exit statuses a script relies on: 0 for
+// asked-for help, 2 for bad arguments, as flag-based tools do.
+func TestExitStatus(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"help"}, 0},
+		{[]string{}, 2},
+		{[]string{"no-such-command"}, 2},
+		{[]string{"db", "--help"}, 0},
+		{[]string{"db", "-h"}, 0},
+		{[]string{"db", "--bogus"}, 2},
+		{[]string{"db"}, 2},
+		{[]string{"db", "create", "x"}, 2},
+		{[]string{"switch", "--help"}, 0},
+		{[]string{"switch", "--port"}, 2},
+		{[]string{"appctl", "--help"}, 0},
+		{[]string{"appctl"}, 2},
+		{[]string{"lflow", "check", "--help"}, 0},
+		{[]string{"lflow", "check", "extra"}, 2},
+		{[]string{"bench", "datapath", "--help"}, 0},
+		{[]string{"bench", "datapath", "--rounds=9"}, 2},
+		{[]string{"bench", "conntrack", "--nope"}, 2},
+	} {
+		if got := run(context.Background(), tc.args, io.Discard); got != tc.want {
+			t.Errorf("govn %q: exit status %d, want %d", tc.args, got, tc.want)
+		}
+	}
+}
