@@ -10,6 +10,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -44,6 +45,13 @@ type Options struct {
 	// transaction blocked in "wait" would commit later). The peer's
 	// eventual response to the abandoned call is then dropped quietly.
 	CancelAbandoned bool
+	// InlineWrites lets a sender write the queue to the socket itself, in
+	// one non-blocking write, when no write is under way, instead of
+	// waking the writer goroutine; what the socket does not take is left
+	// to the writer goroutine. It saves a goroutine hand-off per message
+	// and works when the transport is a syscall.Conn (a *net.UnixConn or
+	// *net.TCPConn); other transports always use the writer goroutine.
+	InlineWrites bool
 }
 
 // Conn is one JSON-RPC connection, usable by a client or a server.
@@ -53,9 +61,13 @@ type Conn struct {
 	log     *slog.Logger
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
-	writeMu sync.Mutex // guards the send queue below
-	pending []byte     // encoded messages not yet handed to the writer
-	closing bool       // no more sends accepted
+	raw     syscall.RawConn // for inline writes; nil without them
+	writeMu sync.Mutex      // guards the send queue below
+	pending []byte          // encoded messages not yet handed to the writer
+	spare   []byte          // an emptied send buffer, for reuse
+	writing bool            // someone (writer goroutine or a sender) is writing
+	started bool            // Start has run
+	closing bool            // no more sends accepted
 	wake    chan struct{}
 	written chan struct{} // closed when the writer goroutine has exited
 
@@ -103,6 +115,11 @@ func New(ctx context.Context, rwc io.ReadWriteCloser, opts Options) *Conn {
 		done:    make(chan struct{}),
 	}
 	c.ctx, c.cancel = context.WithCancelCause(ctx)
+	if sc, ok := rwc.(syscall.Conn); ok && opts.InlineWrites {
+		if raw, err := sc.SyscallConn(); err == nil {
+			c.raw = raw
+		}
+	}
 	return c
 }
 
@@ -110,6 +127,9 @@ func New(ctx context.Context, rwc io.ReadWriteCloser, opts Options) *Conn {
 // nothing.
 func (c *Conn) Start() {
 	c.startOnce.Do(func() {
+		c.writeMu.Lock()
+		c.started = true
+		c.writeMu.Unlock()
 		go c.readLoop()
 		go c.writeLoop()
 		go func() {
@@ -180,23 +200,120 @@ func (c *Conn) signalWriter() {
 	}
 }
 
-// enqueue appends one encoded message to the send queue.
+// enqueue appends one encoded message to the send queue and sends it.
 func (c *Conn) enqueue(m *Message) error {
+	return c.queue(m.appendJSON, true)
+}
+
+// queue appends one message, encoded by appendMsg, to the send queue and,
+// if flush, starts sending it.
+func (c *Conn) queue(appendMsg func([]byte) []byte, flush bool) error {
 	c.writeMu.Lock()
 	if c.closing {
 		c.writeMu.Unlock()
 		return c.closedErr()
 	}
 	before := len(c.pending)
-	c.pending = m.appendJSON(c.pending)
+	c.pending = appendMsg(c.pending)
 	over := len(c.pending) > c.opts.MaxBacklog && before > 0
 	c.writeMu.Unlock()
 	if over {
 		c.fail(fmt.Errorf("%w (more than %d bytes)", ErrBacklog, c.opts.MaxBacklog))
 		return c.closedErr()
 	}
-	c.signalWriter()
+	if flush {
+		c.Flush()
+	}
 	return nil
+}
+
+// QueueNotification queues a notification whose params are the
+// concatenation of params (which must make one JSON array) without
+// sending it; Flush sends it. It lets a sender that notifies many Conns
+// under a lock do the writing after releasing the lock.
+func (c *Conn) QueueNotification(method string, params ...[]byte) error {
+	return c.queue(func(b []byte) []byte {
+		b = append(b, `{"id":null,"method":`...)
+		b = appendJSONString(b, method)
+		b = append(b, `,"params":`...)
+		for _, p := range params {
+			b = append(b, p...)
+		}
+		return append(b, '}')
+	}, false)
+}
+
+// Flush starts sending what is queued: with Options.InlineWrites it
+// writes it at once if no write is under way, otherwise it wakes the
+// writer goroutine. It never blocks on the peer.
+func (c *Conn) Flush() {
+	if c.raw == nil {
+		c.signalWriter()
+		return
+	}
+	c.writeMu.Lock()
+	if c.writing || !c.started || c.closing || len(c.pending) == 0 {
+		c.writeMu.Unlock()
+		c.signalWriter()
+		return
+	}
+	c.writing = true
+	buf := c.pending
+	c.pending = c.spare[:0]
+	c.spare = nil
+	c.writeMu.Unlock()
+
+	n, err := c.writeNonblocking(buf)
+
+	c.writeMu.Lock()
+	c.writing = false
+	if n < len(buf) {
+		// Put the rest back in front of what was queued meanwhile; the
+		// writer goroutine waits for the socket to take it.
+		rest := buf[n:]
+		if len(c.pending) == 0 {
+			c.pending = append(c.pending, rest...)
+		} else {
+			c.pending = append(append(make([]byte, 0, len(rest)+len(c.pending)), rest...), c.pending...)
+		}
+	} else if c.spare == nil && cap(buf) <= 1<<20 {
+		c.spare = buf[:0]
+	}
+	more := len(c.pending) > 0 || c.closing
+	c.writeMu.Unlock()
+	if err != nil {
+		c.fail(fmt.Errorf("jsonrpc: write: %w", err))
+	}
+	if more {
+		c.signalWriter()
+	}
+}
+
+// writeNonblocking writes as much of b as the socket takes without
+// waiting.
+func (c *Conn) writeNonblocking(b []byte) (int, error) {
+	n := 0
+	var werr error
+	err := c.raw.Write(func(fd uintptr) bool {
+		for n < len(b) {
+			m, err := syscall.Write(int(fd), b[n:])
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != nil {
+				if err != syscall.EAGAIN {
+					werr = err
+				}
+				break
+			}
+			n += m
+		}
+		return true // never wait: the writer goroutine does that
+	})
+	if err == nil {
+		err = werr
+	}
+	return n, err
 }
 
 func (c *Conn) closedErr() error {
@@ -207,35 +324,45 @@ func (c *Conn) closedErr() error {
 }
 
 // writeLoop hands the send queue to the transport, all of it per write.
+// A sender writing inline (see Flush) holds c.writing meanwhile and wakes
+// the loop when it is done if anything is left.
 func (c *Conn) writeLoop() {
 	defer close(c.written)
-	var spare []byte
 	for {
 		<-c.wake
 		c.writeMu.Lock()
+		if c.writing {
+			c.writeMu.Unlock()
+			continue
+		}
 		buf, closing := c.pending, c.closing
-		c.pending = spare[:0]
+		c.pending = c.spare[:0]
+		c.spare = nil
+		c.writing = len(buf) > 0
 		c.writeMu.Unlock()
 		if len(buf) > 0 {
-			if _, err := c.rwc.Write(buf); err != nil {
+			_, err := c.rwc.Write(buf)
+			c.writeMu.Lock()
+			c.writing = false
+			// Keep one buffer for reuse unless a huge message made it huge.
+			if c.spare == nil && cap(buf) <= 1<<20 {
+				c.spare = buf[:0]
+			}
+			c.writeMu.Unlock()
+			if err != nil {
 				c.fail(fmt.Errorf("jsonrpc: write: %w", err))
 				return
 			}
 		}
-		if closing {
-			c.writeMu.Lock()
-			empty := len(c.pending) == 0
-			c.writeMu.Unlock()
-			if empty {
-				return
-			}
-			c.signalWriter()
+		c.writeMu.Lock()
+		empty := len(c.pending) == 0
+		closing = c.closing
+		c.writeMu.Unlock()
+		if closing && empty {
+			return
 		}
-		// Keep one buffer for reuse unless a huge message made it huge.
-		if cap(buf) <= 1<<20 {
-			spare = buf
-		} else {
-			spare = nil
+		if !empty {
+			c.signalWriter()
 		}
 	}
 }

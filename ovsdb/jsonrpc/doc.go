@@ -35,7 +35,12 @@
 //     the caller's goroutine and queued, and the writer goroutine sends the
 //     queue in as few writes as possible, in queue order. A peer that stops
 //     reading cannot stall the sender; once more than Options.MaxBacklog
-//     bytes are queued the connection is closed instead.
+//     bytes are queued the connection is closed instead. With
+//     Options.InlineWrites a sender writes the queue itself when no write is
+//     under way, in one non-blocking write, and leaves only what the socket
+//     did not take to the writer goroutine; QueueNotification and Flush let
+//     a server queue notifications for many Conns under a lock and write
+//     them after releasing it.
 //   - Every incoming request and notification is passed to Options.Handler,
 //     one at a time, in arrival order, on the reader goroutine. The handler
 //     answers requests with Reply/ReplyError, either before returning or
