@@ -34,7 +34,7 @@ func TestCompaction(t *testing.T) {
 		d.mu.Lock()
 		res := d.db.Transact(ops.([]any), ovsdb.TxnOptions{})
 		c, err := d.commitLocked(res.Changes)
-		d.mu.Unlock()
+		d.unlock()
 		if err != nil {
 			t.Fatal(err)
 		}

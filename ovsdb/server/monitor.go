@@ -17,9 +17,11 @@ const (
 
 // monitor is one monitor of one session on one database.
 type monitor struct {
-	sess    *session
-	d       *dbState
-	id      json.RawMessage
+	sess *session
+	d    *dbState
+	id   json.RawMessage
+	// prefix opens an update's params: "[" id ",".
+	prefix  []byte
 	version int
 	tables  map[string]*monTable
 	// shape identifies monitors whose updates are byte-for-byte the same
@@ -35,6 +37,11 @@ type monitor struct {
 	// (params) instead of sending them: its initial reply is being encoded
 	// outside the database's lock and must go out first. Guarded by d.mu.
 	held [][]byte
+	// shared is the encoding monitors of the same shape share, while the
+	// monitor is watched; sentGen is the last dbState.notifyGen it was
+	// sent. Guarded by d.mu.
+	shared  *sharedEnc
+	sentGen uint64
 }
 
 // monTable is what a monitor watches in one table.
@@ -46,6 +53,12 @@ type monTable struct {
 }
 
 type selectFlags struct{ initial, insert, delete, modify bool }
+
+// setID sets the monitor's <json-value> and the params prefix made of it.
+func (m *monitor) setID(id json.RawMessage) {
+	m.id = id
+	m.prefix = append(append(append(m.prefix[:0:0], '['), id...), ',')
+}
 
 func (m *monitor) method() string {
 	switch m.version {
@@ -444,58 +457,62 @@ func (m *monitor) appendInitial(b []byte, snap initialRows) []byte {
 	return append(b, '}')
 }
 
-// notifyLocked sends one commit's updates to every monitor of d. Monitors
-// of the same shape share one encoding. Callers hold d.mu.
+// notifyLocked queues one commit's updates for every monitor of d that it
+// concerns (unlock sends them). Monitors of the same shape, or with the
+// same conditions, share one encoding. Callers hold d.mu.
 func (d *dbState) notifyLocked(cs *ovsdb.ChangeSet, txnID ovsdb.UUID) {
 	if len(d.monitors) == 0 {
 		return
 	}
-	type enc struct {
-		b  []byte
-		ok bool
-	}
-	cache := map[string]enc{}
+	d.notifyGen++
+	gen := d.notifyGen
 	var txnText []byte
-	for m, tables := range d.route(cs) {
-		var e enc
-		if tables == nil {
-			// No conditions: monitors of the same shape share an encoding.
-			c, hit := cache[m.shape]
-			if !hit {
-				c.b, c.ok = m.appendUpdates(nil, cs.Tables)
-				cache[m.shape] = c
-			}
-			e = c
-		} else {
-			// Conditions: the same conditions are routed the same rows.
-			key := "c" + m.condShape
-			c, hit := cache[key]
-			if !hit {
-				c.b, c.ok = m.appendUpdates(nil, tables)
-				cache[key] = c
-			}
-			e = c
+	send := func(m *monitor, tables map[string]map[ovsdb.UUID]*ovsdb.RowChange) {
+		sh := m.shared
+		if sh.gen != gen {
+			sh.b, sh.ok = m.appendUpdates(sh.b[:0], tables)
+			sh.b = append(sh.b, ']') // closes the params array
+			sh.gen = gen
 		}
-		if !e.ok {
-			continue
+		if !sh.ok {
+			return
 		}
-		p := make([]byte, 0, len(e.b)+len(m.id)+48)
-		p = append(p, '[')
-		p = append(p, m.id...)
-		p = append(p, ',')
+		var txn []byte
 		if m.version == monitorV3 {
 			if txnText == nil {
 				txnText = []byte(`"` + txnID.String() + `",`)
 			}
-			p = append(p, txnText...)
+			txn = txnText
 		}
-		p = append(p, e.b...)
-		p = append(p, ']')
 		if m.held != nil {
+			p := make([]byte, 0, len(m.prefix)+len(txn)+len(sh.b))
+			p = append(append(append(p, m.prefix...), txn...), sh.b...)
 			m.held = append(m.held, p)
+			return
+		}
+		// Queued, not sent: unlock writes them after releasing d.mu.
+		if m.sess.conn.QueueNotification(m.method(), m.prefix, txn, sh.b) == nil {
+			d.notified = append(d.notified, m.sess.conn)
+		}
+	}
+	// Monitors without conditions see every change of their tables.
+	for name := range cs.Tables {
+		tw := d.watch[name]
+		if tw == nil {
 			continue
 		}
-		m.sess.conn.Notify(m.method(), json.RawMessage(p))
+		for m := range tw.all {
+			if m.shape == "" || m.sentGen == gen {
+				continue
+			}
+			m.sentGen = gen
+			send(m, cs.Tables)
+		}
+	}
+	// The others see the rows their conditions select; the same
+	// conditions are routed the same rows.
+	for m, tables := range d.route(cs, false) {
+		send(m, tables)
 	}
 }
 
@@ -573,14 +590,15 @@ func (s *session) monitor(id json.RawMessage, method string, params []any) {
 			return
 		}
 	}
-	m := &monitor{sess: s, d: d, id: monID, version: version, tables: tables}
+	m := &monitor{sess: s, d: d, version: version, tables: tables}
+	m.setID(monID)
 	m.computeShape()
 
 	d.mu.Lock()
 	s.mu.Lock()
 	if _, dup := s.monitors[string(monID)]; dup || s.closed {
 		s.mu.Unlock()
-		d.mu.Unlock()
+		d.unlock()
 		s.replyError(id, errorJSON(ovsdb.ErrSyntax, "duplicate monitor ID %s", monID))
 		return
 	}
@@ -597,7 +615,7 @@ func (s *session) monitor(id json.RawMessage, method string, params []any) {
 			result, _ = m.appendUpdates(result, changes)
 			result = append(result, ']')
 			s.conn.Reply(id, json.RawMessage(result))
-			d.mu.Unlock()
+			d.unlock()
 			return
 		}
 	}
@@ -608,7 +626,7 @@ func (s *session) monitor(id json.RawMessage, method string, params []any) {
 	snap := m.snapshotInitialLocked(d.db)
 	lastTxn := d.lastTxn
 	m.held = [][]byte{}
-	d.mu.Unlock()
+	d.unlock()
 
 	var result []byte
 	if version == monitorV3 {
@@ -629,7 +647,7 @@ func (s *session) monitor(id json.RawMessage, method string, params []any) {
 		s.conn.Notify(m.method(), json.RawMessage(p))
 	}
 	m.held = nil
-	d.mu.Unlock()
+	d.unlock()
 }
 
 func toErrJSON(err error) json.RawMessage {
@@ -662,7 +680,7 @@ func (s *session) monitorCancel(id json.RawMessage, params []any) {
 	m.d.mu.Lock()
 	delete(m.d.monitors, m)
 	m.d.unwatchLocked(m)
-	m.d.mu.Unlock()
+	m.d.unlock()
 	s.mu.Lock()
 	delete(s.monitors, key)
 	s.mu.Unlock()
@@ -701,7 +719,7 @@ func (s *session) monitorCondChange(id json.RawMessage, params []any) {
 	}
 	d := m.d
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	// Parse all first, so an error changes nothing.
 	newConds := map[string][]ovsdb.Condition{}
 	for name, rv := range reqs {
@@ -771,7 +789,7 @@ func (s *session) monitorCondChange(id json.RawMessage, params []any) {
 	m.computeShape()
 	s.mu.Lock()
 	delete(s.monitors, key)
-	m.id = newID
+	m.setID(newID)
 	s.monitors[string(newID)] = m
 	s.mu.Unlock()
 	// The entering and leaving rows are already chosen: encode them with a

@@ -8,8 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -105,6 +107,52 @@ type dbState struct {
 	blocked     []*blockedTxn
 	replies     replyQueue
 	uuids       *ovsdb.UUIDSource
+	// notified lists the connections holding queued monitor updates,
+	// which unlock sends once the lock is released.
+	notified []*jsonrpc.Conn
+	// shapes holds the encodings monitors share, by monitor.shapeKey.
+	shapes map[string]*sharedEnc
+	// notifyGen counts notified commits; it tells a sharedEnc or monitor
+	// whether it has seen the current one.
+	notifyGen uint64
+}
+
+// unlock releases d.mu, then sends the monitor updates that commits made
+// under it queued: the writes (one per monitoring connection) happen
+// outside the lock, in this goroutine, without waking a writer goroutine
+// per connection. Every holder of d.mu releases it with unlock.
+func (d *dbState) unlock() {
+	conns := d.notified
+	d.notified = nil
+	d.mu.Unlock()
+	flushAll(conns)
+}
+
+// parallelFlush is how many connections make it worth a second goroutine
+// to share the writes.
+const parallelFlush = 32
+
+// flushAll flushes conns; with many, a helper goroutine takes a share of
+// them, so that two CPUs make the system calls.
+func flushAll(conns []*jsonrpc.Conn) {
+	if len(conns) < parallelFlush || runtime.GOMAXPROCS(0) < 2 {
+		for _, c := range conns {
+			c.Flush()
+		}
+		return
+	}
+	var next atomic.Int64
+	work := func() {
+		for {
+			i := next.Add(1) - 1
+			if i >= int64(len(conns)) {
+				return
+			}
+			conns[i].Flush()
+		}
+	}
+	go work()
+	work()
 }
 
 type commitEntry struct {
@@ -220,6 +268,7 @@ func (s *Server) ServeConn(ctx context.Context, rwc io.ReadWriteCloser) {
 		Handler:        sess.handle,
 		MaxMessageSize: s.opts.MaxMessageSize,
 		Logger:         s.log,
+		InlineWrites:   true,
 	})
 	s.sessMu.Lock()
 	s.sessions[sess] = struct{}{}
@@ -259,7 +308,7 @@ func (s *Server) Stats() Stats {
 			n += len(d.db.Table(tn).Rows)
 		}
 		st.Rows[name] = n
-		d.mu.Unlock()
+		d.unlock()
 	}
 	return st
 }
@@ -314,16 +363,16 @@ func (d *dbState) maybeCompact(ctx context.Context) {
 	}
 	d.mu.Lock()
 	if !cp.ShouldCompact() {
-		d.mu.Unlock()
+		d.unlock()
 		return
 	}
 	c, err := cp.StartCompaction()
 	if err != nil {
-		d.mu.Unlock()
+		d.unlock()
 		return
 	}
 	snap := d.snapshotLocked()
-	d.mu.Unlock()
+	d.unlock()
 	rec := storage.Record{Date: time.Now(), Tables: snap.Record(d.db.Schema)}
 	if err := c.Finish(ctx, rec); err != nil {
 		d.srv.log.Warn("compacting database failed", "db", d.name, "err", err)

@@ -337,7 +337,7 @@ func TestHistoryBounds(t *testing.T) {
 		}
 		v, _ := ovsdb.DecodeJSON([]byte(ops + "]"))
 		d.mu.Lock()
-		defer d.mu.Unlock()
+		defer d.unlock()
 		if _, err := d.commitLocked(d.db.Transact(v.([]any), ovsdb.TxnOptions{}).Changes); err != nil {
 			t.Fatal(err)
 		}
@@ -449,7 +449,7 @@ func TestBlockedWaitsWithSameIDReleased(t *testing.T) {
 	d := srv.database("Test")
 	blocked := func() int {
 		d.mu.Lock()
-		defer d.mu.Unlock()
+		defer d.unlock()
 		return len(d.blocked)
 	}
 	if n := blocked(); n != 2 {

@@ -49,7 +49,7 @@ func (s *Server) addServerRow(d *dbState) error {
 	cs := &ovsdb.ChangeSet{Tables: map[string]map[ovsdb.UUID]*ovsdb.RowChange{"Database": {row.UUID: {New: row}}}}
 	srv := s.server
 	srv.mu.Lock()
-	defer srv.mu.Unlock()
+	defer srv.unlock()
 	if _, err := srv.commitLocked(cs); err != nil {
 		return fmt.Errorf("describing %s in _Server: %w", d.name, err)
 	}

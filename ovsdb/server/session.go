@@ -138,7 +138,7 @@ func (s *session) transact(id json.RawMessage, params []any) {
 	b := &blockedTxn{sess: s, d: d, id: id, ops: params[1:]}
 	d.mu.Lock()
 	b.runLocked(false)
-	d.mu.Unlock()
+	d.unlock()
 }
 
 // runLocked executes the transaction; when it blocks in "wait" it is queued
@@ -256,7 +256,7 @@ func ioErrorReply(n int, err error) []byte {
 func (b *blockedTxn) expire() {
 	d := b.d
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	if b.done {
 		return
 	}
@@ -319,7 +319,7 @@ func (s *session) cancel(idv any) {
 		return
 	}
 	b.d.mu.Lock()
-	defer b.d.mu.Unlock()
+	defer b.d.unlock()
 	if b.done {
 		return
 	}
@@ -345,7 +345,7 @@ func (s *session) close() {
 		m.d.mu.Lock()
 		delete(m.d.monitors, m)
 		m.d.unwatchLocked(m)
-		m.d.mu.Unlock()
+		m.d.unlock()
 	}
 	for _, list := range pend {
 		for _, b := range list {
@@ -355,7 +355,7 @@ func (s *session) close() {
 				b.timer.Stop()
 			}
 			b.d.removeBlockedLocked(b)
-			b.d.mu.Unlock()
+			b.d.unlock()
 		}
 	}
 	s.srv.locks.releaseAll(s)

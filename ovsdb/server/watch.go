@@ -53,6 +53,7 @@ func (d *dbState) watchLocked(m *monitor) {
 	if d.watch == nil {
 		d.watch = map[string]*tableWatch{}
 	}
+	d.acquireShapeLocked(m)
 	for name, mt := range m.tables {
 		tw := d.watch[name]
 		if tw == nil {
@@ -85,6 +86,7 @@ func (d *dbState) watchLocked(m *monitor) {
 // unwatchLocked removes m from the index; it must be called with the
 // conditions m was watched with. Callers hold d.mu.
 func (d *dbState) unwatchLocked(m *monitor) {
+	d.releaseShapeLocked(m)
 	for name, mt := range m.tables {
 		tw := d.watch[name]
 		if tw == nil {
@@ -117,9 +119,10 @@ func (d *dbState) unwatchLocked(m *monitor) {
 }
 
 // route returns, for each monitor a commit may concern, the changes to
-// encode for it; a nil map means "all of cs" (monitors that share
-// encodings by shape).
-func (d *dbState) route(cs *ovsdb.ChangeSet) map[*monitor]map[string]map[ovsdb.UUID]*ovsdb.RowChange {
+// encode for it; a nil map means "all of cs" (monitors without conditions,
+// which share encodings by shape). Those are left out unless
+// unconditional: notifyLocked finds them in tableWatch.all itself.
+func (d *dbState) route(cs *ovsdb.ChangeSet, unconditional bool) map[*monitor]map[string]map[ovsdb.UUID]*ovsdb.RowChange {
 	out := map[*monitor]map[string]map[ovsdb.UUID]*ovsdb.RowChange{}
 	for name, rows := range cs.Tables {
 		tw := d.watch[name]
@@ -128,7 +131,9 @@ func (d *dbState) route(cs *ovsdb.ChangeSet) map[*monitor]map[string]map[ovsdb.U
 		}
 		for m := range tw.all {
 			if m.shape != "" {
-				out[m] = nil
+				if unconditional {
+					out[m] = nil
+				}
 				continue
 			}
 			t := out[m]
@@ -167,4 +172,47 @@ func (d *dbState) route(cs *ovsdb.ChangeSet) map[*monitor]map[string]map[ovsdb.U
 		}
 	}
 	return out
+}
+
+// sharedEnc is the update encoding that monitors of one shape (or one
+// condition shape) share, remembered for the commit being notified.
+type sharedEnc struct {
+	refs int    // monitors watching with this shape
+	gen  uint64 // the dbState.notifyGen that b was encoded for
+	b    []byte // <table-updates> and the params' closing bracket
+	ok   bool   // b concerns the monitors at all
+}
+
+// shapeKey names m's shape among both kinds.
+func (m *monitor) shapeKey() string {
+	if m.shape != "" {
+		return "u" + m.shape
+	}
+	return "c" + m.condShape
+}
+
+// acquireShapeLocked points m at the shared encoding of its shape.
+func (d *dbState) acquireShapeLocked(m *monitor) {
+	if d.shapes == nil {
+		d.shapes = map[string]*sharedEnc{}
+	}
+	key := m.shapeKey()
+	sh := d.shapes[key]
+	if sh == nil {
+		sh = &sharedEnc{}
+		d.shapes[key] = sh
+	}
+	sh.refs++
+	m.shared = sh
+}
+
+// releaseShapeLocked undoes acquireShapeLocked.
+func (d *dbState) releaseShapeLocked(m *monitor) {
+	if m.shared == nil {
+		return
+	}
+	if m.shared.refs--; m.shared.refs == 0 {
+		delete(d.shapes, m.shapeKey())
+	}
+	m.shared = nil
 }

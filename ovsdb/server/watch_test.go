@@ -71,7 +71,7 @@ func TestRouteMatchesBruteForce(t *testing.T) {
 		if res.Changes == nil {
 			continue
 		}
-		routed := d.route(res.Changes)
+		routed := d.route(res.Changes, true)
 		for _, m := range mons {
 			want, wantOK := m.appendUpdates(nil, res.Changes.Tables)
 			var got []byte
