@@ -21,10 +21,16 @@ type Tables struct {
 	// megaflows whose tables did not change.
 	tableGen [flow.NumTables]uint64
 	groupGen uint64
+	// counterIDs numbers the packet counters of rules and tables.
+	counterIDs atomic.Uint64
 }
 
+// tableStats are a table's counters: the slow path's lookups, and the
+// packets credited from megaflows (a rule's counter credits matched).
 type tableStats struct {
 	lookups, matched atomic.Uint64
+	matchedPackets   *flow.PacketCounter
+	missedPackets    *flow.PacketCounter
 }
 
 // NewTables returns empty tables at generation 0.
@@ -32,6 +38,8 @@ func NewTables() *Tables {
 	ts := &Tables{groups: map[uint32]*flow.GroupDef{}}
 	for i := range ts.tables {
 		ts.tables[i] = NewTable()
+		ts.stats[i].matchedPackets = ts.newCounter(nil)
+		ts.stats[i].missedPackets = ts.newCounter(nil)
 	}
 	return ts
 }
@@ -72,12 +80,41 @@ func (ts *Tables) LookupExplain(table uint8, k *flow.Key, wc *flow.Mask, explain
 // Group returns group id, or nil. Call it between BeginRead and EndRead.
 func (ts *Tables) Group(id uint32) *flow.GroupDef { return ts.groups[id] }
 
-// TableStats returns how many lookups table has seen and how many matched.
-func (ts *Tables) TableStats(table uint8) (lookups, matched uint64) {
+// newCounter returns a packet counter with a fresh id.
+func (ts *Tables) newCounter(parent *flow.PacketCounter) *flow.PacketCounter {
+	return flow.NewPacketCounter(ts.counterIDs.Add(1), parent)
+}
+
+// MissCounter returns the counter a translation credits for a lookup in
+// table that matched no rule (a lookup that matched credits the rule's
+// Stats, which credit the table's matched packets).
+func (ts *Tables) MissCounter(table uint8) *flow.PacketCounter {
 	if table >= flow.NumTables {
-		return 0, 0
+		return nil
 	}
-	return ts.stats[table].lookups.Load(), ts.stats[table].matched.Load()
+	return ts.stats[table].missedPackets
+}
+
+// TableStats are a table's counters.
+type TableStats struct {
+	// Lookups and Matched count the slow path's lookups in the table
+	// (upcalls, revalidations, traces) and those that found a rule.
+	Lookups, Matched uint64
+	// MatchedPackets and MissedPackets count the packets that found a
+	// rule in the table, or none, as credited from megaflows so far.
+	MatchedPackets, MissedPackets uint64
+}
+
+// TableStats returns table's counters.
+func (ts *Tables) TableStats(table uint8) TableStats {
+	if table >= flow.NumTables {
+		return TableStats{}
+	}
+	s := &ts.stats[table]
+	return TableStats{
+		Lookups: s.lookups.Load(), Matched: s.matched.Load(),
+		MatchedPackets: s.matchedPackets.Packets(), MissedPackets: s.missedPackets.Packets(),
+	}
 }
 
 // Dump returns a copy of every rule of table (all tables if table is
@@ -167,6 +204,13 @@ func (ts *Tables) apply(op flow.Op, touched *flow.TableSet) ([]undo, error) {
 		nr := &r
 		touched.Add(r.Table)
 		old := t.Insert(nr)
+		// A replaced rule's counts carry over (OVS keeps them on modify,
+		// and on an add without reset_counts); a new rule counts anew.
+		if old != nil && old.Stats != nil {
+			nr.Stats = old.Stats
+		} else {
+			nr.Stats = ts.newCounter(ts.stats[r.Table].matchedPackets)
+		}
 		return []undo{func() {
 			t.Remove(nr.Priority, nr.Match)
 			if old != nil {

@@ -62,8 +62,8 @@ func TestTablesBundle(t *testing.T) {
 	if n := len(ts.Dump(flow.NumTables)); n != 1 {
 		t.Errorf("%d rules left, want 1", n)
 	}
-	if l, m := ts.TableStats(3); l != 1 || m != 1 {
-		t.Errorf("table 3 stats = %d lookups %d matched", l, m)
+	if st := ts.TableStats(3); st.Lookups != 1 || st.Matched != 1 {
+		t.Errorf("table 3 stats = %d lookups %d matched", st.Lookups, st.Matched)
 	}
 
 	// Invalid rules are refused.

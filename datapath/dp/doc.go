@@ -54,6 +54,16 @@
 // it saw. Megaflows idle for Config.IdleTimeout are removed; Run sweeps
 // quiet workers' caches and ages conntrack entries on a timer.
 //
+// # Rule statistics
+//
+// Rules count packets the way Open vSwitch's do, off the fast path: an
+// upcall credits its packet to the rules its translation ran, and every
+// megaflow keeps those rules' counters and credits them, in bulk, with the
+// packets that hit it since the last push. Pushes happen on the sweeps
+// that already run (expiry, revalidation, removal, which pushes the last
+// count) and on PushStats, which dumps call. A packet whose megaflow is
+// hit costs nothing more than the megaflow's own counts.
+//
 // # Offloads
 //
 // Ports that take offload metadata (AF_PACKET, TAP) get GSO frames whole;

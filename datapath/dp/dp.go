@@ -164,6 +164,11 @@ func (d *Datapath) RemovePort(no uint32) error {
 	if running {
 		<-pe.done
 	}
+	// The worker is gone: its megaflows credit their rules and free
+	// their recirculation states.
+	pe.w.mu.Lock()
+	pe.w.cache.Flush()
+	pe.w.mu.Unlock()
 	pe.w.st.addTo(&d.removed)
 	return err
 }
@@ -406,6 +411,19 @@ func (d *Datapath) FlushMegaflows() int {
 		pe.w.mu.Unlock()
 	}
 	return n
+}
+
+// PushStats credits the packets every megaflow counted since the last
+// push to the rules (and table misses) of its translation, so the flow
+// tables' counters (flow.Rule.Stats, classifier.Tables.TableStats) are up
+// to date; dumps call it first. Expiry and revalidation push as well, so
+// counts lag by at most a second or so without it.
+func (d *Datapath) PushStats() {
+	for _, pe := range *d.ports.Load() {
+		pe.w.mu.Lock()
+		pe.w.cache.PushStats()
+		pe.w.mu.Unlock()
+	}
 }
 
 // ExpireIdle removes megaflows idle for longer than the idle timeout. Run

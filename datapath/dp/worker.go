@@ -122,7 +122,7 @@ func (w *worker) process(p *port.Packet, k *flow.Key, now time.Duration, depth i
 		w.execute(p, k, mf.Actions, now, depth)
 		return
 	}
-	actions, ok := w.upcall(k, now)
+	actions, ok := w.upcall(k, len(p.Data), now)
 	if ok {
 		w.execute(p, k, actions, now, depth)
 	}
@@ -130,8 +130,9 @@ func (w *worker) process(p *port.Packet, k *flow.Key, now time.Duration, depth i
 
 // upcall translates k in the slow path and installs the megaflow, unless
 // the tables changed during the translation (then the actions are used
-// for this packet only).
-func (w *worker) upcall(k *flow.Key, now time.Duration) ([]flow.DPAction, bool) {
+// for this packet only). The packet, of size bytes, is credited to the
+// rules it ran at once; the megaflow credits the packets that hit it.
+func (w *worker) upcall(k *flow.Key, bytes int, now time.Duration) ([]flow.DPAction, bool) {
 	w.st.upcalls.Add(1)
 	sp := w.d.cfg.Flows
 	r := translate(sp, k)
@@ -139,6 +140,7 @@ func (w *worker) upcall(k *flow.Key, now time.Duration) ([]flow.DPAction, bool) 
 		w.st.upcallErrors.Add(1)
 		return nil, false
 	}
+	r.Counters.Credit(1, uint64(bytes))
 	if r.Generation == w.cache.Generation() {
 		w.cache.Insert(&r, now)
 		w.st.installed.Add(1)

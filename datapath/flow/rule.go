@@ -11,6 +11,10 @@ type Rule struct {
 	Match    Match
 	Actions  []Action
 	Cookie   uint64 // opaque to the datapath; OVN puts the lflow UUID prefix here
+	// Stats counts the packets that ran the rule. The tables holding the
+	// rule set it when it is installed (whatever it was), so copies of an
+	// installed rule share its counter; it is nil on a rule not installed.
+	Stats *PacketCounter
 }
 
 // String formats r like ovs-ofctl dump-flows.
@@ -21,6 +25,17 @@ func (r *Rule) String() string {
 	}
 	return fmt.Sprintf("cookie=0x%x, table=%d, priority=%d,%s actions=%s",
 		r.Cookie, r.Table, r.Priority, m, ActionsString(r.Actions))
+}
+
+// DumpString formats r like ovs-ofctl dump-flows, with its packet and
+// byte counts (zero for a rule without Stats).
+func (r *Rule) DumpString() string {
+	m := r.Match.String()
+	if m != "" {
+		m = "," + m
+	}
+	return fmt.Sprintf("cookie=0x%x, table=%d, n_packets=%d, n_bytes=%d, priority=%d%s actions=%s",
+		r.Cookie, r.Table, r.Stats.Packets(), r.Stats.Bytes(), r.Priority, m, ActionsString(r.Actions))
 }
 
 // IsConjunctive reports whether r is a conjunction clause.
@@ -81,12 +96,15 @@ type OpKind uint8
 
 const (
 	// OpAdd adds a rule, replacing one with the same table, priority and
-	// match.
+	// match. A replaced rule's packet counts carry over to the new one, as
+	// an OpenFlow add without reset_counts does in Open vSwitch.
 	OpAdd OpKind = iota
 	// OpModify replaces the actions and cookie of the rule with the same
-	// table, priority and match; it fails if there is none.
+	// table, priority and match, keeping its packet counts; it fails if
+	// there is none.
 	OpModify
-	// OpDelete deletes the rule with the same table, priority and match;
+	// OpDelete deletes the rule with the same table, priority and match
+	// (a rule added later starts counting from zero);
 	// deleting a missing rule is not an error (idempotent).
 	OpDelete
 	// OpDeleteCookie deletes every rule, in every table, whose cookie

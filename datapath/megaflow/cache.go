@@ -31,6 +31,10 @@ type Flow struct {
 	learned xlate.Learned // refreshed while the megaflow is used
 	// refreshed is Used when learned was last refreshed.
 	refreshed time.Duration
+	// counters are the rules' counters Hits and Bytes are credited to;
+	// pushedHits and pushedBytes what has been credited so far.
+	counters                *counterList
+	pushedHits, pushedBytes uint64
 }
 
 // Mask returns the megaflow's mask.
@@ -201,6 +205,7 @@ type Cache struct {
 	revalGen  uint64 // every megaflow has been revalidated to this
 	lookups   uint64
 	stats     Stats
+	lists     counterLists // the megaflows' counter lists, shared
 }
 
 // Stats counts cache activity.
@@ -211,7 +216,7 @@ type Stats struct {
 
 // New returns an empty cache; emc enables the exact-match cache.
 func New(emc bool) *Cache {
-	c := &Cache{byMask: map[flow.Mask]*subtable{}, union: newSubtable(&flow.Mask{})}
+	c := &Cache{byMask: map[flow.Mask]*subtable{}, union: newSubtable(&flow.Mask{}), lists: counterLists{}}
 	if emc {
 		c.emc = make([]emcEntry, EMCSize)
 	}
@@ -322,7 +327,7 @@ func (c *Cache) Insert(res *xlate.Result, now time.Duration) *Flow {
 	f := &Flow{Key: mk, Actions: res.Actions, Reasons: res.Reasons, Generation: res.Generation,
 		Tables: res.Tables, Groups: res.Groups,
 		Used: now, Created: now, st: st, hash: st.hash(&mk), recircs: res.Recircs, learned: res.Learned,
-		refreshed: now}
+		refreshed: now, counters: c.lists.hold(res.Counters)}
 	f.recircs.Hold()
 	// Learned rules were validated with their learn action; a failure
 	// would leave the affinity (or whatever) unlearned, not the megaflow
@@ -344,6 +349,9 @@ func (c *Cache) Remove(f *Flow) {
 
 func (c *Cache) remove(f *Flow) {
 	f.dead = true
+	push(f) // the final count
+	c.lists.release(f.counters)
+	f.counters = nil
 	f.recircs.Release()
 	st := f.st
 	st.remove(f)
@@ -408,6 +416,12 @@ func (c *Cache) Revalidate(gen uint64, translate Translate, changed ...ChangedSi
 			f.Generation = gen
 			f.Reasons = res.Reasons
 			f.Tables, f.Groups = res.Tables, res.Groups
+			// The packets so far ran the old rules; later ones run the
+			// new translation's (the same actions, maybe other rules).
+			push(f)
+			old := f.counters
+			f.counters = c.lists.hold(res.Counters)
+			c.lists.release(old)
 			kept++
 			return
 		}
@@ -442,6 +456,7 @@ func (c *Cache) Expire(now, idle time.Duration) int {
 		if t := f.learned.Translator(); t != nil && !slices.Contains(learners, t) {
 			learners = append(learners, t)
 		}
+		push(f)
 		if now-f.Used > idle {
 			c.remove(f)
 			n++

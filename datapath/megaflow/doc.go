@@ -31,4 +31,18 @@
 // A megaflow whose translation ran learn actions installs the learned rules
 // on Insert; Expire refreshes them while the megaflow is hit and has the
 // translator drop learned rules that idled out.
+//
+// # Rule and table statistics
+//
+// A hit only counts the megaflow's own Hits (and the caller its Bytes);
+// the fast path never touches a rule. Each megaflow keeps the packet
+// counters its translation passed through (xlate.Result.Counters: every
+// rule it ran, every table it missed), shared between megaflows with the
+// same list, and the packets and bytes it counted since the last push are
+// credited to them, with atomic adds, by PushStats, Expire, and
+// Revalidate; a megaflow that is removed pushes its final count first.
+// Whoever installs a megaflow credits the packet of the upcall itself. A
+// megaflow that revalidation keeps with a new translation pushes its
+// count to the old rules and credits the new ones after. So a rule's
+// count is exact after a push and lags by at most one sweep before.
 package megaflow

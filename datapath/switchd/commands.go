@@ -134,25 +134,28 @@ func (s *Switch) show(args []string) (string, error) {
 	return b.String(), nil
 }
 
-// dumpTables is dump-tables: for each table with rules or lookups, its
-// rule count and lookup and match counters.
+// dumpTables is dump-tables: for each table with rules or traffic, its
+// rule count, the packets that matched a rule in it or missed, and the
+// slow path's lookups in it.
 func (s *Switch) dumpTables(args []string) (string, error) {
 	if len(dropDPName(args)) > 0 {
 		return "", errors.New("dump-tables takes no arguments")
 	}
+	s.dp.PushStats()
 	ts := s.pipe.Tables()
 	active := map[int]int{}
 	for _, r := range ts.Dump(flow.NumTables) {
 		active[int(r.Table)]++
 	}
 	var b strings.Builder
-	b.WriteString("# lookups are the slow path's (upcalls, revalidations, traces); packets that hit megaflows are counted by dpctl/dump-flows\n")
+	b.WriteString("# matched/missed count packets; slow_path_lookups count the translator's lookups (upcalls, revalidations, traces)\n")
 	for t := range flow.NumTables {
-		lookups, matched := ts.TableStats(uint8(t))
-		if lookups == 0 && active[t] == 0 {
+		st := ts.TableStats(uint8(t))
+		if st.Lookups == 0 && st.MatchedPackets == 0 && st.MissedPackets == 0 && active[t] == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "table %d: active=%d lookup=%d matched=%d missed=%d\n", t, active[t], lookups, matched, lookups-matched)
+		fmt.Fprintf(&b, "table %d: active=%d matched=%d missed=%d slow_path_lookups=%d slow_path_matched=%d\n",
+			t, active[t], st.MatchedPackets, st.MissedPackets, st.Lookups, st.Matched)
 	}
 	return b.String(), nil
 }
@@ -219,7 +222,8 @@ func dpActions(as []flow.DPAction) string {
 }
 
 // dumpFlows is dump-flows [TABLE]: the installed rules, by table and
-// priority, in the form add-flow and replace-flows read.
+// priority, with their packet and byte counts, in the form add-flow and
+// replace-flows read (they ignore the counts, as ovs-ofctl does).
 func (s *Switch) dumpFlows(args []string) (string, error) {
 	args = dropDPName(args)
 	table := flow.NumTables
@@ -235,6 +239,7 @@ func (s *Switch) dumpFlows(args []string) (string, error) {
 	default:
 		return "", errors.New("dump-flows: want at most a table number")
 	}
+	s.dp.PushStats()
 	rules := s.pipe.Tables().Dump(table)
 	slices.SortStableFunc(rules, func(a, b flow.Rule) int {
 		if c := cmp.Compare(a.Table, b.Table); c != 0 {
@@ -246,9 +251,8 @@ func (s *Switch) dumpFlows(args []string) (string, error) {
 		return strings.Compare(a.Match.String(), b.Match.String())
 	})
 	var b strings.Builder
-	b.WriteString("# per-rule packet counters are not kept by the classifier; see dump-tables for per-table counters\n")
 	for i := range rules {
-		b.WriteString(rules[i].String())
+		b.WriteString(rules[i].DumpString())
 		b.WriteByte('\n')
 	}
 	return b.String(), nil

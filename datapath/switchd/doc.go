@@ -12,13 +12,16 @@
 //   - dpctl/del-flows: empty the megaflow caches (not the flow tables).
 //   - dpctl/show, dpif/show: ports with their counters, the cache's
 //     hit/miss (upcall) counters and the megaflow count.
-//   - dump-tables: per-table lookup and match counters.
+//   - dump-tables: per table, the packets that matched a rule or missed,
+//     and the slow path's lookups.
 //   - ofproto/trace FLOW: the tables a packet with these fields traverses,
 //     the rule it matches in each, the megaflow it would get (with the
 //     reasons for its mask) and its datapath actions.
 //   - dump-flows [TABLE], add-flow RULE, del-flows, replace-flows FILE:
-//     the flow tables, in the text form package flow parses. Changes are
-//     applied atomically and the megaflows revalidated at once.
+//     the flow tables, in the text form package flow parses, each rule
+//     with n_packets and n_bytes as ovs-ofctl dump-flows shows them.
+//     Changes are applied atomically and the megaflows revalidated at
+//     once; add-flow over an existing rule keeps its counts.
 //   - conntrack/dump [zone=N], conntrack/flush [zone=N] (also under
 //     OVS's names dpctl/dump-conntrack and dpctl/flush-conntrack).
 //   - list-commands, version, exit.

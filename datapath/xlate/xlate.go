@@ -133,9 +133,14 @@ type Result struct {
 	// Learned are the rules learn actions produced; whoever installs
 	// the megaflow installs them (Learned.Install).
 	Learned Learned
-	Reasons []Reason
-	Trace   []Step
-	Err     error // set if the packet was dropped for exceeding a limit or a missing recirculation
+	// Counters are the packet counters of the translation's table
+	// lookups, in order: the matched rule's, or the table's miss counter.
+	// Crediting them with the megaflow's packets is how rules and tables
+	// count packets (the "xlate cache" of OVS).
+	Counters Counters
+	Reasons  []Reason
+	Trace    []Step
+	Err      error // set if the packet was dropped for exceeding a limit or a missing recirculation
 }
 
 // String formats the megaflow like ovs-appctl dpctl/dump-flows.
@@ -246,6 +251,7 @@ func (t *Translator) Translate(k *flow.Key, opts Options) Result {
 		res.Err = c.err
 		res.Actions = nil
 		res.Recircs = Recircs{}
+		res.Counters = nil // the packet is dropped, credited to no rule
 	} else {
 		res.Actions = c.acts
 	}
@@ -327,6 +333,11 @@ func (c *ctx) runTable(table uint8) {
 		if c.res.Reasons[i].Rule == r {
 			c.res.Reasons[i].Cause = CauseMatch
 		}
+	}
+	if r != nil {
+		c.res.Counters.add(r.Stats)
+	} else {
+		c.res.Counters.add(c.t.tables.MissCounter(table))
 	}
 	saveT, saveR, saveS := c.table, c.rule, c.ruleStr
 	c.table, c.rule, c.ruleStr = table, r, ""
