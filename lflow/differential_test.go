@@ -41,7 +41,7 @@ func TestDifferentialOVNController(t *testing.T) {
 		}
 	}
 	ns := netns.New(t) // skips unless root
-	ref := startReference(t, ns)
+	ref := startReference(t, ns, nil)
 
 	st, c := testCompiler(t)
 	env := ref.env(t, st)
@@ -72,22 +72,7 @@ func TestDifferentialOVNController(t *testing.T) {
 		mine[group] += len(res.Rules)
 	}
 
-	real := map[string]int{}
-	re := regexp.MustCompile(`table=(\d+), priority=(\d+),.*metadata=0x([0-9a-f]+)`)
-	lay := DefaultLayout()
-	for _, line := range strings.Split(ref.flows, "\n") {
-		m := re.FindStringSubmatch(line)
-		if m == nil {
-			continue
-		}
-		tb, _ := strconv.Atoi(m[1])
-		md, _ := strconv.ParseUint(m[3], 16, 32)
-		// Only the logical pipelines; the other tables are physical.
-		if tb < int(lay.IngressBase) || tb >= int(lay.IngressOutput) && tb < int(lay.EgressBase) || tb >= int(lay.EgressOutput) {
-			continue
-		}
-		real[fmt.Sprintf("table=%s priority=%s metadata=%d", m[1], m[2], md)]++
-	}
+	real := ref.ruleCounts()
 
 	groups := map[string]bool{}
 	for g := range mine {
@@ -118,18 +103,41 @@ func TestDifferentialOVNController(t *testing.T) {
 	}
 }
 
-// reference is a running real OVN/OVS setup and what was read from it.
-type reference struct {
-	sbctl    func(args ...string) string
-	lflows   []ListedFlow
-	flows    string              // ovs-ofctl dump-flows br-int
-	dpByName map[string]string   // datapath name -> Datapath_Binding uuid
-	dpKey    map[string]uint32   // uuid -> tunnel key
-	localDP  map[string]bool     // datapaths ovn-controller has flows for
-	ports    []map[string]string // Port_Binding and Multicast_Group rows
+// ruleCounts counts ovn-controller's rules in the logical pipelines by
+// (table, priority, datapath).
+func (ref *reference) ruleCounts() map[string]int {
+	real := map[string]int{}
+	re := regexp.MustCompile(`table=(\d+), priority=(\d+),.*metadata=0x([0-9a-f]+)`)
+	lay := DefaultLayout()
+	for _, line := range strings.Split(ref.flows, "\n") {
+		m := re.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		tb, _ := strconv.Atoi(m[1])
+		md, _ := strconv.ParseUint(m[3], 16, 32)
+		// Only the logical pipelines; the other tables are physical.
+		if tb < int(lay.IngressBase) || tb >= int(lay.IngressOutput) && tb < int(lay.EgressBase) || tb >= int(lay.EgressOutput) {
+			continue
+		}
+		real[fmt.Sprintf("table=%s priority=%s metadata=%d", m[1], m[2], md)]++
+	}
+	return real
 }
 
-func startReference(t *testing.T, ns *netns.NS) *reference {
+// reference is a running real OVN/OVS setup and what was read from it.
+type reference struct {
+	sbctl     func(args ...string) string
+	dumpFlows func(context.Context) (string, error) // ovs-ofctl dump-flows br-int
+	lflows    []ListedFlow
+	flows     string              // ovs-ofctl dump-flows br-int
+	dpByName  map[string]string   // datapath name -> Datapath_Binding uuid
+	dpKey     map[string]uint32   // uuid -> tunnel key
+	localDP   map[string]bool     // datapaths ovn-controller has flows for
+	ports     []map[string]string // Port_Binding and Multicast_Group rows
+}
+
+func startReference(t *testing.T, ns *netns.NS, extra [][]string) *reference {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	t.Cleanup(cancel)
@@ -175,6 +183,9 @@ func startReference(t *testing.T, ns *netns.NS) *reference {
 	if out, err := script.CombinedOutput(); err != nil {
 		t.Fatalf("features-a.sh: %v\n%s", err, out)
 	}
+	for _, args := range extra {
+		sh("ovn-nbctl", append([]string{"--db=unix:" + sock}, args...)...)
+	}
 	daemon("vsdb", exec.CommandContext(ctx, "ovsdb-server", "--remote=punix:"+vsock,
 		"--unixctl="+filepath.Join(dir, "vsdb.ctl"), "conf.db"))
 	sh("ovs-vsctl", "--db=unix:"+vsock, "--no-wait", "init")
@@ -186,12 +197,26 @@ func startReference(t *testing.T, ns *netns.NS) *reference {
 		"external_ids:ovn-encap-type=geneve", "external_ids:ovn-encap-ip=127.0.0.1",
 		"external_ids:ovn-bridge=br-int", "external_ids:ovn-bridge-datapath-type=netdev")
 	daemon("controller", ns.Command(ctx, "ovn-controller", "unix:"+vsock))
+	t.Cleanup(func() {
+		// What ovn-controller complained about helps explain a failure.
+		if b, err := os.ReadFile(filepath.Join(dir, "controller.log")); err == nil && t.Failed() {
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.Contains(line, "|WARN|") || strings.Contains(line, "|ERR|") {
+					t.Logf("ovn-controller: %.300s", line)
+				}
+			}
+		}
+	})
 
 	ref := &reference{sbctl: func(args ...string) string {
 		return sh("ovn-sbctl", append([]string{"--db=unix:" + sock}, args...)...)
 	}}
 	// Wait for northd's flows, then for ovn-controller's to settle.
 	mgmt := "unix:" + filepath.Join(dir, "br-int.mgmt")
+	ref.dumpFlows = func(ctx context.Context) (string, error) {
+		out, err := exec.CommandContext(ctx, "ovs-ofctl", "-O", "OpenFlow15", "--no-stats", "dump-flows", mgmt).Output()
+		return string(out), err
+	}
 	last := -1
 	for stable := 0; stable < 3; {
 		if ctx.Err() != nil {
@@ -201,17 +226,17 @@ func startReference(t *testing.T, ns *netns.NS) *reference {
 		if strings.Count(ref.sbctl("lflow-list"), "table=") < 600 {
 			continue
 		}
-		out, err := exec.CommandContext(ctx, "ovs-ofctl", "-O", "OpenFlow15", "--no-stats", "dump-flows", mgmt).Output()
+		out, err := ref.dumpFlows(ctx)
 		if err != nil {
 			continue
 		}
-		n := strings.Count(string(out), "\n")
+		n := strings.Count(out, "\n")
 		if n == last && n > 500 {
 			stable++
 		} else {
 			stable = 0
 		}
-		last, ref.flows = n, string(out)
+		last, ref.flows = n, out
 	}
 	var errs []error
 	var err error
