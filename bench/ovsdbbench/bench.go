@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/govn/govn/ovsdb/jsonrpc"
 )
@@ -51,6 +54,20 @@ type Config struct {
 	// transactions) and ModeDurable (each ends with a durable commit, so
 	// that both servers fsync before replying). Empty means both.
 	InsertModes []string
+	// Measure lists what to measure: MeasureInserts, MeasureFanout and
+	// MeasureInitial. Empty means all three.
+	Measure []string
+}
+
+// What Config.Measure can name.
+const (
+	MeasureInserts = "inserts"
+	MeasureFanout  = "fanout"
+	MeasureInitial = "initial"
+)
+
+func (c *Config) measures(what string) bool {
+	return len(c.Measure) == 0 || slices.Contains(c.Measure, what)
 }
 
 // Insert modes (see Config.InsertModes).
@@ -94,13 +111,22 @@ func (c *Config) defaults() {
 
 // Result holds one server's figures.
 type Result struct {
-	Server             string  `json:"server"`
-	InsertTPS1         float64 `json:"insert_txn_per_s_1_client"`
-	InsertTPSN         float64 `json:"insert_txn_per_s_n_clients"`
-	DurableTPS1        float64 `json:"durable_insert_txn_per_s_1_client"`
-	DurableTPSN        float64 `json:"durable_insert_txn_per_s_n_clients"`
-	FanoutP50Ms        float64 `json:"fanout_p50_ms"`
-	FanoutP99Ms        float64 `json:"fanout_p99_ms"`
+	Server      string  `json:"server"`
+	InsertTPS1  float64 `json:"insert_txn_per_s_1_client"`
+	InsertTPSN  float64 `json:"insert_txn_per_s_n_clients"`
+	DurableTPS1 float64 `json:"durable_insert_txn_per_s_1_client"`
+	DurableTPSN float64 `json:"durable_insert_txn_per_s_n_clients"`
+	FanoutP50Ms float64 `json:"fanout_p50_ms"`
+	FanoutP99Ms float64 `json:"fanout_p99_ms"`
+	// FanoutFirstP50Ms is the median time until the first monitor has a
+	// commit's update: the server's work before it starts sending.
+	FanoutFirstP50Ms float64 `json:"fanout_first_p50_ms"`
+	// FanoutCPUUs is the server's CPU time per fan-out commit (all its
+	// threads), and InsertCPUUs per insert transaction from N clients in
+	// the first insert mode measured: the server's own cost, which
+	// load from elsewhere on the machine disturbs less than latency.
+	FanoutCPUUs        float64 `json:"fanout_cpu_us_per_commit"`
+	InsertCPUUs        float64 `json:"insert_cpu_us_per_txn_n_clients"`
 	InitialMonitorMs   float64 `json:"initial_monitor_ms"`
 	PeakRSSMiB         float64 `json:"peak_rss_mib"`
 	RSSMiB             float64 `json:"rss_mib"`
@@ -156,7 +182,7 @@ func Run(ctx context.Context, subject, baseline Target, cfg Config) (*Report, er
 		defer s.stop()
 		servers[i] = s
 	}
-	r := &Report{Clients: cfg.Clients, Monitors: cfg.Monitors, Commits: cfg.Commits, BigRows: cfg.BigRows, InsertModes: cfg.InsertModes,
+	r := &Report{Clients: cfg.Clients, Monitors: cfg.Monitors, Commits: cfg.Commits, BigRows: cfg.BigRows,
 		CPUs: runtime.NumCPU(), LoadAverage: loadAverage()}
 	for i, s := range servers {
 		r.Results[i].Server = s.target.Name
@@ -177,19 +203,42 @@ func Run(ctx context.Context, subject, baseline Target, cfg Config) (*Report, er
 	var monitorTimes [2][]float64
 	tps := map[string]*[2][]float64{} // by mode and client count
 	var fanoutLat [2][]time.Duration
+	var fanoutCPU [2]time.Duration
+	var firstLat [2][]time.Duration
+	var insertCPU [2]time.Duration
+	var insertCPUTxns [2]int
 	insert := func(clients int, mode string) func(s *server, i int) error {
 		into := &[2][]float64{}
 		tps[mode+strconv.Itoa(clients)] = into
 		return func(s *server, i int) error {
+			before, err := s.cpuTime()
+			if err != nil {
+				return err
+			}
 			tps, n, err := insertThroughput(ctx, s, clients, cfg.Inserts, cfg.Duration, mode == ModeDurable)
 			into[i] = append(into[i], tps)
 			r.Results[i].InsertTransactions += n
+			if after, cerr := s.cpuTime(); cerr == nil && clients > 1 && mode == cfg.InsertModes[0] {
+				insertCPU[i] += after - before
+				insertCPUTxns[i] += n
+			}
 			return err
+		}
+	}
+	if cfg.measures(MeasureInserts) {
+		r.InsertModes = cfg.InsertModes
+	}
+	for _, what := range cfg.Measure {
+		if what != MeasureInserts && what != MeasureFanout && what != MeasureInitial {
+			return nil, fmt.Errorf("unknown measurement %q", what)
 		}
 	}
 	for _, mode := range cfg.InsertModes {
 		if mode != ModeDefault && mode != ModeDurable {
 			return nil, fmt.Errorf("unknown insert mode %q", mode)
+		}
+		if !cfg.measures(MeasureInserts) {
+			continue
 		}
 		if err := each(mode+" inserts from 1 client", cfg.Rounds, insert(1, mode)); err != nil {
 			return nil, err
@@ -212,36 +261,50 @@ func Run(ctx context.Context, subject, baseline Target, cfg Config) (*Report, er
 			}
 		}
 	}()
-	err = each("connecting monitors", 1, func(s *server, i int) (err error) {
-		rigs[i], err = newFanout(ctx, s, cfg.Monitors)
-		return err
-	})
-	if err != nil {
-		return nil, err
+	if cfg.measures(MeasureFanout) {
+		err = each("connecting monitors", 1, func(s *server, i int) (err error) {
+			rigs[i], err = newFanout(ctx, s, cfg.Monitors)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		perRound := max(1, cfg.Commits/cfg.Rounds)
+		err = each("fan-out", cfg.Rounds, func(s *server, i int) error {
+			before, err := s.cpuTime()
+			if err != nil {
+				return err
+			}
+			lat, err := rigs[i].commits(ctx, perRound)
+			fanoutLat[i] = append(fanoutLat[i], lat...)
+			after, cerr := s.cpuTime()
+			fanoutCPU[i] += after - before
+			if err == nil {
+				err = cerr
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		for i, f := range rigs {
+			firstLat[i] = f.firstLat
+			f.close()
+			rigs[i] = nil
+		}
 	}
-	perRound := max(1, cfg.Commits/cfg.Rounds)
-	err = each("fan-out", cfg.Rounds, func(s *server, i int) error {
-		lat, err := rigs[i].commits(ctx, perRound)
-		fanoutLat[i] = append(fanoutLat[i], lat...)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	for i, f := range rigs {
-		f.close()
-		rigs[i] = nil
-	}
-	if err := each("loading the big table", 1, func(s *server, i int) error { return loadBig(ctx, s, cfg.BigRows) }); err != nil {
-		return nil, err
-	}
-	err = each("initial monitor", cfg.Rounds*cfg.MonitorRuns, func(s *server, i int) error {
-		d, err := initialMonitor(ctx, s, cfg.BigRows)
-		monitorTimes[i] = append(monitorTimes[i], ms(d))
-		return err
-	})
-	if err != nil {
-		return nil, err
+	if cfg.measures(MeasureInitial) {
+		if err := each("loading the big table", 1, func(s *server, i int) error { return loadBig(ctx, s, cfg.BigRows) }); err != nil {
+			return nil, err
+		}
+		err = each("initial monitor", cfg.Rounds*cfg.MonitorRuns, func(s *server, i int) error {
+			d, err := initialMonitor(ctx, s, cfg.BigRows)
+			monitorTimes[i] = append(monitorTimes[i], ms(d))
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
 	for i, s := range servers {
 		res := &r.Results[i]
@@ -249,6 +312,13 @@ func Run(ctx context.Context, subject, baseline Target, cfg Config) (*Report, er
 		res.DurableTPS1, res.DurableTPSN = medianOf(ModeDurable, 1, i), medianOf(ModeDurable, cfg.Clients, i)
 		res.FanoutP50Ms = ms(percentile(fanoutLat[i], 50))
 		res.FanoutP99Ms = ms(percentile(fanoutLat[i], 99))
+		res.FanoutFirstP50Ms = ms(percentile(firstLat[i], 50))
+		if n := len(fanoutLat[i]); n > 0 {
+			res.FanoutCPUUs = float64(fanoutCPU[i]) / float64(time.Microsecond) / float64(n)
+		}
+		if n := insertCPUTxns[i]; n > 0 {
+			res.InsertCPUUs = float64(insertCPU[i]) / float64(time.Microsecond) / float64(n)
+		}
 		res.InitialMonitorMs = median(monitorTimes[i])
 		peak, cur, err := s.memory()
 		if err != nil {
@@ -353,24 +423,30 @@ func insertThroughput(ctx context.Context, s *server, clients, txns int, d time.
 
 // round tracks one fan-out commit: how many monitors have its update.
 type round struct {
-	got  atomic.Int32
-	want int32
-	done chan struct{}
+	got   int32 // touched only by the fan-out reader's goroutine
+	want  int32
+	at    time.Time // when the last monitor's update was read
+	first time.Time // when the first was
+	done  chan struct{}
 }
 
 // fanoutRig is a writer and monitors clients monitoring table Fan's one
-// row, which the writer updates.
+// row, which the writer updates. The monitors are read by one fanReader.
 type fanoutRig struct {
 	writer   *jsonrpc.Conn
-	monitors []*jsonrpc.Conn
+	reader   *fanReader
+	monitors int
 	row      string
 	seq      int
 	current  atomic.Pointer[round]
+	// firstLat collects, per commit, the time until the first monitor had
+	// the update.
+	firstLat []time.Duration
 }
 
 // newFanout connects the writer and the monitors.
 func newFanout(ctx context.Context, s *server, monitors int) (*fanoutRig, error) {
-	f := &fanoutRig{}
+	f := &fanoutRig{monitors: monitors}
 	var err error
 	if f.writer, err = s.dial(ctx); err != nil {
 		return nil, err
@@ -388,40 +464,52 @@ func newFanout(ctx context.Context, s *server, monitors int) (*fanoutRig, error)
 		return nil, fmt.Errorf("insert reply %.200s: %v", raw, err)
 	}
 	f.row = res[0].UUID[1]
-	onUpdate := func(ctx context.Context, c *jsonrpc.Conn, m *jsonrpc.Message) {
-		if m.Method != "update" && m.Method != "update2" && m.Method != "update3" {
-			return
-		}
-		if r := f.current.Load(); r != nil && r.got.Add(1) == r.want {
-			close(r.done)
-		}
-	}
-	request := json.RawMessage(`["Bench","fan",{"Fan":[{"columns":["seq"]}]}]`)
+	request := []byte(`["Bench","fan",{"Fan":[{"columns":["seq"]}]}]`)
+	conns := make([]*monConn, 0, monitors)
 	for range monitors {
-		c, err := s.dialHandler(ctx, onUpdate)
+		c, err := dialMonitor(s.sock, request)
 		if err != nil {
+			for _, c := range conns {
+				unix.Close(c.fd)
+			}
 			f.close()
 			return nil, err
 		}
-		f.monitors = append(f.monitors, c)
-		if err := c.Call(ctx, "monitor_cond", request, nil); err != nil {
-			f.close()
-			return nil, fmt.Errorf("monitor_cond: %w", err)
+		conns = append(conns, c)
+	}
+	f.reader, err = newFanReader(conns, func(at time.Time) {
+		if r := f.current.Load(); r != nil {
+			r.got++
+			if r.got == 1 {
+				r.first = at
+			}
+			if r.got == r.want {
+				r.at = at
+				close(r.done)
+			}
 		}
+	})
+	if err != nil {
+		for _, c := range conns {
+			unix.Close(c.fd)
+		}
+		f.close()
+		return nil, err
 	}
 	return f, nil
 }
 
 // commits times n commits, each from sending it until every monitor has
-// its update. The writer's reply is waited for after the timing, not in
-// it: a server may notify monitors before its commit is durable and reply
-// to the writer only after, and the figure is the monitors' latency.
+// its update (as read by the fan-out reader). The writer's reply is waited
+// for after the timing, not in it: a server may notify monitors before its
+// commit is durable and reply to the writer only after, and the figure is
+// the monitors' latency.
 func (f *fanoutRig) commits(ctx context.Context, n int) ([]time.Duration, error) {
 	lat := make([]time.Duration, 0, n)
 	defer f.current.Store(nil)
 	for range n {
 		f.seq++
-		r := &round{want: int32(len(f.monitors)), done: make(chan struct{})}
+		r := &round{want: int32(f.monitors), done: make(chan struct{})}
 		f.current.Store(r)
 		params := json.RawMessage(`["Bench",{"op":"update","table":"Fan","where":[["_uuid","==",["uuid","` + f.row + `"]]],"row":{"seq":` + strconv.Itoa(f.seq) + `}}]`)
 		replied := make(chan error, 1)
@@ -430,24 +518,22 @@ func (f *fanoutRig) commits(ctx context.Context, n int) ([]time.Duration, error)
 			_, err := transact(ctx, f.writer, params)
 			replied <- err
 		}()
+		timeout := time.NewTimer(30 * time.Second)
 		select {
 		case <-r.done:
-		case err := <-replied:
-			if err != nil {
-				return nil, err
+		case <-timeout.C:
+			err := f.reader.Err()
+			if err == nil {
+				err = errors.New("no reader error")
 			}
-			replied <- nil // the reply came first; wait for the monitors
-			select {
-			case <-r.done:
-			case <-time.After(30 * time.Second):
-				return nil, fmt.Errorf("commit %d: only %d of %d monitors got the update within 30s", f.seq, r.got.Load(), len(f.monitors))
-			}
-		case <-time.After(30 * time.Second):
-			return nil, fmt.Errorf("commit %d: only %d of %d monitors got the update within 30s", f.seq, r.got.Load(), len(f.monitors))
+			return nil, fmt.Errorf("commit %d: not every one of %d monitors got the update within 30s: %w", f.seq, f.monitors, err)
 		case <-ctx.Done():
+			timeout.Stop()
 			return nil, ctx.Err()
 		}
-		lat = append(lat, time.Since(start))
+		timeout.Stop()
+		lat = append(lat, r.at.Sub(start))
+		f.firstLat = append(f.firstLat, r.first.Sub(start))
 		if err := <-replied; err != nil {
 			return nil, err
 		}
@@ -459,8 +545,8 @@ func (f *fanoutRig) close() {
 	if f.writer != nil {
 		f.writer.Close()
 	}
-	for _, c := range f.monitors {
-		c.Close()
+	if f.reader != nil {
+		f.reader.close()
 	}
 }
 

@@ -27,9 +27,14 @@ func (r *Report) metrics() []metric {
 			metric{"insert txn/s, 1 client, durable", "durable_insert_txn_per_s_1_client", true, func(x *Result) float64 { return x.DurableTPS1 }},
 			metric{fmt.Sprintf("insert txn/s, %d clients, durable", r.Clients), "durable_insert_txn_per_s_n_clients", true, func(x *Result) float64 { return x.DurableTPSN }})
 	}
+	if len(r.InsertModes) > 0 {
+		ms = append(ms, metric{fmt.Sprintf("server CPU us per insert, %d clients, %s", r.Clients, r.InsertModes[0]), "insert_cpu_us_per_txn_n_clients", false, func(x *Result) float64 { return x.InsertCPUUs }})
+	}
 	return append(ms, []metric{
 		{fmt.Sprintf("fan-out to %d monitors, p50 ms", r.Monitors), "fanout_p50_ms", false, func(x *Result) float64 { return x.FanoutP50Ms }},
 		{fmt.Sprintf("fan-out to %d monitors, p99 ms", r.Monitors), "fanout_p99_ms", false, func(x *Result) float64 { return x.FanoutP99Ms }},
+		{"fan-out to the first monitor, p50 ms", "fanout_first_p50_ms", false, func(x *Result) float64 { return x.FanoutFirstP50Ms }},
+		{"server CPU us per fan-out commit", "fanout_cpu_us_per_commit", false, func(x *Result) float64 { return x.FanoutCPUUs }},
 		{fmt.Sprintf("initial monitor of %d rows, ms", r.BigRows), "initial_monitor_ms", false, func(x *Result) float64 { return x.InitialMonitorMs }},
 		{"peak RSS, MiB", "peak_rss_mib", false, func(x *Result) float64 { return x.PeakRSSMiB }},
 		{"RSS at end, MiB", "rss_mib", false, func(x *Result) float64 { return x.RSSMiB }},

@@ -9,8 +9,8 @@ import (
 
 func sampleReport() *Report {
 	return &Report{Clients: 16, Monitors: 200, Commits: 50, BigRows: 100000, InsertModes: []string{ModeDefault, ModeDurable}, CPUs: 2, LoadAverage: 1.5, Results: [2]Result{
-		{Server: "govn", InsertTPS1: 20000, InsertTPSN: 60000, DurableTPS1: 900, DurableTPSN: 3000, FanoutP50Ms: 2, FanoutP99Ms: 4, InitialMonitorMs: 150, PeakRSSMiB: 80, RSSMiB: 70},
-		{Server: "ovsdb-server", InsertTPS1: 10000, InsertTPSN: 12000, DurableTPS1: 1000, DurableTPSN: 1500, FanoutP50Ms: 8, FanoutP99Ms: 10, InitialMonitorMs: 600, PeakRSSMiB: 100, RSSMiB: 100},
+		{Server: "govn", InsertTPS1: 20000, InsertTPSN: 60000, DurableTPS1: 900, DurableTPSN: 3000, FanoutP50Ms: 2, FanoutP99Ms: 4, FanoutCPUUs: 400, FanoutFirstP50Ms: 0.5, InsertCPUUs: 30, InitialMonitorMs: 150, PeakRSSMiB: 80, RSSMiB: 70},
+		{Server: "ovsdb-server", InsertTPS1: 10000, InsertTPSN: 12000, DurableTPS1: 1000, DurableTPSN: 1500, FanoutP50Ms: 8, FanoutP99Ms: 10, FanoutCPUUs: 800, FanoutFirstP50Ms: 0.25, InsertCPUUs: 20, InitialMonitorMs: 600, PeakRSSMiB: 100, RSSMiB: 100},
 	}}
 }
 
@@ -19,16 +19,19 @@ func TestWriteTable(t *testing.T) {
 	if err := sampleReport().WriteTable(&b); err != nil {
 		t.Fatal(err)
 	}
-	want := `metric                                      govn  ovsdb-server    ratio  better
-insert txn/s, 1 client, default            20000         10000    2.00x  higher
-insert txn/s, 16 clients, default          60000         12000    5.00x  higher
-insert txn/s, 1 client, durable              900          1000    0.90x  higher
-insert txn/s, 16 clients, durable           3000          1500    2.00x  higher
-fan-out to 200 monitors, p50 ms             2.00          8.00    0.25x  lower
-fan-out to 200 monitors, p99 ms             4.00          10.0    0.40x  lower
-initial monitor of 100000 rows, ms           150           600    0.25x  lower
-peak RSS, MiB                               80.0           100    0.80x  lower
-RSS at end, MiB                             70.0           100    0.70x  lower
+	want := `metric                                                 govn  ovsdb-server    ratio  better
+insert txn/s, 1 client, default                       20000         10000    2.00x  higher
+insert txn/s, 16 clients, default                     60000         12000    5.00x  higher
+insert txn/s, 1 client, durable                         900          1000    0.90x  higher
+insert txn/s, 16 clients, durable                      3000          1500    2.00x  higher
+server CPU us per insert, 16 clients, default          30.0          20.0    1.50x  lower
+fan-out to 200 monitors, p50 ms                        2.00          8.00    0.25x  lower
+fan-out to 200 monitors, p99 ms                        4.00          10.0    0.40x  lower
+fan-out to the first monitor, p50 ms                   0.50          0.25    2.00x  lower
+server CPU us per fan-out commit                        400           800    0.50x  lower
+initial monitor of 100000 rows, ms                      150           600    0.25x  lower
+peak RSS, MiB                                          80.0           100    0.80x  lower
+RSS at end, MiB                                        70.0           100    0.70x  lower
 ` + modeNote + `(ratio = govn / ovsdb-server; 2 CPUs, load average 1.50 at the start)
 `
 	if b.String() != want {
@@ -54,7 +57,7 @@ func TestReportJSON(t *testing.T) {
 	if got.Clients != 16 || got.BigRows != 100000 || got.Subject.Server != "govn" || got.Baseline.InsertTPSN != 12000 {
 		t.Errorf("decoded %+v from %s", got, b)
 	}
-	if got.Ratio["insert_txn_per_s_n_clients"] != 5 || got.Ratio["fanout_p50_ms"] != 0.25 || got.Ratio["durable_insert_txn_per_s_n_clients"] != 2 || len(got.Ratio) != 9 {
+	if got.Ratio["insert_txn_per_s_n_clients"] != 5 || got.Ratio["fanout_p50_ms"] != 0.25 || got.Ratio["durable_insert_txn_per_s_n_clients"] != 2 || len(got.Ratio) != 12 {
 		t.Errorf("ratios %v", got.Ratio)
 	}
 }

@@ -211,3 +211,26 @@ func (s *server) stop() {
 	}
 	s.stderr.Close()
 }
+
+// cpuTime returns the CPU time the server's threads have used, summed
+// from their schedstat (nanosecond resolution, unlike /proc/PID/stat).
+func (s *server) cpuTime() (time.Duration, error) {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", s.cmd.Process.Pid))
+	if err != nil || len(tasks) == 0 {
+		return 0, fmt.Errorf("no schedstat for %s: %v", s.target.Name, err)
+	}
+	var total time.Duration
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue // a thread that has just exited
+		}
+		f, _, _ := strings.Cut(string(b), " ")
+		ns, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", t, err)
+		}
+		total += time.Duration(ns)
+	}
+	return total, nil
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/govn/govn/bench/ovsdbbench"
@@ -24,9 +25,11 @@ func runBenchOVSDB(ctx context.Context, args []string) error {
 	verbose := fs.Bool("v", false, "log progress to stderr")
 	durable := fs.Bool("durable", false, "measure inserts only in durable mode (each transaction ends with a durable commit, so both servers fsync before replying)")
 	inserts := fs.String("inserts", "both", "insert modes to measure: `both`, default (plain transactions) or durable")
+	measure := fs.String("measure", "", "comma-separated measurements to run: inserts, fanout, initial (default all)")
+	rounds := fs.Int("rounds", 0, "alternating rounds of each measurement (default 3)")
 	keep := fs.Bool("keep", false, "keep the servers' directories (databases, logs) for inspection")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
-		return fmt.Errorf("%w: govn bench ovsdb [--json] [--quick] [--subject=govn|ovsdb-server] [--inserts=both|default|durable] [--durable] [-v] [--keep]", errUsage)
+		return fmt.Errorf("%w: govn bench ovsdb [--json] [--quick] [--subject=govn|ovsdb-server] [--inserts=both|default|durable] [--durable] [--measure=inserts,fanout,initial] [--rounds=N] [-v] [--keep]", errUsage)
 	}
 	baseline, err := ovsdbbench.OvsdbServer()
 	if err != nil {
@@ -50,6 +53,12 @@ func runBenchOVSDB(ctx context.Context, args []string) error {
 		cfg = ovsdbbench.Config{Inserts: 500, Rounds: 1, Clients: 4, Monitors: 20, Commits: 10, BigRows: 5000}
 	}
 	cfg.KeepTempDirs = *keep
+	if *measure != "" {
+		cfg.Measure = strings.Split(*measure, ",")
+	}
+	if *rounds > 0 {
+		cfg.Rounds = *rounds
+	}
 	switch {
 	case *durable || *inserts == ovsdbbench.ModeDurable:
 		cfg.InsertModes = []string{ovsdbbench.ModeDurable}
