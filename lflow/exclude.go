@@ -48,6 +48,10 @@ var errComplementBudget = errors.New("complement over budget")
 // complementer computes complements of unions of cubes within a budget.
 type complementer struct {
 	work int // cube visits left
+	// lowFirst breaks ties between split bits towards the least
+	// significant one; which order gives the smaller cover depends on
+	// the values.
+	lowFirst bool
 }
 
 func newComplementer() complementer { return complementer{work: complementWork} }
@@ -111,7 +115,7 @@ func (c *complementer) complement(f []Masked) ([]Masked, error) {
 		return out, nil
 	}
 
-	bit := splitBit(f)
+	bit := splitBit(f, c.lowFirst)
 	b := Bit1(bit)
 	clear := b.Not()
 	var f0, f1 []Masked
@@ -181,11 +185,11 @@ func complementLiterals(f []Masked) (cube Masked, ok, all bool) {
 }
 
 // splitBit returns the bit the most of the smallest cubes (those fixing
-// the fewest bits) fix, the highest on a tie. Splitting where the
-// smallest cubes are soon leaves halves that one cube covers whole, which
-// end the recursion; on points the split goes from the most significant
-// bit down, as in a prefix trie.
-func splitBit(f []Masked) int {
+// the fewest bits) fix, the highest (or with lowFirst the lowest) on a
+// tie. Splitting where the smallest cubes are soon leaves halves that one
+// cube covers whole, which end the recursion; on points the split goes
+// from the most significant bit down, as in a prefix trie.
+func splitBit(f []Masked, lowFirst bool) int {
 	least := 129
 	for _, m := range f {
 		least = min(least, m.Mask.OnesCount())
@@ -205,7 +209,7 @@ func splitBit(f []Masked) int {
 	}
 	best := 0
 	for i := 127; i >= 0; i-- {
-		if count[i] > count[best] || count[i] == count[best] && i > best {
+		if count[i] > count[best] || count[i] == count[best] && i > best != lowFirst {
 			best = i
 		}
 	}
@@ -214,15 +218,33 @@ func splitBit(f []Masked) int {
 
 // exclude returns the alternatives of "the field matches none of off".
 func exclude(off []Masked) ([]Masked, error) {
-	c := newComplementer()
-	on, err := c.complement(off)
+	on, err := cover(off)
 	if errors.Is(err, errComplementBudget) {
 		return nil, errExclusionTooLarge
 	}
+	return on, err
+}
+
+// cover returns a small cover of the complement of off: complement's,
+// reduced, and when that is not tiny, the smaller of the covers got by
+// splitting from the most and from the least significant bit.
+func cover(off []Masked) ([]Masked, error) {
+	c := newComplementer()
+	on, err := c.complement(off)
 	if err != nil {
 		return nil, err
 	}
-	return reduce(on, off), nil
+	on = reduce(on, off)
+	if len(on) > 16 {
+		c = newComplementer()
+		c.lowFirst = true
+		if other, err := c.complement(off); err == nil && len(other) < len(on) {
+			if other = reduce(other, off); len(other) < len(on) {
+				on = other
+			}
+		}
+	}
+	return on, nil
 }
 
 // reduceWork bounds the cube comparisons reduce makes.
@@ -309,11 +331,8 @@ func intersectAlts(a, b []Masked) ([]Masked, error) {
 	if offA, err := c.complement(a); err == nil {
 		if offB, err := c.complement(b); err == nil {
 			off := append(reduce(offA, a), reduce(offB, b)...)
-			if on, err := c.complement(off); err == nil {
-				on = reduce(on, off)
-				if cross == nil || len(on) < len(cross) {
-					return on, nil
-				}
+			if on, err := cover(off); err == nil && (cross == nil || len(on) < len(cross)) {
+				return on, nil
 			}
 		}
 	}
@@ -380,8 +399,8 @@ func intersectMulti(multi [][]Masked) ([]Masked, error) {
 			off = append(off, reduce(cm, m)...)
 		}
 		if ok {
-			if on, err := c.complement(off); err == nil {
-				return reduce(on, off), nil
+			if on, err := cover(off); err == nil {
+				return on, nil
 			}
 		}
 	}
