@@ -261,6 +261,13 @@ func (s *Switch) dumpFlows(args []string) (string, error) {
 // apply applies a bundle and revalidates the megaflows at once, and says
 // what changed.
 func (s *Switch) apply(b flow.Bundle, what string) (string, error) {
+	s.progMu.Lock()
+	defer s.progMu.Unlock()
+	return s.applyLocked(b, what)
+}
+
+// applyLocked is apply with s.progMu held.
+func (s *Switch) applyLocked(b flow.Bundle, what string) (string, error) {
 	before := s.dp.Stats()
 	gen, err := s.pipe.Apply(b)
 	if err != nil {
@@ -306,8 +313,11 @@ func (s *Switch) delFlows(args []string) (string, error) {
 }
 
 // replaceFlows is replace-flows FILE: the flow tables become the file's
-// rules in one bundle, so no packet sees a mix. The daemon reads FILE, so
-// a relative name is relative to the daemon's directory.
+// rules in one bundle, so no packet sees a mix. Like ovs-ofctl
+// replace-flows it changes only what differs: rules not in the file are
+// deleted, new or changed ones added (a changed rule keeps its counts),
+// identical ones left alone. The daemon reads FILE, so a relative name is
+// relative to the daemon's directory.
 func (s *Switch) replaceFlows(args []string) (string, error) {
 	args = dropDPName(args)
 	if len(args) != 1 {
@@ -322,13 +332,57 @@ func (s *Switch) replaceFlows(args []string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("replace-flows: %s: %w", args[0], err)
 	}
-	b := addBundle(rules)
-	b.Ops = append([]flow.Op{{Kind: flow.OpDeleteAll}}, b.Ops...)
-	out, err := s.apply(b, fmt.Sprintf("flow tables replaced by %d rules", len(rules)))
+	s.progMu.Lock()
+	defer s.progMu.Unlock()
+	b, changed, deleted := replaceBundle(s.pipe.Tables().Dump(flow.NumTables), rules)
+	out, err := s.applyLocked(b, fmt.Sprintf("flow tables replaced by %d rules (%d added or changed, %d deleted)", len(rules), changed, deleted))
 	if err != nil {
 		return "", fmt.Errorf("replace-flows: %w", err)
 	}
 	return out, nil
+}
+
+// ruleID is what identifies a rule in its tables: table, priority, match.
+type ruleID struct {
+	table    uint8
+	priority uint16
+	match    string // normalized
+}
+
+func idOf(r *flow.Rule) ruleID {
+	m := r.Match
+	m.Normalize()
+	return ruleID{r.Table, r.Priority, m.String()}
+}
+
+// replaceBundle is the bundle that turns tables holding installed into
+// tables holding want: deletes of the rules want lacks, then adds of the
+// rules that are new or differ in cookie or actions.
+func replaceBundle(installed, want []flow.Rule) (b flow.Bundle, changed, deleted int) {
+	have := make(map[ruleID]*flow.Rule, len(installed))
+	for i := range installed {
+		have[idOf(&installed[i])] = &installed[i]
+	}
+	wanted := make(map[ruleID]bool, len(want))
+	for i := range want {
+		wanted[idOf(&want[i])] = true
+	}
+	for i := range installed {
+		if r := &installed[i]; !wanted[idOf(r)] {
+			b.Delete(*r)
+			deleted++
+		}
+	}
+	for i := range want {
+		r := &want[i]
+		if old := have[idOf(r)]; old != nil && old.Cookie == r.Cookie &&
+			flow.ActionsString(old.Actions) == flow.ActionsString(r.Actions) {
+			continue
+		}
+		b.Add(*r)
+		changed++
+	}
+	return b, changed, deleted
 }
 
 // zoneArg parses an optional "zone=N" argument.

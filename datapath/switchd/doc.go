@@ -21,7 +21,9 @@
 //     the flow tables, in the text form package flow parses, each rule
 //     with n_packets and n_bytes as ovs-ofctl dump-flows shows them.
 //     Changes are applied atomically and the megaflows revalidated at
-//     once; add-flow over an existing rule keeps its counts.
+//     once; add-flow over an existing rule keeps its counts, and
+//     replace-flows changes only the rules that differ, as ovs-ofctl's
+//     does, so the others keep theirs.
 //   - conntrack/dump [zone=N], conntrack/flush [zone=N] (also under
 //     OVS's names dpctl/dump-conntrack and dpctl/flush-conntrack).
 //   - list-commands, version, exit.

@@ -39,6 +39,9 @@ type Switch struct {
 	log    *slog.Logger
 	ports  []Port // in port-number order
 	closed sync.Once
+	// progMu serializes flow-table changes: replace-flows reads the
+	// tables, then changes them.
+	progMu sync.Mutex
 }
 
 // New builds a switch over cfg's ports (it owns them from now on: they are

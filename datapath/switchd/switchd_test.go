@@ -348,8 +348,19 @@ func TestFlowCommands(t *testing.T) {
 		!strings.Contains(got, fmt.Sprintf("table=0, n_packets=1, n_bytes=%d, priority=10,in_port=1 actions=output:2\n", len(f))) {
 		t.Errorf("dump-flows after replace-flows and one packet from port 1:\n%s", got)
 	}
+	// Replacing again changes only what differs, as ovs-ofctl does: the
+	// unchanged rule and the one whose actions changed keep their counts.
+	os.WriteFile(good, []byte("priority=10,in_port=1 actions=output:2\npriority=10,in_port=2 actions=drop\npriority=5 actions=drop\n"), 0o644)
+	if res := r.do(t, "replace-flows", good); !strings.Contains(res, "replaced by 3 rules (2 added or changed, 0 deleted)") {
+		t.Errorf("replace-flows: %q", res)
+	}
+	if got := r.do(t, "dump-flows"); strings.Count(got, "\n") != 3 ||
+		!strings.Contains(got, fmt.Sprintf("table=0, n_packets=1, n_bytes=%d, priority=10,in_port=1 actions=output:2\n", len(f))) ||
+		!strings.Contains(got, "table=0, n_packets=0, n_bytes=0, priority=5 actions=drop\n") {
+		t.Errorf("dump-flows after a second replace-flows:\n%s", got)
+	}
 
-	if res := r.do(t, "del-flows"); !strings.Contains(res, "2 rules deleted") || !strings.Contains(res, "removed: 1") {
+	if res := r.do(t, "del-flows"); !strings.Contains(res, "3 rules deleted") || !strings.Contains(res, "removed: 1") {
 		t.Errorf("del-flows: %q", res)
 	}
 	if got := r.do(t, "dump-flows"); got != "" {
