@@ -191,3 +191,32 @@ func TestRuleStats(t *testing.T) {
 		}
 	}
 }
+
+// TestRuleStatsOnRemovePort checks that a removed port's megaflows credit
+// their rules with the packets no sweep pushed yet.
+func TestRuleStatsOnRemovePort(t *testing.T) {
+	p := NewPipeline()
+	rules := aclPipeline()
+	var b flow.Bundle
+	for _, rr := range rules {
+		b.Add(rr)
+	}
+	if _, err := p.Apply(b); err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, Config{Flows: p}, 2)
+	f := udpFrame(mac1, mac2, 80, 1000, 0)
+	for range 4 {
+		r.inject(t, 2, f, port.Offload{})
+		r.expect(t, 1)
+	}
+	if err := r.d.RemovePort(2); err != nil {
+		t.Fatal(err)
+	}
+	// No PushStats: the removal pushed.
+	for _, in := range p.Tables().Dump(0) {
+		if in.Match.Key.Get(flow.InPort) == 2 && (in.Stats.Packets() != 4 || in.Stats.Bytes() != 4*uint64(len(f))) {
+			t.Errorf("rule %s: %d packets %d bytes, want 4, %d", in.String(), in.Stats.Packets(), in.Stats.Bytes(), 4*len(f))
+		}
+	}
+}

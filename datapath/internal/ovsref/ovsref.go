@@ -132,6 +132,20 @@ func (s *Switch) Trace(t *testing.T, args ...string) string {
 	return s.run(t, "ovs-appctl", append([]string{"-t", filepath.Join(s.dir, "vs.ctl"), "ofproto/trace", "br0"}, args...)...)
 }
 
+// Appctl runs an ovs-appctl command on ovs-vswitchd and returns its output.
+func (s *Switch) Appctl(t *testing.T, args ...string) string {
+	t.Helper()
+	return s.run(t, "ovs-appctl", append([]string{"-t", filepath.Join(s.dir, "vs.ctl")}, args...)...)
+}
+
+// Ofctl runs an ovs-ofctl command (dump-flows, dump-tables, ...) on br0
+// with the given extra arguments and returns its output.
+func (s *Switch) Ofctl(t *testing.T, cmd string, args ...string) string {
+	t.Helper()
+	mgmt := "unix:" + filepath.Join(s.dir, "br0.mgmt")
+	return s.run(t, "ovs-ofctl", append([]string{cmd, mgmt}, args...)...)
+}
+
 // Line returns the rest of the first line of out that starts with prefix.
 func Line(out, prefix string) (string, error) {
 	for _, line := range strings.Split(out, "\n") {
