@@ -323,26 +323,83 @@ func intersectAlts(a, b []Masked) ([]Masked, error) {
 	if len(a) == 1 || len(b) == 1 {
 		return crossAlts(a, b), nil
 	}
-	var cross []Masked
-	if n <= crossLimit {
-		cross = crossAlts(a, b)
-	}
-	c := newComplementer()
-	if offA, err := c.complement(a); err == nil {
-		if offB, err := c.complement(b); err == nil {
-			off := append(reduce(offA, a), reduce(offB, b)...)
-			if on, err := cover(off); err == nil && (cross == nil || len(on) < len(cross)) {
-				return on, nil
-			}
+	var best []Masked
+	found := false
+	consider := func(alts []Masked) {
+		if !found || len(alts) < len(best) {
+			best, found = alts, true
 		}
 	}
-	if cross != nil {
-		return cross, nil
+	if n <= crossLimit {
+		consider(crossAlts(a, b))
+	}
+	c := newComplementer()
+	offA, errA := c.complement(a)
+	offB, errB := c.complement(b)
+	switch {
+	case errA == nil && errB == nil && len(offA)+len(offB) <= max(len(a)+len(b), 1024):
+		// The complement of the union of complements is the best
+		// answer when they are small (inequalities, clustered sets).
+		off := append(reduce(offA, a), reduce(offB, b)...)
+		if on, err := cover(off); err == nil {
+			consider(on)
+		}
+	case errB == nil && len(offB) <= subtractLimit:
+		// One side is a set spread over the field (ip4.src ==
+		// $allowed), whose complement is large, and the other a few
+		// inequalities (ip4.src != $except): the set minus those.
+		if alts, ok := subtract(a, offB); ok {
+			consider(alts)
+		}
+	case errA == nil && len(offA) <= subtractLimit:
+		if alts, ok := subtract(b, offA); ok {
+			consider(alts)
+		}
+	}
+	if found {
+		return best, nil
 	}
 	if n > maxConjs {
 		return nil, errTooComplex
 	}
 	return crossAlts(a, b), nil
+}
+
+// subtractLimit is the largest set of cubes subtract takes away.
+const subtractLimit = 256
+
+// subtract returns cubes matching exactly the values that match one of
+// on and none of off. ok is false when the answer would pass
+// maxExclusion.
+func subtract(on, off []Masked) ([]Masked, bool) {
+	out := slices.Clone(on)
+	for _, d := range off {
+		next := out[:0:0]
+		for _, m := range out {
+			if !touchesAny(m, []Masked{d}) {
+				next = append(next, m)
+				continue
+			}
+			// m minus d: for each bit d fixes and m leaves free, the
+			// part of m where that bit differs from d (and the bits
+			// before it agree with d, so that the parts are disjoint).
+			free := d.Mask.And(m.Mask.Not())
+			for bit := 0; bit < 128 && !free.IsZero(); bit++ {
+				if !free.Bit(bit) {
+					continue
+				}
+				b := Bit1(bit)
+				next = append(next, Masked{m.Value.Or(d.Value.And(b).Xor(b)), m.Mask.Or(b)})
+				m = Masked{m.Value.Or(d.Value.And(b)), m.Mask.Or(b)}
+				free = free.And(b.Not())
+			}
+			if len(next) > maxExclusion {
+				return nil, false
+			}
+		}
+		out = next
+	}
+	return out, true
 }
 
 // intersectRun intersects the alternatives of several clauses of one
@@ -381,26 +438,49 @@ func intersectRun(run [][]Masked) ([]Masked, error) {
 }
 
 // intersectMulti is intersectRun for clauses of several alternatives; it
-// returns nil for none.
+// returns nil for none. Like intersectAlts, it takes the complement of
+// the union of complements when they are small, or else, when the
+// clauses but the largest have small complements, the largest minus
+// those.
 func intersectMulti(multi [][]Masked) ([]Masked, error) {
 	if len(multi) == 0 {
 		return nil, nil
 	}
 	if len(multi) > 2 {
 		c := newComplementer()
-		var off []Masked
+		big := 0
+		for i, m := range multi {
+			if len(m) > len(multi[big]) {
+				big = i
+			}
+		}
+		var off, others []Masked
 		ok := true
-		for _, m := range multi {
+		for i, m := range multi {
 			cm, err := c.complement(m)
 			if err != nil {
 				ok = false
 				break
 			}
-			off = append(off, reduce(cm, m)...)
+			cm = reduce(cm, m)
+			off = append(off, cm...)
+			if i != big {
+				others = append(others, cm...)
+			}
 		}
 		if ok {
-			if on, err := cover(off); err == nil {
-				return on, nil
+			total := 0
+			for _, m := range multi {
+				total += len(m)
+			}
+			if len(off) <= max(total, 1024) {
+				if on, err := cover(off); err == nil {
+					return on, nil
+				}
+			} else if len(others) <= subtractLimit {
+				if on, ok := subtract(multi[big], others); ok {
+					return on, nil
+				}
 			}
 		}
 	}

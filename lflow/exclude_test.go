@@ -60,6 +60,10 @@ func TestComplementExhaustive(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		aNotB, ok := subtract(a, b)
+		if !ok {
+			t.Fatalf("%v minus %v: too large", a, b)
+		}
 		for v := 0; v < 1<<w; v++ {
 			x := U128{Lo: uint64(v)}
 			inA, inB := matchesAny(a, x), matchesAny(b, x)
@@ -68,6 +72,9 @@ func TestComplementExhaustive(t *testing.T) {
 			}
 			if matchesAny(both, x) != (inA && inB) {
 				t.Fatalf("%v and %v is %v: wrong for %#x", a, b, both, v)
+			}
+			if matchesAny(aNotB, x) != (inA && !inB) {
+				t.Fatalf("%v minus %v is %v: wrong for %#x", a, b, aNotB, v)
 			}
 		}
 		for _, m := range notA {
@@ -521,6 +528,10 @@ func FuzzExclude(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		aNotB, ok := subtract(a, b)
+		if !ok {
+			t.Fatalf("%v minus %v: too large", a, b)
+		}
 		for v := 0; v < 1<<w; v++ {
 			x := U128{Lo: uint64(v)}
 			inA, inB := matchesAny(a, x), matchesAny(b, x)
@@ -532,6 +543,9 @@ func FuzzExclude(f *testing.F) {
 			}
 			if len(a) > 0 && len(b) > 0 && matchesAny(run, x) != (inA && inB) {
 				t.Fatalf("run of %v and %v is %v: wrong for %#x", a, b, run, v)
+			}
+			if matchesAny(aNotB, x) != (inA && !inB) {
+				t.Fatalf("%v minus %v is %v: wrong for %#x", a, b, aNotB, v)
 			}
 		}
 	})
@@ -565,4 +579,54 @@ func FuzzCompileExact(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCompileExactSets is TestCompileExact for large address sets less a
+// few addresses, and negated sets: the packets' addresses come from the
+// sets, so that they hit the excluded values and their neighbours.
+func TestCompileExactSets(t *testing.T) {
+	st, c := testCompiler(t)
+	env := newTestEnv(t, st)
+	var pool []uint64
+	for _, name := range []string{"as1000", "as1000spread"} {
+		for _, k := range env.sets[name] {
+			pool = append(pool, k.Value.Lo)
+		}
+	}
+	pick := func(i int) string { return ip4Text(pool[i]) }
+	for _, match := range []string{
+		"ip4.src == $as1000spread && ip4.src != {" + pick(1500) + ", " + pick(1501) + ", 10.0.0.1}",
+		"ip4.src == $as1000spread && ip4.src != " + pick(1700) + " && ip4.src != " + pick(1900) + " && ip4.src != $as_clients",
+		"ip4.src == $as1000 && ip4.src != {" + pick(5) + ", " + pick(263) + "}",
+		"ip4.src == 10.0.0.0/16 && ip4.src != 10.0.1.0/24 && ip4.src != 10.0.3.128/25",
+		"ip4 && ip4.src != $as1000spread && ip4.src != $as1000",
+		"ip4.src != $as1000spread && tcp.dst != {80, 443}",
+	} {
+		e, err := st.ParseExpr(match)
+		if err != nil {
+			t.Fatalf("%s: %v", match, err)
+		}
+		lf := Lflow{Pipeline: "ingress", Table: 3, Priority: 100, Match: match, Actions: "next;"}
+		var res Result
+		if err := c.Compile(&lf, &Context{Env: env, Datapath: 5, NextConjID: 1}, &res); err != nil {
+			t.Fatalf("%s: %v", match, err)
+		}
+		g := newExprGen(3)
+		ev := exprEval{env: env, t: t}
+		src, _ := flow.FieldByName("nw_src")
+		accepted := 0
+		for p := 0; p < 2000; p++ {
+			k := g.packet(5)
+			k.Set(src, pool[g.r.IntN(len(pool))]+uint64(g.r.IntN(3))-1)
+			ev.key = &k
+			want := ev.eval(e, false)
+			if want {
+				accepted++
+			}
+			if got := rulesAccept(res.Rules, &k); got != want {
+				t.Fatalf("%s\n%d rules accept=%v, match says %v for %v", match, len(res.Rules), got, want, &k)
+			}
+		}
+		t.Logf("%.60s: %d rules, %d of 2000 packets accepted", match, len(res.Rules), accepted)
+	}
 }
