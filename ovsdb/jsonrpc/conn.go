@@ -62,6 +62,7 @@ type Conn struct {
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	raw     syscall.RawConn // for inline writes; nil without them
+	inline  inlineWrite     // used by the holder of writing
 	writeMu sync.Mutex      // guards the send queue below
 	pending []byte          // encoded messages not yet handed to the writer
 	spare   []byte          // an emptied send buffer, for reuse
@@ -118,6 +119,7 @@ func New(ctx context.Context, rwc io.ReadWriteCloser, opts Options) *Conn {
 	if sc, ok := rwc.(syscall.Conn); ok && opts.InlineWrites {
 		if raw, err := sc.SyscallConn(); err == nil {
 			c.raw = raw
+			c.inline.step = c.inline.write
 		}
 	}
 	return c
@@ -202,19 +204,41 @@ func (c *Conn) signalWriter() {
 
 // enqueue appends one encoded message to the send queue and sends it.
 func (c *Conn) enqueue(m *Message) error {
-	return c.queue(m.appendJSON, true)
-}
-
-// queue appends one message, encoded by appendMsg, to the send queue and,
-// if flush, starts sending it.
-func (c *Conn) queue(appendMsg func([]byte) []byte, flush bool) error {
 	c.writeMu.Lock()
 	if c.closing {
 		c.writeMu.Unlock()
 		return c.closedErr()
 	}
 	before := len(c.pending)
-	c.pending = appendMsg(c.pending)
+	c.pending = m.appendJSON(c.pending)
+	return c.queuedLocked(before, true)
+}
+
+// QueueNotification queues a notification whose params are the
+// concatenation of params (which must make one JSON array) without
+// sending it; Flush sends it. It lets a sender that notifies many Conns
+// under a lock do the writing after releasing the lock.
+func (c *Conn) QueueNotification(method string, params ...[]byte) error {
+	c.writeMu.Lock()
+	if c.closing {
+		c.writeMu.Unlock()
+		return c.closedErr()
+	}
+	before := len(c.pending)
+	b := append(c.pending, `{"id":null,"method":`...)
+	b = appendJSONString(b, method)
+	b = append(b, `,"params":`...)
+	for _, p := range params {
+		b = append(b, p...)
+	}
+	c.pending = append(b, '}')
+	return c.queuedLocked(before, false)
+}
+
+// queuedLocked finishes queueing a message that grew the queue from
+// before bytes: it releases writeMu, ends the connection if the backlog is
+// too long and, if flush, starts sending.
+func (c *Conn) queuedLocked(before int, flush bool) error {
 	over := len(c.pending) > c.opts.MaxBacklog && before > 0
 	c.writeMu.Unlock()
 	if over {
@@ -225,22 +249,6 @@ func (c *Conn) queue(appendMsg func([]byte) []byte, flush bool) error {
 		c.Flush()
 	}
 	return nil
-}
-
-// QueueNotification queues a notification whose params are the
-// concatenation of params (which must make one JSON array) without
-// sending it; Flush sends it. It lets a sender that notifies many Conns
-// under a lock do the writing after releasing the lock.
-func (c *Conn) QueueNotification(method string, params ...[]byte) error {
-	return c.queue(func(b []byte) []byte {
-		b = append(b, `{"id":null,"method":`...)
-		b = appendJSONString(b, method)
-		b = append(b, `,"params":`...)
-		for _, p := range params {
-			b = append(b, p...)
-		}
-		return append(b, '}')
-	}, false)
 }
 
 // Flush starts sending what is queued: with Options.InlineWrites it
@@ -290,30 +298,44 @@ func (c *Conn) Flush() {
 }
 
 // writeNonblocking writes as much of b as the socket takes without
-// waiting.
+// waiting. Only the holder of c.writing calls it.
 func (c *Conn) writeNonblocking(b []byte) (int, error) {
-	n := 0
-	var werr error
-	err := c.raw.Write(func(fd uintptr) bool {
-		for n < len(b) {
-			m, err := syscall.Write(int(fd), b[n:])
-			if err == syscall.EINTR {
-				continue
-			}
-			if err != nil {
-				if err != syscall.EAGAIN {
-					werr = err
-				}
-				break
-			}
-			n += m
-		}
-		return true // never wait: the writer goroutine does that
-	})
+	w := &c.inline
+	w.buf, w.n, w.err = b, 0, nil
+	err := c.raw.Write(w.step)
+	n := w.n
 	if err == nil {
-		err = werr
+		err = w.err
 	}
+	w.buf, w.err = nil, nil
 	return n, err
+}
+
+// inlineWrite is the state of one writeNonblocking, kept in the Conn so
+// that the function handed to syscall.RawConn.Write (step, bound once)
+// costs no allocation per write.
+type inlineWrite struct {
+	buf  []byte
+	n    int
+	err  error
+	step func(fd uintptr) bool
+}
+
+func (w *inlineWrite) write(fd uintptr) bool {
+	for w.n < len(w.buf) {
+		m, err := syscall.Write(int(fd), w.buf[w.n:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			if err != syscall.EAGAIN {
+				w.err = err
+			}
+			break
+		}
+		w.n += m
+	}
+	return true // never wait: the writer goroutine does that
 }
 
 func (c *Conn) closedErr() error {

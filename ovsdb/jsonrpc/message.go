@@ -70,7 +70,11 @@ func ParseMessage(b []byte) (*Message, error) {
 	var hasMethod, hasResult, hasError bool
 	end, err := sc.object(start, func(key []byte, vs, ve int) {
 		v := b[vs:ve]
-		switch memberName(key) {
+		name := key[1 : len(key)-1]
+		if bytes.IndexByte(name, '\\') >= 0 {
+			name = []byte(memberName(key))
+		}
+		switch string(name) { // no allocation for the comparison
 		case "method":
 			method, hasMethod = v, true
 		case "params":
@@ -92,8 +96,8 @@ func ParseMessage(b []byte) (*Message, error) {
 	m := &Message{Params: nonNull(params), ID: nonNull(id), Result: nonNull(result), Error: nonNull(errv)}
 	switch {
 	case hasMethod:
-		var name string
-		if len(method) == 0 || method[0] != '"' || json.Unmarshal(method, &name) != nil {
+		name, ok := plainString(method)
+		if !ok && (len(method) == 0 || method[0] != '"' || json.Unmarshal(method, &name) != nil) {
 			return nil, fmt.Errorf(`jsonrpc: malformed message: "method" must be a string, not %.40s`, method)
 		}
 		if name == "" {
@@ -114,6 +118,40 @@ func ParseMessage(b []byte) (*Message, error) {
 		return nil, errors.New(`jsonrpc: malformed message: it has neither "method" nor "result"/"error"`)
 	}
 	return m, nil
+}
+
+// plainString decodes a JSON string made only of printable ASCII without
+// escapes, the usual method name, without the cost of encoding/json; ok is
+// false for anything else. OVSDB's method names come back as constants.
+func plainString(raw []byte) (s string, ok bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	body := raw[1 : len(raw)-1]
+	for _, c := range body {
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return "", false
+		}
+	}
+	switch string(body) {
+	case "transact":
+		return "transact", true
+	case "update":
+		return "update", true
+	case "update2":
+		return "update2", true
+	case "update3":
+		return "update3", true
+	case "echo":
+		return "echo", true
+	case "monitor_cond":
+		return "monitor_cond", true
+	case "monitor_cond_since":
+		return "monitor_cond_since", true
+	case "cancel":
+		return "cancel", true
+	}
+	return string(body), true
 }
 
 // nonNull returns raw with surrounding whitespace removed, or nil if it is

@@ -129,3 +129,37 @@ func TestParseAddresses(t *testing.T) {
 		}
 	}
 }
+
+// FuzzPlainString checks the fast decoding of method names against
+// encoding/json: whatever plainString accepts, json.Unmarshal decodes to
+// the same string.
+func FuzzPlainString(f *testing.F) {
+	for _, s := range []string{`"transact"`, `"update2"`, `"a\"b"`, `"é"`, `""`, `"x`, `"tab	"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, ok := plainString(raw)
+		if !ok {
+			return
+		}
+		var want string
+		if err := json.Unmarshal(raw, &want); err != nil {
+			t.Fatalf("plainString accepted %q, which encoding/json rejects: %v", raw, err)
+		}
+		if got != want {
+			t.Fatalf("plainString(%q) = %q, encoding/json says %q", raw, got, want)
+		}
+	})
+}
+
+// BenchmarkParseMessageTransact parses a small transact request, the
+// message a server reads most.
+func BenchmarkParseMessageTransact(b *testing.B) {
+	msg := []byte(`{"id":17,"method":"transact","params":["Bench",{"op":"insert","table":"Item","row":{"name":"c3-42","n":42}}]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseMessage(msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
