@@ -60,6 +60,7 @@ func benchmarkInsert(b *testing.B, durable bool, parallelism int) {
 		c := dial(&testing.T{}, sock)
 		defer c.conn.Close()
 		b.ResetTimer()
+		defer reportCPU(b)()
 		for i := 0; i < b.N; i++ {
 			if _, err := c.conn.CallRaw(ctx, "transact", json.RawMessage(fmt.Sprintf(`["Test",{"op":"insert","table":"Box","row":{"name":"n%d"}}]`, i))); err != nil {
 				b.Fatal(err)
@@ -69,6 +70,7 @@ func benchmarkInsert(b *testing.B, durable bool, parallelism int) {
 	}
 	b.SetParallelism(parallelism)
 	b.ResetTimer()
+	defer reportCPU(b)()
 	b.RunParallel(func(pb *testing.PB) {
 		t := &testing.T{}
 		c := dial(t, sock)

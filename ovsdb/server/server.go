@@ -173,9 +173,12 @@ func (d *dbState) appendHistoryLocked(e commitEntry) {
 		drop++
 	}
 	if drop > 0 {
-		n := copy(d.history, d.history[drop:])
-		clear(d.history[n:])
-		d.history = d.history[:n]
+		// Reslicing instead of copying the survivors down keeps a commit
+		// O(1) when the history is full; append moves them when the
+		// array runs out. The dropped entries are cleared so that their
+		// old rows are not kept alive meanwhile.
+		clear(d.history[:drop])
+		d.history = d.history[drop:]
 	}
 }
 
