@@ -204,9 +204,10 @@ func (ts *Tables) apply(op flow.Op, touched *flow.TableSet) ([]undo, error) {
 		nr := &r
 		touched.Add(r.Table)
 		old := t.Insert(nr)
-		// A replaced rule's counts carry over (OVS keeps them on modify,
-		// and on an add without reset_counts); a new rule counts anew.
-		if old != nil && old.Stats != nil {
+		// A modified rule keeps its counts; an added one starts anew,
+		// even over an existing rule, as an OpenFlow 1.0 add does in OVS
+		// (what ovs-ofctl add-flow sends).
+		if op.Kind == flow.OpModify && old != nil && old.Stats != nil {
 			nr.Stats = old.Stats
 		} else {
 			nr.Stats = ts.newCounter(ts.stats[r.Table].matchedPackets)

@@ -96,8 +96,8 @@ type OpKind uint8
 
 const (
 	// OpAdd adds a rule, replacing one with the same table, priority and
-	// match. A replaced rule's packet counts carry over to the new one, as
-	// an OpenFlow add without reset_counts does in Open vSwitch.
+	// match. The rule counts packets from zero, even in place of another
+	// (as ovs-ofctl add-flow's OpenFlow 1.0 add does in Open vSwitch).
 	OpAdd OpKind = iota
 	// OpModify replaces the actions and cookie of the rule with the same
 	// table, priority and match, keeping its packet counts; it fails if

@@ -314,9 +314,10 @@ func (s *Switch) delFlows(args []string) (string, error) {
 
 // replaceFlows is replace-flows FILE: the flow tables become the file's
 // rules in one bundle, so no packet sees a mix. Like ovs-ofctl
-// replace-flows it changes only what differs: rules not in the file are
-// deleted, new or changed ones added (a changed rule keeps its counts),
-// identical ones left alone. The daemon reads FILE, so a relative name is
+// replace-flows (over OpenFlow 1.3, the version it needs for tables) it
+// changes only what differs: rules not in the file are deleted, new ones
+// added, changed ones modified; so changed and unchanged rules keep their
+// packet counts. The daemon reads FILE, so a relative name is
 // relative to the daemon's directory.
 func (s *Switch) replaceFlows(args []string) (string, error) {
 	args = dropDPName(args)
@@ -357,7 +358,7 @@ func idOf(r *flow.Rule) ruleID {
 
 // replaceBundle is the bundle that turns tables holding installed into
 // tables holding want: deletes of the rules want lacks, then adds of the
-// rules that are new or differ in cookie or actions.
+// new rules and modifies of those that differ in cookie or actions.
 func replaceBundle(installed, want []flow.Rule) (b flow.Bundle, changed, deleted int) {
 	have := make(map[ruleID]*flow.Rule, len(installed))
 	for i := range installed {
@@ -375,11 +376,15 @@ func replaceBundle(installed, want []flow.Rule) (b flow.Bundle, changed, deleted
 	}
 	for i := range want {
 		r := &want[i]
-		if old := have[idOf(r)]; old != nil && old.Cookie == r.Cookie &&
-			flow.ActionsString(old.Actions) == flow.ActionsString(r.Actions) {
+		old := have[idOf(r)]
+		switch {
+		case old == nil:
+			b.Add(*r)
+		case old.Cookie != r.Cookie || flow.ActionsString(old.Actions) != flow.ActionsString(r.Actions):
+			b.Modify(*r)
+		default:
 			continue
 		}
-		b.Add(*r)
 		changed++
 	}
 	return b, changed, deleted

@@ -21,9 +21,10 @@
 //     the flow tables, in the text form package flow parses, each rule
 //     with n_packets and n_bytes as ovs-ofctl dump-flows shows them.
 //     Changes are applied atomically and the megaflows revalidated at
-//     once; add-flow over an existing rule keeps its counts, and
-//     replace-flows changes only the rules that differ, as ovs-ofctl's
-//     does, so the others keep theirs.
+//     once. As with ovs-ofctl, add-flow over an existing rule resets its
+//     counts (an OpenFlow 1.0 add), and replace-flows deletes, adds and
+//     modifies only what differs, so the rules it keeps keep their counts
+//     (as ovs-ofctl -O OpenFlow13 replace-flows).
 //   - conntrack/dump [zone=N], conntrack/flush [zone=N] (also under
 //     OVS's names dpctl/dump-conntrack and dpctl/flush-conntrack).
 //   - list-commands, version, exit.

@@ -2,6 +2,8 @@ package switchd
 
 import (
 	"encoding/hex"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -132,5 +134,92 @@ func TestRuleStatsLikeOVS(t *testing.T) {
 		if !strings.Contains(rest, " matched="+strconv.FormatUint(w[0], 10)+" missed="+strconv.FormatUint(w[1], 10)+" ") {
 			t.Errorf("govn %q; OVS matched=%d missed=%d", rest, w[0], w[1])
 		}
+	}
+}
+
+// TestFlowChangesCountLikeOVS changes the rules of a switch that
+// counted packets, in govn and in ovs-vswitchd alike, and compares the
+// counts after: an add-flow over a rule resets its counts (ovs-ofctl sends
+// an OpenFlow 1.0 add), replace-flows keeps the counts of the rules it
+// leaves in place, changed or not.
+func TestFlowChangesCountLikeOVS(t *testing.T) {
+	o := ovsref.Start(t)
+	replacement := strings.Join([]string{
+		"table=0,priority=100,in_port=1 actions=resubmit(,1)", // unchanged
+		"table=0,priority=90,in_port=2 actions=drop",          // new actions
+		"table=1,priority=100,udp actions=resubmit(,2)",       // unchanged
+		"table=1,priority=50,tcp actions=drop",                // new
+		// table=1,priority=200 and table=2's rule go
+	}, "\n") + "\n"
+	for _, tt := range []struct {
+		name   string
+		govn   func(t *testing.T, r *rig)
+		ovs    func(t *testing.T)
+		nRules int
+	}{
+		{"add-flow over a rule",
+			func(t *testing.T, r *rig) { r.do(t, "add-flow", "table=0,priority=90,in_port=2 actions=drop") },
+			func(t *testing.T) { o.Ofctl(t, "add-flow", "table=0,priority=90,in_port=2 actions=drop") },
+			5},
+		{"replace-flows",
+			func(t *testing.T, r *rig) {
+				f := filepath.Join(t.TempDir(), "flows")
+				os.WriteFile(f, []byte(replacement), 0o644)
+				r.do(t, "replace-flows", f)
+			},
+			func(t *testing.T) {
+				f := filepath.Join(t.TempDir(), "flows")
+				os.WriteFile(f, []byte(replacement), 0o644)
+				// OVS needs OpenFlow 1.3 to replace flows with tables.
+				o.Ofctl(t, "replace-flows", f, "-O", "OpenFlow13")
+			},
+			4},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, aclFlows)
+			o.SetFlows(t, strings.Split(strings.TrimSpace(aclFlows), "\n"))
+			sent := 0
+			for i := range 3 {
+				for _, p := range []struct {
+					in, out uint32
+					frame   []byte
+				}{{2, 1, udpFrame(80, 1000, 8+i)}, {1, 2, udpFrame(1000, 80, i)}, {1, 0, udpFrame(1000, 53, i)}} {
+					r.send(t, p.in, p.out, p.frame)
+					o.Appctl(t, "netdev-dummy/receive", "p"+strconv.Itoa(int(p.in)), hex.EncodeToString(p.frame))
+					sent++
+				}
+			}
+			// Change the rules only once OVS counted every packet.
+			for deadline := time.Now().Add(20 * time.Second); ; {
+				o.Appctl(t, "revalidator/wait")
+				n := uint64(0)
+				for k, c := range packetCounts(t, o.Ofctl(t, "dump-flows", "--no-names")) {
+					if k[0] == 0 {
+						n += c[0]
+					}
+				}
+				if n == uint64(sent) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("OVS counted %d packets in table 0, want %d", n, sent)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			tt.govn(t, r)
+			tt.ovs(t)
+			o.Appctl(t, "revalidator/wait")
+			want := packetCounts(t, o.Ofctl(t, "dump-flows", "--no-names"))
+			got := packetCounts(t, r.do(t, "dump-flows"))
+			t.Logf("OVS %v\ngovn %v", want, got)
+			if len(want) != tt.nRules || len(got) != tt.nRules {
+				t.Fatalf("OVS has %d rules, govn %d, want %d", len(want), len(got), tt.nRules)
+			}
+			for k, w := range want {
+				if got[k] != w {
+					t.Errorf("table %d priority %d: govn n_packets=%d n_bytes=%d, OVS %d, %d", k[0], k[1], got[k][0], got[k][1], w[0], w[1])
+				}
+			}
+		})
 	}
 }
