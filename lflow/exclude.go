@@ -218,6 +218,17 @@ func splitBit(f []Masked, lowFirst bool) int {
 
 // exclude returns the alternatives of "the field matches none of off".
 func exclude(off []Masked) ([]Masked, error) {
+	if len(off) == 1 {
+		// A lone !=: one alternative per bit, that bit differing.
+		var on []Masked
+		m := off[0]
+		for bit := 0; bit < 128; bit++ {
+			if b := Bit1(bit); m.Mask.Bit(bit) {
+				on = append(on, Masked{m.Value.And(b).Xor(b), b})
+			}
+		}
+		return on, nil
+	}
 	on, err := cover(off)
 	if errors.Is(err, errComplementBudget) {
 		return nil, errExclusionTooLarge
@@ -332,6 +343,11 @@ func intersectAlts(a, b []Masked) ([]Masked, error) {
 	}
 	if n <= crossLimit {
 		consider(crossAlts(a, b))
+		if len(best) <= max(len(a), len(b)) {
+			// As small as either side alone: the common case of two
+			// sets, and not worth more work.
+			return best, nil
+		}
 	}
 	c := newComplementer()
 	offA, errA := c.complement(a)
