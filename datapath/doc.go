@@ -42,4 +42,16 @@
 // translated at; the cache treats older megaflows as misses until it has
 // revalidated them (re-translated and kept only if nothing changed), so no
 // stale megaflow is used after a change.
+//
+// # Counting
+//
+// A hit counts only its megaflow. Rules and tables count packets after
+// the fact: each translation lists the counters of the rules it ran and
+// the tables it missed (xlate.Result.Counters), the megaflow keeps that
+// list, and the megaflow's packets since the last push are credited to it
+// on the sweeps that already run (expiry, revalidation, removal) and on
+// dumps (dp.Datapath.PushStats). Rules read them in flow.Rule.Stats,
+// tables in classifier.Tables.TableStats. A modified rule keeps its
+// counts; a rule added in place of another starts from zero, as with an
+// OpenFlow 1.0 add in Open vSwitch.
 package datapath
