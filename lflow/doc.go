@@ -31,7 +31,10 @@
 // ports: 53 rules; 50 ports: 200; 1,000 IPv4 addresses spread over the
 // whole space: 8,877; in one subnet: 24). A clause needing more than
 // 65,536 masked values (about 6,000 IPv4 addresses spread over the whole
-// space; clustered sets go much further) is refused as too complex.
+// space, or 1,000 IPv6 addresses spread over the whole space; clustered
+// sets go much further) is refused as too complex, as is a match whose
+// inequalities need more than a fixed budget of work (normalizeWork,
+// well under a second).
 // Keeping a clause's alternatives together is what lets the compiler use
 // conjunctive matches: 1,000 addresses against 10 ports cost 1,010 flows
 // plus one, not 10,000.

@@ -44,28 +44,32 @@ import (
 // 6,000 such addresses.
 const maxExclusion = maxConjs
 
-// complementWork bounds the cubes complement visits (about a second at
-// worst), so that hostile input cannot make it run for long. Excluding n
-// values of a w-bit field visits about n*w cubes, so this bound is only
-// reached by sets larger than maxExclusion already refuses, except for
-// IPv6 sets of more than about 16,000 clustered addresses.
-const complementWork = 1 << 21
+// normalizeWork bounds the work of the exclusions and intersections of
+// one normalization, so that hostile input cannot make it run for long.
+// It counts the cubes complement visits (a fraction of a microsecond
+// each); the other steps are charged in proportion. Excluding n values
+// of a w-bit field visits a few times n*w cubes: the largest exclusions
+// maxExclusion allows (5,000 random IPv4 addresses) take a fifth of it.
+const normalizeWork = 1 << 20
 
-var errExclusionTooLarge = fmt.Errorf("too complex: the values left need more than %d masked matches", maxExclusion)
+var (
+	errExclusionTooLarge = fmt.Errorf("too complex: the values left need more than %d masked matches", maxExclusion)
+	errTooMuchWork       = errors.New("expression too complex to normalize (its inequalities need too much work)")
+	// errComplementTooLarge is internal: a complement passed maxExclusion.
+	errComplementTooLarge = errors.New("complement too large")
+)
 
-// errComplementBudget is internal: complement gave up.
-var errComplementBudget = errors.New("complement over budget")
-
-// complementer computes complements of unions of cubes within a budget.
+// complementer computes complements and intersections of unions of
+// cubes within one budget of work.
 type complementer struct {
-	work int // cube visits left
+	work int // budget left, in cube visits
 	// lowFirst breaks ties between split bits towards the least
 	// significant one; which order gives the smaller cover depends on
 	// the values.
 	lowFirst bool
 }
 
-func newComplementer() complementer { return complementer{work: complementWork} }
+func newComplementer() complementer { return complementer{work: normalizeWork} }
 
 var allBits = U128{Hi: ^uint64(0), Lo: ^uint64(0)}
 
@@ -74,7 +78,7 @@ var allBits = U128{Hi: ^uint64(0), Lo: ^uint64(0)}
 func (c *complementer) complement(f []Masked) ([]Masked, error) {
 	c.work -= len(f) + 1
 	if c.work < 0 {
-		return nil, errComplementBudget
+		return nil, errTooMuchWork
 	}
 	if len(f) == 0 {
 		return []Masked{{}}, nil // everything
@@ -121,7 +125,7 @@ func (c *complementer) complement(f []Masked) ([]Masked, error) {
 		}
 		out = append(out, sub...)
 		if len(out) > maxExclusion {
-			return nil, errComplementBudget
+			return nil, errComplementTooLarge
 		}
 		return out, nil
 	}
@@ -150,7 +154,7 @@ func (c *complementer) complement(f []Masked) ([]Masked, error) {
 		return nil, err
 	}
 	if len(c0)+len(c1) > maxExclusion {
-		return nil, errComplementBudget
+		return nil, errComplementTooLarge
 	}
 	// A cube in both halves holds whatever the split bit is.
 	in1 := make(map[Masked]bool, len(c1))
@@ -228,7 +232,7 @@ func splitBit(f []Masked, lowFirst bool) int {
 }
 
 // exclude returns the alternatives of "the field matches none of off".
-func exclude(off []Masked) ([]Masked, error) {
+func (c *complementer) exclude(off []Masked) ([]Masked, error) {
 	if len(off) == 1 {
 		// A lone !=: one alternative per bit, that bit differing.
 		var on []Masked
@@ -240,8 +244,8 @@ func exclude(off []Masked) ([]Masked, error) {
 		}
 		return on, nil
 	}
-	on, err := cover(off)
-	if errors.Is(err, errComplementBudget) {
+	on, err := c.cover(off)
+	if errors.Is(err, errComplementTooLarge) {
 		return nil, errExclusionTooLarge
 	}
 	return on, err
@@ -250,18 +254,18 @@ func exclude(off []Masked) ([]Masked, error) {
 // cover returns a small cover of the complement of off: complement's,
 // reduced, and when that is not tiny, the smaller of the covers got by
 // splitting from the most and from the least significant bit.
-func cover(off []Masked) ([]Masked, error) {
-	c := newComplementer()
+func (c *complementer) cover(off []Masked) ([]Masked, error) {
 	on, err := c.complement(off)
 	if err != nil {
 		return nil, err
 	}
-	on = reduce(on, off)
+	on = c.reduce(on, off)
 	if len(on) > 16 {
-		c = newComplementer()
 		c.lowFirst = true
-		if other, err := c.complement(off); err == nil && len(other) < len(on) {
-			if other = reduce(other, off); len(other) < len(on) {
+		other, err := c.complement(off)
+		c.lowFirst = false
+		if err == nil && len(other) < len(on) {
+			if other = c.reduce(other, off); len(other) < len(on) {
 				on = other
 			}
 		}
@@ -269,7 +273,8 @@ func cover(off []Masked) ([]Masked, error) {
 	return on, nil
 }
 
-// reduceWork bounds the cube comparisons reduce makes.
+// reduceWork bounds the cube comparisons one reduce makes; they are
+// charged to the budget at 256 a cube visit.
 const reduceWork = 1 << 22
 
 // reduce shrinks a cover of the complement of off: each cube loses the
@@ -277,14 +282,16 @@ const reduceWork = 1 << 22
 // bits of every split above them, which the values below often do not
 // need), then cubes inside another one go. It gives up, returning on as
 // it is, when that would take long.
-func reduce(on, off []Masked) []Masked {
+func (c *complementer) reduce(on, off []Masked) []Masked {
 	lits := 0
 	for _, m := range on {
 		lits += m.Mask.OnesCount()
 	}
-	if len(on) < 2 || lits*len(off) > reduceWork || len(on)*len(on) > reduceWork {
+	cost := lits*len(off) + len(on)*len(on)
+	if len(on) < 2 || lits*len(off) > reduceWork || len(on)*len(on) > reduceWork || cost>>8 > c.work {
 		return on
 	}
+	c.work -= cost >> 8
 	out := make([]Masked, len(on))
 	for i, m := range on {
 		for bit := 127; bit >= 0; bit-- {
@@ -340,10 +347,13 @@ const crossLimit = 1 << 14
 // alternatives is exact but multiplies their numbers; when both are
 // large, as for two inequalities, the complement of the union of their
 // complements is usually far smaller. The smaller answer wins.
-func intersectAlts(a, b []Masked) ([]Masked, error) {
+func (c *complementer) intersectAlts(a, b []Masked) ([]Masked, error) {
 	n := len(a) * len(b)
 	if len(a) == 1 || len(b) == 1 {
 		return crossAlts(a, b), nil
+	}
+	if c.work -= 1 + n>>8; c.work < 0 {
+		return nil, errTooMuchWork
 	}
 	var best []Masked
 	found := false
@@ -360,28 +370,33 @@ func intersectAlts(a, b []Masked) ([]Masked, error) {
 			return best, nil
 		}
 	}
-	c := newComplementer()
 	offA, errA := c.complement(a)
 	offB, errB := c.complement(b)
+	if c.work < 0 {
+		return nil, errTooMuchWork
+	}
 	switch {
 	case errA == nil && errB == nil && len(offA)+len(offB) <= max(len(a)+len(b), 1024):
 		// The complement of the union of complements is the best
 		// answer when they are small (inequalities, clustered sets).
-		off := append(reduce(offA, a), reduce(offB, b)...)
-		if on, err := cover(off); err == nil {
+		off := append(c.reduce(offA, a), c.reduce(offB, b)...)
+		if on, err := c.cover(off); err == nil {
 			consider(on)
 		}
 	case errB == nil && len(offB) <= subtractLimit:
 		// One side is a set spread over the field (ip4.src ==
 		// $allowed), whose complement is large, and the other a few
 		// inequalities (ip4.src != $except): the set minus those.
-		if alts, ok := subtract(a, offB); ok {
+		if alts, ok := c.subtract(a, offB); ok {
 			consider(alts)
 		}
 	case errA == nil && len(offA) <= subtractLimit:
-		if alts, ok := subtract(b, offA); ok {
+		if alts, ok := c.subtract(b, offA); ok {
 			consider(alts)
 		}
+	}
+	if c.work < 0 {
+		return nil, errTooMuchWork
 	}
 	if found {
 		return best, nil
@@ -389,6 +404,7 @@ func intersectAlts(a, b []Masked) ([]Masked, error) {
 	if n > maxConjs {
 		return nil, errTooComplex
 	}
+	c.work -= n >> 8
 	return crossAlts(a, b), nil
 }
 
@@ -397,10 +413,13 @@ const subtractLimit = 256
 
 // subtract returns cubes matching exactly the values that match one of
 // on and none of off. ok is false when the answer would pass
-// maxExclusion.
-func subtract(on, off []Masked) ([]Masked, bool) {
+// maxExclusion or the budget.
+func (c *complementer) subtract(on, off []Masked) ([]Masked, bool) {
 	out := slices.Clone(on)
 	for _, d := range off {
+		if c.work -= 1 + len(out)>>8; c.work < 0 {
+			return nil, false
+		}
 		next := out[:0:0]
 		for _, m := range out {
 			if !touchesAny(m, []Masked{d}) {
@@ -435,7 +454,7 @@ func subtract(on, off []Masked) ([]Masked, bool) {
 // there are several, are intersected as the complement of the union of
 // their complements, computed once rather than once per clause. A nil
 // result means the clauses contradict.
-func intersectRun(run [][]Masked) ([]Masked, error) {
+func (c *complementer) intersectRun(run [][]Masked) ([]Masked, error) {
 	var single []Masked // at most one cube
 	var multi [][]Masked
 	for _, alts := range run {
@@ -454,7 +473,7 @@ func intersectRun(run [][]Masked) ([]Masked, error) {
 			return nil, nil
 		}
 	}
-	on, err := intersectMulti(multi)
+	on, err := c.intersectMulti(multi)
 	if err != nil || single == nil {
 		return on, err
 	}
@@ -469,12 +488,11 @@ func intersectRun(run [][]Masked) ([]Masked, error) {
 // the union of complements when they are small, or else, when the
 // clauses but the largest have small complements, the largest minus
 // those.
-func intersectMulti(multi [][]Masked) ([]Masked, error) {
+func (c *complementer) intersectMulti(multi [][]Masked) ([]Masked, error) {
 	if len(multi) == 0 {
 		return nil, nil
 	}
 	if len(multi) > 2 {
-		c := newComplementer()
 		big := 0
 		for i, m := range multi {
 			if len(m) > len(multi[big]) {
@@ -489,7 +507,7 @@ func intersectMulti(multi [][]Masked) ([]Masked, error) {
 				ok = false
 				break
 			}
-			cm = reduce(cm, m)
+			cm = c.reduce(cm, m)
 			off = append(off, cm...)
 			if i != big {
 				others = append(others, cm...)
@@ -501,11 +519,11 @@ func intersectMulti(multi [][]Masked) ([]Masked, error) {
 				total += len(m)
 			}
 			if len(off) <= max(total, 1024) {
-				if on, err := cover(off); err == nil {
+				if on, err := c.cover(off); err == nil {
 					return on, nil
 				}
 			} else if len(others) <= subtractLimit {
-				if on, ok := subtract(multi[big], others); ok {
+				if on, ok := c.subtract(multi[big], others); ok {
 					return on, nil
 				}
 			}
@@ -514,7 +532,7 @@ func intersectMulti(multi [][]Masked) ([]Masked, error) {
 	on := multi[0]
 	for _, m := range multi[1:] {
 		var err error
-		if on, err = intersectAlts(on, m); err != nil || len(on) == 0 {
+		if on, err = c.intersectAlts(on, m); err != nil || len(on) == 0 {
 			return on, err
 		}
 	}

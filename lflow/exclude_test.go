@@ -56,11 +56,11 @@ func TestComplementExhaustive(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		both, err := intersectAlts(a, b)
+		both, err := c.intersectAlts(a, b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		aNotB, ok := subtract(a, b)
+		aNotB, ok := c.subtract(a, b)
 		if !ok {
 			t.Fatalf("%v minus %v: too large", a, b)
 		}
@@ -96,7 +96,8 @@ func TestExcludeSize(t *testing.T) {
 			v := U128{Lo: r.Uint64(), Hi: r.Uint64()}.And(Ones(tc.w))
 			off[i] = Masked{v, Ones(tc.w)}
 		}
-		on, err := exclude(off)
+		c := newComplementer()
+		on, err := c.exclude(off)
 		if err != nil {
 			t.Fatalf("n=%d w=%d: %v", tc.n, tc.w, err)
 		}
@@ -520,15 +521,15 @@ func FuzzExclude(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		both, err := intersectAlts(a, b)
+		both, err := c.intersectAlts(a, b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		run, err := intersectRun([][]Masked{a, b, a})
+		run, err := c.intersectRun([][]Masked{a, b, a})
 		if err != nil {
 			t.Fatal(err)
 		}
-		aNotB, ok := subtract(a, b)
+		aNotB, ok := c.subtract(a, b)
 		if !ok {
 			t.Fatalf("%v minus %v: too large", a, b)
 		}
@@ -628,5 +629,31 @@ func TestCompileExactSets(t *testing.T) {
 			}
 		}
 		t.Logf("%.60s: %d rules, %d of 2000 packets accepted", match, len(res.Rules), accepted)
+	}
+}
+
+// TestNormalizeWorkBound checks that a match whose inequalities would
+// take long to normalize (a conjunction of disjunctions of exclusions:
+// 2^14 conjunctions, each intersecting up to 14 exclusions of one field)
+// is refused with a clear error, while a smaller one of the same shape
+// is normalized.
+func TestNormalizeWorkBound(t *testing.T) {
+	st := testSymtab(t)
+	match := func(k int) Expr {
+		var terms []string
+		for i := 0; i < k; i++ {
+			terms = append(terms, fmt.Sprintf("(tcp.dst != {%d, %d, %d} || reg1[%d] == 1)", 100+i*7, 2000+i*13, 30000+i*101, i))
+		}
+		e, err := st.ParseExpr(strings.Join(terms, " && "))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	if nf, err := st.Normalize(match(4), nil); err != nil || len(nf) != 16 {
+		t.Errorf("4 terms: %d conjunctions, %v", len(nf), err)
+	}
+	if _, err := st.Normalize(match(14), nil); err == nil || !strings.Contains(err.Error(), "too much work") {
+		t.Errorf("14 terms: got %v, want the work bound's error", err)
 	}
 }

@@ -97,12 +97,19 @@ func (e *UnresolvedError) Error() string {
 // adding prerequisites, pushing negations down, resolving address sets and
 // port groups through env (which may be nil when the expression uses none).
 func (t *Symtab) Normalize(e Expr, env Env) (Normal, error) {
-	n := normalizer{env: env}
+	n := newNormalizer(env)
 	return n.norm(e, false)
 }
 
 type normalizer struct {
 	env Env
+	// cx computes exclusions and intersections of clauses within one
+	// budget of work for the whole expression.
+	cx complementer
+}
+
+func newNormalizer(env Env) *normalizer {
+	return &normalizer{env: env, cx: newComplementer()}
 }
 
 // normTrue and normFalse return the constant normal forms.
@@ -174,13 +181,13 @@ func (n *normalizer) junction(terms []Expr, and, neg bool) (Normal, error) {
 		}
 	}
 	if and && single {
-		return andSingles(norms)
+		return n.andSingles(norms)
 	}
 	acc := norms[0]
 	for _, x := range norms[1:] {
 		var err error
 		if and {
-			acc, err = andNormal(acc, x)
+			acc, err = n.andNormal(acc, x)
 		} else {
 			acc, err = orNormal(acc, x)
 		}
@@ -194,7 +201,7 @@ func (n *normalizer) junction(terms []Expr, and, neg bool) (Normal, error) {
 // andSingles is the common case of &&: every operand is one conjunction.
 // All clauses go into one slice, sorted by field, and clauses of the same
 // field are intersected: two allocations instead of one per operand.
-func andSingles(norms []Normal) (Normal, error) {
+func (n *normalizer) andSingles(norms []Normal) (Normal, error) {
 	total := 0
 	for _, x := range norms {
 		total += len(x[0])
@@ -246,7 +253,7 @@ func andSingles(norms []Normal) (Normal, error) {
 			for _, c := range clauses[r:end] {
 				run = append(run, c.Alts)
 			}
-			alts, err := intersectRun(run)
+			alts, err := n.cx.intersectRun(run)
 			if err != nil {
 				return nil, err
 			}
@@ -259,7 +266,7 @@ func andSingles(norms []Normal) (Normal, error) {
 			continue
 		}
 		if w > 0 && clauses[w-1].Field == clauses[r].Field {
-			c, ok, err := andClause(&clauses[w-1], &clauses[r])
+			c, ok, err := n.andClause(&clauses[w-1], &clauses[r])
 			if err != nil {
 				return nil, err
 			}
@@ -358,7 +365,7 @@ func mergeConj(a, b Conj) (Conj, bool) {
 	return out, true
 }
 
-func andNormal(a, b Normal) (Normal, error) {
+func (n *normalizer) andNormal(a, b Normal) (Normal, error) {
 	if len(a) == 0 || len(b) == 0 {
 		return normFalse(), nil
 	}
@@ -368,7 +375,7 @@ func andNormal(a, b Normal) (Normal, error) {
 	out := make(Normal, 0, len(a)*len(b))
 	for _, x := range a {
 		for _, y := range b {
-			c, ok, err := andConj(x, y)
+			c, ok, err := n.andConj(x, y)
 			if err != nil {
 				return nil, err
 			}
@@ -382,7 +389,7 @@ func andNormal(a, b Normal) (Normal, error) {
 
 // andConj merges two conjunctions; ok is false when they contradict.
 // Neither input is modified.
-func andConj(a, b Conj) (Conj, bool, error) {
+func (n *normalizer) andConj(a, b Conj) (Conj, bool, error) {
 	if len(b) == 0 {
 		return a, true, nil
 	}
@@ -400,7 +407,7 @@ func andConj(a, b Conj) (Conj, bool, error) {
 			out = append(out, b[j])
 			j++
 		default:
-			c, ok, err := andClause(&a[i], &b[j])
+			c, ok, err := n.andClause(&a[i], &b[j])
 			if !ok || err != nil {
 				return nil, false, err
 			}
@@ -413,7 +420,7 @@ func andConj(a, b Conj) (Conj, bool, error) {
 }
 
 // andClause intersects two clauses on the same field.
-func andClause(a, b *Clause) (Clause, bool, error) {
+func (n *normalizer) andClause(a, b *Clause) (Clause, bool, error) {
 	c := Clause{Field: a.Field}
 	if a.Field.Kind == KindString {
 		if a.Len()*b.Len() > maxConjs {
@@ -434,7 +441,7 @@ func andClause(a, b *Clause) (Clause, bool, error) {
 		c.Alts = []Masked{{x.Value.Or(y.Value), x.Mask.Or(y.Mask)}}
 		return c, true, nil
 	}
-	alts, err := intersectAlts(a.Alts, b.Alts)
+	alts, err := n.cx.intersectAlts(a.Alts, b.Alts)
 	if err != nil {
 		return c, false, err
 	}
@@ -482,9 +489,9 @@ func (n *normalizer) cmp(e *CmpExpr, neg bool) (Normal, error) {
 	}
 	if len(leaf) == 1 && len(pre) == 1 {
 		both := [2]Normal{leaf, pre}
-		return andSingles(both[:])
+		return n.andSingles(both[:])
 	}
-	return andNormal(leaf, pre)
+	return n.andNormal(leaf, pre)
 }
 
 // leaf turns a comparison into a one-field normal form.
@@ -555,7 +562,7 @@ func (n *normalizer) leaf(e *CmpExpr, neg bool) (Normal, error) {
 			}
 			off = append(off, Masked{k.Value.And(m).Lsh(ofs), m.Lsh(ofs)})
 		}
-		on, err := exclude(off)
+		on, err := n.cx.exclude(off)
 		if err != nil {
 			return nil, fmt.Errorf("%s != %d values: %w", sym.Name, len(consts), err)
 		}
