@@ -473,25 +473,22 @@ func (c *complementer) intersectRun(run [][]Masked) ([]Masked, error) {
 			return nil, nil
 		}
 	}
-	on, err := c.intersectMulti(multi)
-	if err != nil || single == nil {
-		return on, err
-	}
-	if on == nil {
+	if len(multi) == 0 {
 		return single, nil
+	}
+	on, err := c.intersectMulti(multi)
+	if err != nil || single == nil || len(on) == 0 {
+		return on, err
 	}
 	return crossAlts(single, on), nil
 }
 
-// intersectMulti is intersectRun for clauses of several alternatives; it
-// returns nil for none. Like intersectAlts, it takes the complement of
+// intersectMulti is intersectRun for one or more clauses of several
+// alternatives. Like intersectAlts, it takes the complement of
 // the union of complements when they are small, or else, when the
 // clauses but the largest have small complements, the largest minus
 // those.
 func (c *complementer) intersectMulti(multi [][]Masked) ([]Masked, error) {
-	if len(multi) == 0 {
-		return nil, nil
-	}
 	if len(multi) > 2 {
 		big := 0
 		for i, m := range multi {

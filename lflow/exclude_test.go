@@ -494,17 +494,20 @@ func BenchmarkNormalizeExclusion(b *testing.B) {
 	}
 }
 
-// FuzzExclude checks complement and intersectAlts exhaustively on a
-// 10-bit field for cube sets read from the fuzzer's bytes (two bytes of
-// value and mask per cube; a zero byte separates the two sets).
+// FuzzExclude checks complement, intersectAlts, intersectRun and
+// subtract exhaustively on a 10-bit field for cube sets read from the
+// fuzzer's bytes (two bytes of value and mask per cube; a zero byte
+// separates the three sets).
 func FuzzExclude(f *testing.F) {
 	f.Add([]byte{0x50, 0xff, 0xbb, 0xff, 0, 0x03, 0x03, 0x10, 0x30})
 	f.Add([]byte{1, 1, 2, 2, 4, 4, 0, 8, 8})
+	// Two disjoint sets and a single value: the run contradicts.
+	f.Add([]byte{0x41, 0xff, 0x42, 0xff, 0, 0x81, 0xff, 0x82, 0xff, 0, 0x41, 0xff})
 	const w = 10
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var sets [2][]Masked
+		var sets [3][]Masked
 		k := 0
-		for i := 0; i+1 < len(data) && k < 2; i += 2 {
+		for i := 0; i+1 < len(data) && k < 3; i += 2 {
 			if data[i] == 0 {
 				k++
 				i--
@@ -515,7 +518,7 @@ func FuzzExclude(f *testing.F) {
 			value := U128{Lo: uint64(data[i]) * 0x9}.And(mask)
 			sets[k] = append(sets[k], Masked{value, mask})
 		}
-		a, b := sets[0], sets[1]
+		a, b, third := sets[0], sets[1], sets[2]
 		c := newComplementer()
 		notA, err := c.complement(a)
 		if err != nil {
@@ -525,7 +528,7 @@ func FuzzExclude(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		run, err := c.intersectRun([][]Masked{a, b, a})
+		run, err := c.intersectRun([][]Masked{a, b, third})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -542,8 +545,8 @@ func FuzzExclude(f *testing.F) {
 			if len(a) > 0 && len(b) > 0 && matchesAny(both, x) != (inA && inB) {
 				t.Fatalf("%v and %v is %v: wrong for %#x", a, b, both, v)
 			}
-			if len(a) > 0 && len(b) > 0 && matchesAny(run, x) != (inA && inB) {
-				t.Fatalf("run of %v and %v is %v: wrong for %#x", a, b, run, v)
+			if len(a) > 0 && len(b) > 0 && len(third) > 0 && matchesAny(run, x) != (inA && inB && matchesAny(third, x)) {
+				t.Fatalf("run of %v, %v and %v is %v: wrong for %#x", a, b, third, run, v)
 			}
 			if matchesAny(aNotB, x) != (inA && !inB) {
 				t.Fatalf("%v minus %v is %v: wrong for %#x", a, b, aNotB, v)
