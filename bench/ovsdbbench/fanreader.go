@@ -158,6 +158,11 @@ func (c *monConn) fill() error {
 		c.buf = nb
 	}
 	n, err := unix.Read(c.fd, c.buf[len(c.buf):cap(c.buf)])
+	for err == unix.EINTR {
+		// A blocking read with SO_RCVTIMEO is not restarted after the
+		// runtime's preemption signals.
+		n, err = unix.Read(c.fd, c.buf[len(c.buf):cap(c.buf)])
+	}
 	if err != nil {
 		return err
 	}
