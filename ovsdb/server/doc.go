@@ -32,9 +32,11 @@
 // Each connection is a session running on a [jsonrpc.Conn]: requests are
 // handled in arrival order on the connection's reader goroutine and never
 // wait on the network, because sends only queue. The updates a commit
-// queues are written once the lock is released (dbState.unlock), by the
-// committing goroutine and, for many monitors, one helper, each write
-// non-blocking (jsonrpc's inline writes); only what a slow peer's socket
+// queues are written without a goroutine per session: with few monitors by
+// the committing goroutine once the lock is released (dbState.unlock);
+// with many, a helper goroutine starts writing while the commit is still
+// queueing, and the committer joins it after releasing the lock. Each write
+// is non-blocking (jsonrpc's inline writes); only what a slow peer's socket
 // does not take waits for that session's writer goroutine. A commit to 200
 // monitors thus costs 200 system calls and no goroutine hand-offs.
 //

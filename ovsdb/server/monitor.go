@@ -492,7 +492,7 @@ func (d *dbState) notifyLocked(cs *ovsdb.ChangeSet, txnID ovsdb.UUID) {
 		}
 		// Queued, not sent: unlock writes them after releasing d.mu.
 		if m.sess.conn.QueueNotification(m.method(), m.prefix, txn, sh.b) == nil {
-			d.notified = append(d.notified, m.sess.conn)
+			d.queuedLocked(m.sess.conn)
 		}
 	}
 	// Monitors without conditions see every change of their tables.

@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -108,8 +107,11 @@ type dbState struct {
 	replies     replyQueue
 	uuids       *ovsdb.UUIDSource
 	// notified lists the connections holding queued monitor updates,
-	// which unlock sends once the lock is released.
+	// which unlock sends once the lock is released; with many monitors
+	// they go to stream instead, whose helper goroutine starts writing
+	// while the commit is still queueing (see queuedLocked).
 	notified []*jsonrpc.Conn
+	stream   chan *jsonrpc.Conn
 	// shapes holds the encodings monitors share, by monitor.shapeKey.
 	shapes map[string]*sharedEnc
 	// notifyGen counts notified commits; it tells a sharedEnc or monitor
@@ -119,40 +121,51 @@ type dbState struct {
 
 // unlock releases d.mu, then sends the monitor updates that commits made
 // under it queued: the writes (one per monitoring connection) happen
-// outside the lock, in this goroutine, without waking a writer goroutine
-// per connection. Every holder of d.mu releases it with unlock.
+// outside the lock, without waking a writer goroutine per connection.
+// Every holder of d.mu releases it with unlock.
 func (d *dbState) unlock() {
-	conns := d.notified
-	d.notified = nil
+	conns, stream := d.notified, d.stream
+	d.notified, d.stream = nil, nil
 	d.mu.Unlock()
-	flushAll(conns)
+	if stream != nil {
+		// Share the rest of the writes with the helper.
+		close(stream)
+		flushFrom(stream)
+	}
+	for _, c := range conns {
+		c.Flush()
+	}
 }
 
-// parallelFlush is how many connections make it worth a second goroutine
-// to share the writes.
-const parallelFlush = 32
+// streamFrom is how many monitors make it worth a helper goroutine that
+// writes updates while the commit is still queueing them, as a
+// single-threaded server writes each as it goes: the first monitors hear
+// of a commit sooner, and two CPUs share the system calls.
+const streamFrom = 32
 
-// flushAll flushes conns; with many, a helper goroutine takes a share of
-// them, so that two CPUs make the system calls.
-func flushAll(conns []*jsonrpc.Conn) {
-	if len(conns) < parallelFlush || runtime.GOMAXPROCS(0) < 2 {
-		for _, c := range conns {
-			c.Flush()
-		}
-		return
+// queuedLocked records that c holds a queued update. Callers hold d.mu.
+func (d *dbState) queuedLocked(c *jsonrpc.Conn) {
+	if d.stream == nil && len(d.monitors) >= streamFrom && runtime.GOMAXPROCS(0) >= 2 {
+		// Room for every monitor of a commit or two; beyond that
+		// (commits retried after a wait) the list below takes over.
+		d.stream = make(chan *jsonrpc.Conn, 2*len(d.monitors))
+		go flushFrom(d.stream)
 	}
-	var next atomic.Int64
-	work := func() {
-		for {
-			i := next.Add(1) - 1
-			if i >= int64(len(conns)) {
-				return
-			}
-			conns[i].Flush()
+	if d.stream != nil {
+		select {
+		case d.stream <- c:
+			return
+		default:
 		}
 	}
-	go work()
-	work()
+	d.notified = append(d.notified, c)
+}
+
+// flushFrom flushes the connections from stream until it is closed.
+func flushFrom(stream <-chan *jsonrpc.Conn) {
+	for c := range stream {
+		c.Flush()
+	}
 }
 
 type commitEntry struct {

@@ -48,10 +48,18 @@ func (v *view) String() string {
 }
 
 // TestConcurrentClients runs writers and monitors at once and checks that
-// every monitor's replayed view ends equal to the database.
+// every monitor's replayed view ends equal to the database. With 40
+// monitors (at least streamFrom) the updates are written by a helper
+// goroutine while commits still queue them.
 func TestConcurrentClients(t *testing.T) {
+	for _, monitors := range []int{4, 40} {
+		t.Run(fmt.Sprint(monitors, " monitors"), func(t *testing.T) { testConcurrentClients(t, monitors) })
+	}
+}
+
+func testConcurrentClients(t *testing.T, monitors int) {
 	_, sock := startServer(t, nil)
-	const monitors, writers, perWriter = 4, 4, 25
+	const writers, perWriter = 4, 25
 	views := make([]*view, monitors)
 	clients := make([]*client, monitors)
 	for i := range clients {
