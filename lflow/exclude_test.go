@@ -340,8 +340,11 @@ func (g *exprGen) match() string {
 	terms := make([]string, n)
 	for i := range terms {
 		terms[i] = g.term()
-		if g.r.IntN(6) == 0 {
+		switch g.r.IntN(8) {
+		case 0:
 			terms[i] = "(" + terms[i] + " || " + g.term() + ")"
+		case 1:
+			terms[i] = "!(" + terms[i] + " && " + g.term() + ")"
 		}
 	}
 	return strings.Join(terms, " && ")
