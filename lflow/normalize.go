@@ -97,7 +97,7 @@ func (e *UnresolvedError) Error() string {
 // adding prerequisites, pushing negations down, resolving address sets and
 // port groups through env (which may be nil when the expression uses none).
 func (t *Symtab) Normalize(e Expr, env Env) (Normal, error) {
-	n := newNormalizer(env)
+	n := normalizer{env: env, cx: newComplementer()}
 	return n.norm(e, false)
 }
 
@@ -108,9 +108,6 @@ type normalizer struct {
 	cx complementer
 }
 
-func newNormalizer(env Env) *normalizer {
-	return &normalizer{env: env, cx: newComplementer()}
-}
 
 // normTrue and normFalse return the constant normal forms.
 func normTrue() Normal  { return Normal{Conj{}} }

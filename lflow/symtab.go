@@ -371,7 +371,7 @@ func NewSymtab() (*Symtab, error) {
 	// Normalize them too: normalization then reuses the shared results
 	// instead of re-deriving "tcp" from "ip.proto == 6 && (ip4 || ip6)"
 	// for every flow.
-	n := newNormalizer(nil)
+	n := normalizer{cx: newComplementer()}
 	for _, s := range b.t.byName {
 		var err error
 		if s.prereq != nil {
