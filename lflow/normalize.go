@@ -108,7 +108,6 @@ type normalizer struct {
 	cx complementer
 }
 
-
 // normTrue and normFalse return the constant normal forms.
 func normTrue() Normal  { return Normal{Conj{}} }
 func normFalse() Normal { return nil }
