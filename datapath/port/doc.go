@@ -12,8 +12,12 @@
 //     NIC). Frames move in batches through mmap rings (or recvmmsg/sendmmsg).
 //   - TAP (and Internal, a TAP standing for the bridge itself): a
 //     /dev/net/tun device whose other side is the host's own stack.
-//   - Geneve: tunnel frames carried in UDP datagrams on an ordinary socket;
-//     the outer header becomes Packet.Tunnel and back.
+//   - UDPTunnel: tunnel frames carried in UDP datagrams on an ordinary
+//     socket, with Geneve (options included) or VXLAN (a 24-bit VNI only)
+//     as its Encap; the outer header becomes Packet.Tunnel and back.
+//     Datagrams move in batches with recvmmsg and sendmmsg. Package packet
+//     parses and builds the tunnel headers, for this port and for
+//     DecapFrame alike.
 //   - Channel: an in-memory port for tests that cannot be root.
 //
 // # Offloads: partial checksums and GSO
