@@ -280,7 +280,9 @@ func (c *Conn) Flush() {
 		// writer goroutine waits for the socket to take it.
 		rest := buf[n:]
 		if len(c.pending) == 0 {
-			c.pending = append(c.pending, rest...)
+			// buf is not recycled on this path, so the rest can stay
+			// where it is: a big reply is not copied again.
+			c.pending = rest
 		} else {
 			c.pending = append(append(make([]byte, 0, len(rest)+len(c.pending)), rest...), c.pending...)
 		}
