@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"strconv"
 	"strings"
 
 	"github.com/govn/govn/datapath/flow"
+	"github.com/govn/govn/datapath/port"
 )
 
 // Port kinds.
@@ -16,29 +18,47 @@ const (
 	KindAFPacket = "afpacket" // an existing device (veth, NIC), through an AF_PACKET socket
 	KindTAP      = "tap"      // a TAP device the switch creates
 	KindInternal = "internal" // the switch's own interface: a TAP device
+	KindGeneve   = "geneve"   // a Geneve tunnel over a UDP socket
+	KindVXLAN    = "vxlan"    // a VXLAN tunnel over a UDP socket
 )
 
-// PortSpec is one --port argument: NAME[:NUMBER][=KIND].
+// PortSpec is one --port argument: NAME[:NUMBER][=KIND], where a tunnel's
+// KIND is geneve:LOCALIP[:UDPPORT] or vxlan:LOCALIP[:UDPPORT] (an IPv6
+// address with a port in brackets, "[fd00::1]:6081").
 type PortSpec struct {
 	Name string
 	No   uint32 // 0: the lowest number not otherwise taken
-	Kind string // KindAFPacket, KindTAP or KindInternal
+	Kind string // KindAFPacket, KindTAP, KindInternal, KindGeneve or KindVXLAN
+	// Local is a tunnel's address: it receives there, and sends to the
+	// same UDP port on the remote chassis (as OVS's options:dst_port).
+	Local netip.AddrPort
 }
 
 // maxPortNo is the largest port number: OpenFlow 1.0's ports end at
 // 0xff00, where the reserved ports begin.
 const maxPortNo = 0xfeff
 
-// ParsePortSpec parses NAME[:NUMBER][=KIND].
+// ParsePortSpec parses NAME[:NUMBER][=KIND]. For a tunnel, NAME is only a
+// label; for the other kinds it is the device.
 func ParsePortSpec(s string) (PortSpec, error) {
 	spec := PortSpec{Kind: KindAFPacket}
 	nameNo, kind, hasKind := strings.Cut(s, "=")
 	if hasKind {
+		kind, addr, hasAddr := strings.Cut(kind, ":")
 		switch kind {
 		case KindAFPacket, KindTAP, KindInternal:
+			if hasAddr {
+				return PortSpec{}, fmt.Errorf("port %q: kind %s takes no address", s, kind)
+			}
 			spec.Kind = kind
+		case KindGeneve, KindVXLAN:
+			local, err := parseTunnelAddr(addr, kind)
+			if err != nil {
+				return PortSpec{}, fmt.Errorf("port %q: %w", s, err)
+			}
+			spec.Kind, spec.Local = kind, local
 		default:
-			return PortSpec{}, fmt.Errorf("port %q: unknown kind %q (want afpacket, tap or internal)", s, kind)
+			return PortSpec{}, fmt.Errorf("port %q: unknown kind %q (want afpacket, tap, internal, geneve:IP or vxlan:IP)", s, kind)
 		}
 	}
 	name, no, hasNo := strings.Cut(nameNo, ":")
@@ -55,6 +75,26 @@ func ParsePortSpec(s string) (PortSpec, error) {
 	}
 	spec.Name = name
 	return spec, nil
+}
+
+// parseTunnelAddr parses a tunnel's LOCALIP[:UDPPORT], the UDP port
+// defaulting to the encapsulation's IANA one.
+func parseTunnelAddr(s, kind string) (netip.AddrPort, error) {
+	if s == "" {
+		return netip.AddrPort{}, fmt.Errorf("a %s tunnel needs a local address (%s:LOCALIP[:UDPPORT])", kind, kind)
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		if ap.Port() == 0 {
+			return netip.AddrPort{}, fmt.Errorf("tunnel UDP port 0")
+		}
+		return ap, nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return netip.AddrPort{}, fmt.Errorf("bad tunnel address %q (want IP or IP:UDPPORT)", s)
+	}
+	e, _ := port.ParseEncap(kind)
+	return netip.AddrPortFrom(a, e.Port()), nil
 }
 
 // numberPorts gives every spec without a number the lowest free one, in

@@ -1,6 +1,7 @@
 package switchd
 
 import (
+	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
@@ -27,6 +28,19 @@ func TestParsePortSpec(t *testing.T) {
 		{in: ":3", wantErr: true},
 		{in: "a/b", wantErr: true},
 		{in: "sixteen-bytes-xx", wantErr: true},
+		{in: "tun=geneve:192.168.1.1", want: PortSpec{Name: "tun", Kind: KindGeneve, Local: netip.MustParseAddrPort("192.168.1.1:6081")}},
+		{in: "tun:9=vxlan:192.168.1.1", want: PortSpec{Name: "tun", No: 9, Kind: KindVXLAN, Local: netip.MustParseAddrPort("192.168.1.1:4789")}},
+		{in: "t=geneve:10.0.0.1:7000", want: PortSpec{Name: "t", Kind: KindGeneve, Local: netip.MustParseAddrPort("10.0.0.1:7000")}},
+		{in: "t=vxlan:fd00::1", want: PortSpec{Name: "t", Kind: KindVXLAN, Local: netip.MustParseAddrPort("[fd00::1]:4789")}},
+		{in: "t=geneve:[fd00::1]:7000", want: PortSpec{Name: "t", Kind: KindGeneve, Local: netip.MustParseAddrPort("[fd00::1]:7000")}},
+		{in: "t=geneve:0.0.0.0", want: PortSpec{Name: "t", Kind: KindGeneve, Local: netip.MustParseAddrPort("0.0.0.0:6081")}},
+		{in: "t=geneve", wantErr: true},
+		{in: "t=geneve:", wantErr: true},
+		{in: "t=geneve:host.example", wantErr: true},
+		{in: "t=geneve:10.0.0.1:0", wantErr: true},
+		{in: "t=geneve:10.0.0.1:70000", wantErr: true},
+		{in: "t=gre:10.0.0.1", wantErr: true},
+		{in: "v=tap:10.0.0.1", wantErr: true},
 	}
 	for _, tt := range tests {
 		got, err := ParsePortSpec(tt.in)

@@ -24,8 +24,19 @@ type Options struct {
 	Ports   []PortSpec
 }
 
-// Usage is the synopsis of govn switch's arguments.
-const Usage = "govn switch [--unixctl=PATH] [--flows=FILE] [--port NAME[:NUMBER][=afpacket|tap|internal]]..."
+// Usage is the synopsis of govn switch's arguments, with how to write a
+// tunnel port.
+const Usage = `govn switch [--unixctl=PATH] [--flows=FILE] [--port NAME[:NUMBER][=KIND]]...
+  KIND is afpacket (default: NAME is an existing device), tap, internal,
+  or a tunnel, NAME then being only a label:
+    geneve:LOCALIP[:UDPPORT]   Geneve (UDP port 6081 by default)
+    vxlan:LOCALIP[:UDPPORT]    VXLAN, 24-bit VNI only (UDP port 4789 by default)
+  A tunnel port receives on LOCALIP and UDPPORT and sends each frame to
+  UDPPORT at the tun_dst its rules set, with tun_id as VNI (and, for Geneve,
+  tun_metadata0 in OVN's option), as OVN's physical flows do:
+    --port vm1:1 --port tun:9=geneve:192.168.10.1 with the rules
+    in_port=1 actions=set_field:5->tun_id,set_field:192.168.10.2->tun_dst,output:9
+    in_port=9,tun_id=5 actions=output:1`
 
 // ParseArgs parses govn switch's arguments.
 func ParseArgs(args []string) (Options, error) {
@@ -34,7 +45,7 @@ func ParseArgs(args []string) (Options, error) {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&opts.Unixctl, "unixctl", opts.Unixctl, "answer ovs-appctl commands on the unix socket `PATH` (\"\" for none)")
 	fs.StringVar(&opts.Flows, "flows", "", "load the flow tables from `FILE`, one rule per line")
-	fs.Func("port", "attach `NAME[:NUMBER][=KIND]`, KIND afpacket (default), tap or internal", func(s string) error {
+	fs.Func("port", "attach `NAME[:NUMBER][=KIND]`, KIND afpacket (default), tap, internal, geneve:LOCALIP[:UDPPORT] or vxlan:LOCALIP[:UDPPORT]", func(s string) error {
 		spec, err := ParsePortSpec(s)
 		if err != nil {
 			return err
@@ -61,6 +72,12 @@ func openPort(spec PortSpec) (port.Port, error) {
 		return port.NewTAP(spec.Name)
 	case KindInternal:
 		return port.NewInternal(spec.Name)
+	case KindGeneve, KindVXLAN:
+		e, err := port.ParseEncap(spec.Kind)
+		if err != nil {
+			return nil, err
+		}
+		return port.NewUDPTunnel(e, spec.Local, spec.Local.Port())
 	default:
 		return port.NewAFPacket(spec.Name)
 	}
