@@ -70,6 +70,10 @@
 // TestDifferentialOVNController checks all of this against the real
 // ovn-controller: on the features-a setup, the number of rules per (table,
 // priority, datapath) agrees for every group but those listed as explained.
+// TestDifferentialInequalities adds ACLs with inequalities to that setup:
+// govn needs no more rules than ovn-controller for each (42 against 426
+// for tcp.dst != 80 && tcp.dst != 443), and ovn-controller had installed
+// nothing after a minute for ip4.src != {6 addresses}, which takes govn 66.
 //
 // As in OVN, a <-> exchange and push/pop use the datapath's stack
 // (flow.Push, flow.Pop), and the registers a table lookup (lookup_arp,
