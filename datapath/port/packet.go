@@ -264,7 +264,7 @@ type Tunnel struct {
 	Dst     netip.Addr
 	TOS     uint8
 	TTL     uint8
-	Options []byte // Geneve options, TLVs exactly as on the wire
+	Options []byte // Geneve options, TLVs exactly as on the wire; a tunnel port's Recv reuses their storage
 }
 
 // Valid reports whether t describes a tunnel.

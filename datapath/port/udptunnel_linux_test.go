@@ -221,7 +221,7 @@ func FuzzTunnelDecap(f *testing.F) {
 		if Encap(e) == EncapVXLAN {
 			tp.encap = EncapVXLAN
 		}
-		tun, n, err := tp.decap(b)
+		tun, n, err := tp.decap(b, nil)
 		if err != nil {
 			return
 		}
