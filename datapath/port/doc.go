@@ -59,6 +59,24 @@
 // frames before them; a slot the kernel still holds drops the frame, as a
 // full NIC ring does, so a stuck device cannot stall the switch.
 //
+// # Tunnels: one port, two encapsulations
+//
+// UDPTunnel is written once for Geneve and VXLAN: the Encap picks the
+// header, which package packet parses (ParseGeneve, ParseVXLAN) and builds
+// (AppendGeneveHeader, AppendVXLANHeader) for the port and for
+// DecapFrame alike. A received datagram lands whole in its packet's
+// buffer and the header is pulled off; the outer source comes from the
+// datagram's address, the outer destination, TOS and TTL from control
+// messages (IP_PKTINFO, IP_RECVTOS, IP_RECVTTL). A sent frame is gathered
+// from the header, built in the port's own scratch, and the packet's frame,
+// so Send leaves the packet as it was. recvmmsg and sendmmsg move up to a
+// batch per call on a blocking socket, as AFPacket's fallback does. On
+// the bench (a batch of 32 small Geneve frames over loopback, sent and
+// received) that took CPU per frame from 5.7-9.7 to 4.1-5.1 us; the rest
+// is the kernel's UDP path, per datagram whatever the port does. The
+// outer source port is the port's own, not a hash of the inner flow, so
+// ECMP in the underlay sees one flow per pair of chassis.
+//
 // # Where the time per packet goes
 //
 // On the bench (64-byte UDP between two namespaces, 2 cores) the switch

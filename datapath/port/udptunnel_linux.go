@@ -356,7 +356,7 @@ func (t *UDPTunnel) takeMsg(i int, p *Packet) bool {
 		t.rxErrors.Add(1)
 		return false
 	}
-	tun.Src = sockaddrAddr(t.rx.names[i][:m.hdr.Namelen])
+	tun.Src = sockaddrAddr(t.rx.names[i][:min(int(m.hdr.Namelen), unix.SizeofSockaddrInet6)])
 	tun.Dst = t.local.Addr()
 	if cl := int(m.hdr.Controllen); cl > 0 {
 		readTunnelCmsgs(t.rx.cmsgs[i][:min(cl, udpCmsgSpace)], &tun)
