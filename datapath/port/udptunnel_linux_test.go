@@ -196,6 +196,51 @@ func TestUDPTunnelClose(t *testing.T) {
 	}
 }
 
+// TestUDPTunnelWildcard binds the receiver to the unspecified address:
+// the outer destination then comes from the datagram's packet info.
+func TestUDPTunnelWildcard(t *testing.T) {
+	for _, c := range []struct{ bind, dst string }{
+		{"0.0.0.0", "127.0.0.1"},
+		{"::", "::1"},
+		{"::", "127.0.0.1"}, // dual stack
+	} {
+		t.Run(c.bind+" "+c.dst, func(t *testing.T) {
+			dst := netip.MustParseAddr(c.dst)
+			b, err := NewVXLAN(netip.AddrPortFrom(netip.MustParseAddr(c.bind), 0), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			a, err := NewVXLAN(netip.AddrPortFrom(dst, 0), b.LocalAddrPort().Port())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			p := NewPacket(0)
+			p.SetFrame(tcpFrame(nil))
+			p.Tunnel = Tunnel{ID: 3, Dst: dst}
+			if err := a.Send([]*Packet{p}); err != nil {
+				t.Fatal(err)
+			}
+			got := recvN(t, b, 1)[0].Tunnel
+			if got.Dst != dst || got.Src != dst || got.ID != 3 || got.TTL == 0 {
+				t.Errorf("tunnel %+v, want src and dst %s", got, dst)
+			}
+		})
+	}
+}
+
+// FuzzTunnelCmsgs feeds arbitrary control messages and socket addresses
+// to the receive path's readers, which must stay inside them.
+func FuzzTunnelCmsgs(f *testing.F) {
+	f.Add([]byte{16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 64, 0, 0, 0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var tun Tunnel
+		readTunnelCmsgs(b, &tun)
+		sockaddrAddr(b)
+	})
+}
+
 func TestParseEncap(t *testing.T) {
 	for _, e := range []Encap{EncapGeneve, EncapVXLAN} {
 		if got, err := ParseEncap(e.String()); got != e || err != nil {
