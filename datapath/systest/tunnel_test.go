@@ -60,9 +60,10 @@ type chassis struct {
 // TestTunnels joins two chassis namespaces with a veth (the underlay) and
 // gives each a host namespace behind a govn switch process. The switches
 // encapsulate toward each other as OVN's physical flows do (set tun_id,
-// tun_dst, output to the tunnel port; on receipt match tun_id): ping and
-// a TCP transfer between the hosts must work, and a raw capture on the
-// underlay must see Geneve or VXLAN datagrams with the VNI.
+// tun_dst, output to the tunnel port; on receipt match the tunnel fields,
+// before and after a conntrack recirculation): ping and a TCP transfer
+// between the hosts must work, and a raw capture on the underlay must see
+// Geneve or VXLAN datagrams with the VNI.
 func TestTunnels(t *testing.T) {
 	if why := netns.Available(); why != "" {
 		t.Skip(why)
@@ -150,10 +151,16 @@ func startSwitch(t *testing.T, ch, peer *chassis, kind string, vni uint64, md st
 	if md != "" {
 		setMD, matchMD = ",set_field:"+md+"->tun_metadata0", ",tun_metadata0="+md
 	}
+	// IP from the tunnel goes through conntrack first, and table 1
+	// matches the tunnel fields again after the recirculation: they must
+	// survive it, as OVN's pipeline needs them after its ct() actions.
+	tun := fmt.Sprintf("in_port=9,tun_id=%#x,tun_src=%s,tun_dst=%s%s", vni, peer.ip, ch.ip, matchMD)
 	flows := fmt.Sprintf(`# OVN's physical flows, reduced to one logical switch
 table=0,priority=100,in_port=1 actions=set_field:%#x->tun_id,set_field:%s->tun_dst%s,output:9
-table=0,priority=100,in_port=9,tun_id=%#x%s actions=output:1
-`, vni, peer.ip, setMD, vni, matchMD)
+table=0,priority=100,%s,ip actions=ct(table=1,zone=1)
+table=0,priority=90,%s actions=output:1
+table=1,priority=100,%s,ct_state=+trk,ip actions=ct(commit,zone=1),output:1
+`, vni, peer.ip, setMD, tun, tun, tun)
 	file := filepath.Join(t.TempDir(), "flows")
 	if err := os.WriteFile(file, []byte(flows), 0o644); err != nil {
 		t.Fatal(err)
