@@ -5,9 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -209,4 +212,41 @@ func FuzzDispatch(f *testing.F) {
 			}
 		}
 	})
+}
+
+// failingListener fails its first Accept as a process out of descriptors
+// does.
+type failingListener struct {
+	net.Listener
+	failed bool
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if !l.failed {
+		l.failed = true
+		return nil, &net.OpError{Op: "accept", Net: "unix", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// Running out of descriptors for a moment must not end the control
+// socket: the daemon would lose it for good.
+func TestServeSurvivesEMFILE(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "test.ctl")
+	l, err := Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		Serve(ctx, &failingListener{Listener: l}, testCommands())
+		close(done)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	callCtx, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	if _, err := Call(callCtx, path, "list-commands"); err != nil {
+		t.Fatalf("after EMFILE: %v", err)
+	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/govn/govn/ovsdb/server"
 	"github.com/govn/govn/schema"
+	unixctlpkg "github.com/govn/govn/unixctl"
 )
 
 // runDB implements "govn db": serve database files like ovsdb-server, or
@@ -116,17 +117,21 @@ func runDB(ctx context.Context, args []string) error {
 		}()
 	}
 	if *unixctl != "" {
-		l, err := server.Listen(ctx, "punix:"+*unixctl)
+		l, err := unixctlpkg.Listen(*unixctl)
 		if err != nil {
 			return err
 		}
 		defer os.Remove(*unixctl)
-		cmds := map[string]server.UnixctlCommand{
+		cmds := map[string]unixctlpkg.Command{
 			"exit":        func([]string) (string, error) { cancel(); return "", nil },
 			"memory/show": func([]string) (string, error) { return srv.MemoryShow(), nil },
 			"version":     func([]string) (string, error) { return "govn db\n", nil },
 		}
-		go server.ServeUnixctl(ctx, l, cmds)
+		go func() {
+			if err := unixctlpkg.Serve(ctx, l, cmds); err != nil {
+				logger.Error("control socket stopped", "err", err)
+			}
+		}()
 	}
 	go srv.RunCompaction(ctx, 10*time.Second)
 	select {

@@ -397,29 +397,6 @@ func TestMonitorCondChangeDuplicateID(t *testing.T) {
 	mustContain(t, w.call("monitor_cancel", `["b"]`), "{}")
 }
 
-// The control socket, too, keeps accepting after running out of
-// descriptors for a moment.
-func TestUnixctlSurvivesEMFILE(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "ctl.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		ServeUnixctl(ctx, &failingListener{Listener: l}, map[string]UnixctlCommand{
-			"hello": func(args []string) (string, error) { return "hi " + strings.Join(args, " "), nil },
-		})
-		close(done)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	c := dial(t, sock)
-	if got := c.call("hello", `["there"]`); got != `"hi there"` {
-		t.Fatalf("after EMFILE, hello gave %s", got)
-	}
-}
-
 // Blocked transactions that reuse a request id must all be released when
 // their session ends; otherwise they stay queued, retried on every commit.
 func TestBlockedWaitsWithSameIDReleased(t *testing.T) {
