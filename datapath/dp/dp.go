@@ -85,7 +85,7 @@ type Datapath struct {
 type portEntry struct {
 	no     uint32
 	port   port.Port
-	geneve bool // output sets the Geneve header from the tunnel fields
+	tunnel bool // output sets the tunnel header from the tunnel fields
 	w      *worker
 	done   chan struct{}
 }
@@ -127,8 +127,8 @@ func (d *Datapath) AddPort(no uint32, p port.Port) error {
 	if _, ok := old[no]; ok {
 		return fmt.Errorf("datapath: add port %d (%s): number in use", no, p.Name())
 	}
-	_, isGeneve := p.(*port.Geneve)
-	pe := &portEntry{no: no, port: p, geneve: isGeneve, done: make(chan struct{})}
+	_, isTunnel := p.(*port.UDPTunnel)
+	pe := &portEntry{no: no, port: p, tunnel: isTunnel, done: make(chan struct{})}
 	pe.w = newWorker(d, pe)
 	m := make(map[uint32]*portEntry, len(old)+1)
 	for k, v := range old {

@@ -63,7 +63,7 @@ func FuzzExecuteActions(f *testing.F) {
 	}
 	m := map[uint32]*portEntry{
 		1: {no: 1, port: &nullPort{}},
-		2: {no: 2, port: &nullPort{}, geneve: true},
+		2: {no: 2, port: &nullPort{}, tunnel: true},
 	}
 	d.ports.Store(&m)
 	w := newWorker(d, m[1])

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/govn/govn/datapath/flow"
+	"github.com/govn/govn/datapath/packet"
 	"github.com/govn/govn/datapath/port"
 )
 
@@ -146,39 +147,8 @@ func setField(p *port.Packet, k *flow.Key, a flow.DPSetField) {
 	case flow.TunTTL:
 		p.Tunnel.TTL = uint8(v.Lo)
 	case flow.TunMetadata0:
-		p.Tunnel.Options = ovnGeneveOption(p.Tunnel.Options[:0], uint32(v.Lo))
+		p.Tunnel.Options = packet.AppendOVNOption(p.Tunnel.Options[:0], uint32(v.Lo))
 	}
-}
-
-// OVN carries its logical ports in one Geneve option, which OVN maps to
-// tun_metadata0 (class 0x0102, type 0x80, 4 bytes of value).
-const (
-	ovnGeneveClass = 0x0102
-	ovnGeneveType  = 0x80
-)
-
-// ovnGeneveOption appends OVN's Geneve option holding v to b.
-func ovnGeneveOption(b []byte, v uint32) []byte {
-	var o [8]byte
-	binary.BigEndian.PutUint16(o[0:], ovnGeneveClass)
-	o[2], o[3] = ovnGeneveType, 1 // length in 4-byte words
-	binary.BigEndian.PutUint32(o[4:], v)
-	return append(b, o[:]...)
-}
-
-// tunMetadata0 finds OVN's option in Geneve options and returns its value.
-func tunMetadata0(opts []byte) (uint32, bool) {
-	for len(opts) >= 4 {
-		n := 4 + int(opts[3]&0x1f)*4
-		if n > len(opts) {
-			return 0, false
-		}
-		if binary.BigEndian.Uint16(opts) == ovnGeneveClass && opts[2] == ovnGeneveType && n == 8 {
-			return binary.BigEndian.Uint32(opts[4:]), true
-		}
-		opts = opts[n:]
-	}
-	return 0, false
 }
 
 func ipv4Addr(v uint64) netip.Addr {

@@ -84,7 +84,7 @@ func TestGeneveTunnel(t *testing.T) {
 }
 
 // g2LocalPort returns the UDP port a Geneve port listens on.
-func g2LocalPort(g *port.Geneve) (uint16, bool) {
+func g2LocalPort(g *port.UDPTunnel) (uint16, bool) {
 	a, ok := g.LocalAddr().(*net.UDPAddr)
 	if !ok {
 		return 0, false

@@ -260,7 +260,7 @@ func (w *worker) output(no uint32, p *port.Packet, k *flow.Key) {
 		w.st.noPortDrops.Add(1)
 		return
 	}
-	if pe.geneve {
+	if pe.tunnel {
 		setPacketTunnel(p, k)
 	}
 	if len(w.fragMTU) > 0 {
@@ -469,7 +469,7 @@ func setTunnelKey(k *flow.Key, t *port.Tunnel) {
 	}
 	k.Set(flow.TunTOS, uint64(t.TOS))
 	k.Set(flow.TunTTL, uint64(t.TTL))
-	if md, ok := tunMetadata0(t.Options); ok {
+	if md, ok := packet.OVNMetadata(t.Options); ok {
 		k.Set(flow.TunMetadata0, uint64(md))
 	}
 }
@@ -484,6 +484,6 @@ func setPacketTunnel(p *port.Packet, k *flow.Key) {
 	p.Tunnel.TTL = uint8(k.Get(flow.TunTTL))
 	p.Tunnel.Options = p.Tunnel.Options[:0]
 	if md := k.Get(flow.TunMetadata0); md != 0 {
-		p.Tunnel.Options = ovnGeneveOption(p.Tunnel.Options, uint32(md))
+		p.Tunnel.Options = packet.AppendOVNOption(p.Tunnel.Options, uint32(md))
 	}
 }

@@ -93,10 +93,6 @@ type UDPTunnel struct {
 	counters
 }
 
-// Geneve is the type of tunnel ports under its first name; package dp
-// recognises tunnel ports by it. VXLAN ports have this type too.
-type Geneve = UDPTunnel
-
 // NewGeneve opens a Geneve port listening on local (use port GenevePort
 // unless testing) and sending to remotePort on the tunnel's destination.
 func NewGeneve(local netip.AddrPort, remotePort uint16) (*UDPTunnel, error) {
