@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -17,8 +16,8 @@ import (
 // runBenchOVSDB implements "govn bench ovsdb [--json]": govn db and the
 // real ovsdb-server side by side (see package ovsdbbench).
 func runBenchOVSDB(ctx context.Context, args []string) error {
+	const synopsis = "govn bench ovsdb [--json] [--quick] [--subject=govn|ovsdb-server] [--inserts=both|default|durable] [--durable] [--measure=inserts,fanout,initial] [--rounds=N] [-v] [--keep]"
 	fs := flag.NewFlagSet("govn bench ovsdb", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
 	subject := fs.String("subject", "govn", "server to measure against ovsdb-server: `govn` or ovsdb-server (to check the bench itself)")
 	quick := fs.Bool("quick", false, "smaller sizes and shorter runs, for a smoke test")
@@ -28,8 +27,11 @@ func runBenchOVSDB(ctx context.Context, args []string) error {
 	measure := fs.String("measure", "", "comma-separated measurements to run: inserts, fanout, initial (default all)")
 	rounds := fs.Int("rounds", 0, "alternating rounds of each measurement (default 3)")
 	keep := fs.Bool("keep", false, "keep the servers' directories (databases, logs) for inspection")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
-		return fmt.Errorf("%w: govn bench ovsdb [--json] [--quick] [--subject=govn|ovsdb-server] [--inserts=both|default|durable] [--durable] [--measure=inserts,fanout,initial] [--rounds=N] [-v] [--keep]", errUsage)
+	if err := parseFlags(fs, args, synopsis); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("%w: unexpected argument %q\nusage: %s", errUsage, fs.Arg(0), synopsis)
 	}
 	baseline, err := ovsdbbench.OvsdbServer()
 	if err != nil {

@@ -30,6 +30,8 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"bench", "datapath", "--help"}, 0},
 		{[]string{"bench", "datapath", "--rounds=9"}, 2},
 		{[]string{"bench", "conntrack", "--nope"}, 2},
+		{[]string{"bench", "ovsdb", "--help"}, 0},
+		{[]string{"bench", "ovsdb", "extra"}, 2},
 	} {
 		if got := run(context.Background(), tc.args, io.Discard); got != tc.want {
 			t.Errorf("govn %q: exit status %d, want %d", tc.args, got, tc.want)
