@@ -238,23 +238,12 @@ func (a *AFPacket) Recv(pkts []*Packet) (int, error) {
 		pkts[i].Reset()
 		a.rx.setData(i, pkts[i].space())
 	}
-	var got int
-	for {
-		var e unix.Errno
-		err := a.raw.Control(func(fd uintptr) {
-			r, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&a.rx.msgs[0])), uintptr(n), unix.MSG_WAITFORONE, 0, 0)
-			got, e = int(r), errno
-		})
-		if err != nil || a.closed.Load() {
-			return 0, ErrClosed
-		}
-		if e == 0 {
-			break
-		}
-		if e == unix.EAGAIN || e == unix.EINTR || e == unix.ENETDOWN {
-			continue // timeout: check for Close
-		}
-		return 0, fmt.Errorf("af_packet port %s: recvmmsg: %w", a.name, e)
+	got, err := recvmmsg(a.raw, a.rx.msgs[:n], &a.closed, func(e unix.Errno) bool { return e == unix.ENETDOWN })
+	if err == ErrClosed {
+		return 0, err
+	}
+	if err != nil {
+		return 0, fmt.Errorf("af_packet port %s: recvmmsg: %w", a.name, err)
 	}
 	// Keep the good frames at the front of pkts.
 	k := 0
@@ -360,7 +349,10 @@ func (a *AFPacket) sendMsgs(pkts []*Packet) error {
 			encodeVnetHdr(a.tx.vnets[i][:], pkts[i].Offload)
 			a.tx.setData(i, pkts[i].Data)
 		}
-		sent, err := a.sendmmsg(n)
+		sent, err := sendmmsg(a.raw, a.tx.msgs[:n])
+		if err != nil && !errors.Is(err, errTxStuck) {
+			err = fmt.Errorf("af_packet port %s: sendmmsg: %w", a.name, err)
+		}
 		switch {
 		case a.closed.Load():
 			return ErrClosed
@@ -389,30 +381,6 @@ func (a *AFPacket) sendMsgs(pkts []*Packet) error {
 // errTxStuck reports a socket that could not take a batch for
 // sendTimeout: the batch is dropped, as a full NIC ring drops.
 var errTxStuck = errors.New("transmit queue full")
-
-// sendmmsg sends the first n prepared messages and returns how many the
-// kernel took. It waits at most sendTimeout for room in the socket buffer.
-func (a *AFPacket) sendmmsg(n int) (int, error) {
-	for {
-		var sent int
-		var e unix.Errno
-		err := a.raw.Control(func(fd uintptr) {
-			r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&a.tx.msgs[0])), uintptr(n), 0, 0, 0)
-			sent, e = int(r), errno
-		})
-		switch {
-		case err != nil:
-			return 0, err
-		case e == 0:
-			return sent, nil
-		case e == unix.EINTR:
-			continue
-		case e == unix.EAGAIN || e == unix.ENOBUFS:
-			return 0, errTxStuck
-		}
-		return 0, fmt.Errorf("af_packet port %s: sendmmsg: %w", a.name, e)
-	}
-}
 
 // Stats implements Port; RxDropped includes the frames the kernel dropped
 // because the socket buffer was full.

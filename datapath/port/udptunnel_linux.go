@@ -314,26 +314,14 @@ func (t *UDPTunnel) Recv(pkts []*Packet) (int, error) {
 
 // recvmmsg receives up to n datagrams, waiting for the first.
 func (t *UDPTunnel) recvmmsg(n int) (int, error) {
-	for {
-		var got int
-		var e unix.Errno
-		err := t.raw.Control(func(fd uintptr) {
-			r, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&t.rx.msgs[0])), uintptr(n), unix.MSG_WAITFORONE, 0, 0)
-			got, e = int(r), errno
-		})
-		if err != nil || t.closed.Load() {
-			return 0, ErrClosed
-		}
-		switch e {
-		case 0:
-			return got, nil
-		case unix.EAGAIN, unix.EINTR:
-			continue // timeout: check for Close
-		case unix.ECONNREFUSED, unix.EHOSTUNREACH, unix.ENETUNREACH:
-			continue // an ICMP error for an earlier send
-		}
-		return 0, fmt.Errorf("%s port %s: recvmmsg: %w", t.encap, t.local, e)
+	got, err := recvmmsg(t.raw, t.rx.msgs[:n], &t.closed, func(e unix.Errno) bool {
+		// An ICMP error for an earlier send.
+		return e == unix.ECONNREFUSED || e == unix.EHOSTUNREACH || e == unix.ENETUNREACH
+	})
+	if err != nil && err != ErrClosed {
+		return 0, fmt.Errorf("%s port %s: recvmmsg: %w", t.encap, t.local, err)
 	}
+	return got, err
 }
 
 var errTooShort = errors.New("inner frame shorter than an Ethernet header")
@@ -551,25 +539,11 @@ func (t *UDPTunnel) prepareTx(i int, p *Packet) bool {
 // sendmmsg sends prepared messages off..off+n and returns how many the
 // kernel took. It waits at most sendTimeout for room in the socket buffer.
 func (t *UDPTunnel) sendmmsg(off, n int) (int, error) {
-	for {
-		var sent int
-		var e unix.Errno
-		err := t.raw.Control(func(fd uintptr) {
-			r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&t.tx.msgs[off])), uintptr(n), 0, 0, 0)
-			sent, e = int(r), errno
-		})
-		switch {
-		case err != nil:
-			return 0, err
-		case e == 0:
-			return sent, nil
-		case e == unix.EINTR:
-			continue
-		case e == unix.EAGAIN || e == unix.ENOBUFS:
-			return 0, errTxStuck
-		}
-		return 0, fmt.Errorf("%s port %s: sendmmsg: %w", t.encap, t.local, e)
+	sent, err := sendmmsg(t.raw, t.tx.msgs[off:off+n])
+	if err != nil && !errors.Is(err, errTxStuck) {
+		return 0, fmt.Errorf("%s port %s: sendmmsg: %w", t.encap, t.local, err)
 	}
+	return sent, err
 }
 
 // Stats implements Port.
