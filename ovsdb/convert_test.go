@@ -147,7 +147,7 @@ func TestConvert(t *testing.T) {
 			wantErr: "column n",
 		},
 		{
-			name: "dropping the referencing column collects the referenced rows",
+			name:   "dropping the referencing column collects the referenced rows",
 			schema: convertSchema("2.0.0", `"name":{"type":"string"}`),
 			check: func(t *testing.T, _, db *Database) {
 				if n := len(db.Table("Port").Rows); n != 0 {

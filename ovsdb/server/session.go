@@ -24,6 +24,8 @@ type session struct {
 	// misbehaving client may reuse an id, and each must still be released.
 	pending map[string][]*blockedTxn
 	closed  bool
+	// changeAware is set by set_db_change_aware (see convert.go).
+	changeAware bool
 	// lastRecv is when the peer last sent anything (for probes).
 	lastRecv time.Time
 }
@@ -87,7 +89,9 @@ func (s *session) handle(ctx context.Context, c *jsonrpc.Conn, m *jsonrpc.Messag
 	case "lock", "steal", "unlock":
 		s.lockMethod(m.ID, m.Method, params)
 	case "set_db_change_aware":
-		c.Reply(m.ID, json.RawMessage("{}"))
+		s.setDBChangeAware(m.ID, params)
+	case "convert":
+		s.convert(m.ID, params)
 	default:
 		c.ReplyError(m.ID, "unknown method")
 	}
