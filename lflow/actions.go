@@ -154,7 +154,12 @@ func actionShapeOf(name string) (actionShape, bool) {
 // ParseActions parses an actions string. An empty string (or only
 // comments) means drop, and yields no actions.
 func (t *Symtab) ParseActions(s string) ([]Action, error) {
-	p := &parser{symtab: t, inActions: true}
+	p := &parser{symtab: t}
+	return p.parseActions(s)
+}
+
+func (p *parser) parseActions(s string) ([]Action, error) {
+	p.inActions = true
 	p.reset(s)
 	if p.err != nil {
 		return nil, p.err
@@ -279,7 +284,13 @@ func (p *parser) action() Action {
 
 func (p *parser) next() Action {
 	p.advance()
-	n := &NextAction{Table: -1}
+	var n *NextAction
+	if p.arena != nil {
+		n = p.arena.nexts.new()
+		n.Table = -1
+	} else {
+		n = &NextAction{Table: -1}
+	}
 	if !p.accept(TokLParen) {
 		return n
 	}
@@ -376,7 +387,9 @@ func (p *parser) assignment(dstSym *Symbol) Action {
 			return nil
 		}
 		p.advance()
-		c := &CallAction{Result: &dst, Name: name}
+		// A copy, so that dst itself does not escape on every assignment.
+		result := dst
+		c := &CallAction{Result: &result, Name: name}
 		if p.tok.Kind == TokLParen {
 			if shape&shapeParens == 0 {
 				p.errorf("%s does not take arguments", name)
@@ -397,7 +410,13 @@ func (p *parser) assignment(dstSym *Symbol) Action {
 		p.errorAt(dstPos, "%v", err)
 		return nil
 	}
-	a := &AssignAction{Dst: dst}
+	var a *AssignAction
+	if p.arena != nil {
+		a = p.arena.assigns.new()
+		a.Dst = dst
+	} else {
+		a = &AssignAction{Dst: dst}
+	}
 	if p.tok.Kind == TokIdent {
 		src, ok := p.fieldRefValue(srcSym)
 		if !ok {
@@ -407,7 +426,12 @@ func (p *parser) assignment(dstSym *Symbol) Action {
 			p.errorAt(dstPos, "%v", err)
 			return nil
 		}
-		a.Src = &src
+		if p.arena != nil {
+			a.Src = p.arena.refs.new()
+			*a.Src = src
+		} else {
+			a.Src = &src
+		}
 		return a
 	}
 	cpos := p.tok.Pos

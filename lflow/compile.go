@@ -77,10 +77,31 @@ type Context struct {
 	Cookie uint64
 }
 
-// Result is what a logical flow compiles into.
+// Result is what a logical flow compiles into. Reuse one Result for many
+// calls (truncating Rules and Groups) but never copy it: it keeps scratch
+// space that each call overwrites.
 type Result struct {
 	Rules  []flow.Rule
 	Groups []flow.GroupDef
+
+	// A Result reused across calls reuses the memory of the parsed tree
+	// (ast) and of the matches built before rules are emitted (scratch),
+	// which spares the garbage collector most of what compiling a flow
+	// allocates.
+	ast     astArena
+	scratch []flow.Match
+}
+
+// matches returns n zeroed matches of scratch space, valid until the next
+// compilation into r.
+func (r *Result) matches(n int) []flow.Match {
+	if cap(r.scratch)-len(r.scratch) < n {
+		r.scratch = make([]flow.Match, 0, max(2*cap(r.scratch), n, 16))
+	}
+	m := r.scratch[len(r.scratch) : len(r.scratch)+n]
+	r.scratch = r.scratch[:len(r.scratch)+n]
+	clear(m)
+	return m
 }
 
 // UnsupportedError reports an action the datapath cannot express yet.
@@ -149,11 +170,14 @@ func (c *Compiler) fieldRange(name string) flow.FieldRange {
 // res. A flow whose match is false on this chassis (unknown ports,
 // non-resident ports) yields no rules.
 func (c *Compiler) Compile(lf *Lflow, ctx *Context, res *Result) error {
-	e, err := c.symtab.ParseExpr(lf.Match)
+	res.ast.reset()
+	p := parser{symtab: c.symtab, arena: &res.ast}
+	e, err := p.parseExpr(lf.Match)
 	if err != nil {
 		return fmt.Errorf("match: %w", err)
 	}
-	acts, err := c.symtab.ParseActions(lf.Actions)
+	p = parser{symtab: c.symtab, arena: &res.ast}
+	acts, err := p.parseActions(lf.Actions)
 	if err != nil {
 		return fmt.Errorf("actions: %w", err)
 	}
@@ -255,10 +279,11 @@ func (c *Compiler) compileNormal(lf *Lflow, nf Normal, acts []Action, ctx *Conte
 	}
 	prio := uint16(lf.Priority)
 	local, _ := ctx.Env.(LocalPorts)
-	var base flow.Match
 	meta, _ := flow.FieldByName(DPLogicalDatapath)
+	res.scratch = res.scratch[:0]
 	for _, conj := range nf {
-		base = flow.Match{}
+		bases := res.matches(1)
+		base := &bases[0]
 		base.Set(meta, uint64(ctx.Datapath))
 		// Clauses with one alternative go into every rule; the others are
 		// the dimensions of the conjunction.
@@ -292,7 +317,7 @@ func (c *Compiler) compileNormal(lf *Lflow, nf Normal, acts []Action, ctx *Conte
 				case 1:
 					base.Set(f, uint64(keys[0]))
 				default:
-					d := make([]flow.Match, len(keys))
+					d := res.matches(len(keys))
 					for j, k := range keys {
 						d[j].Set(f, uint64(k))
 					}
@@ -304,7 +329,7 @@ func (c *Compiler) compileNormal(lf *Lflow, nf Normal, acts []Action, ctx *Conte
 				base.SetMaskedU128(f, toFlow(cl.Alts[0].Value.Lsh(shift)), toFlow(cl.Alts[0].Mask.Lsh(shift)))
 				continue
 			}
-			d := make([]flow.Match, len(cl.Alts))
+			d := res.matches(len(cl.Alts))
 			for j, m := range cl.Alts {
 				d[j].SetMaskedU128(f, toFlow(m.Value.Lsh(shift)), toFlow(m.Mask.Lsh(shift)))
 			}
@@ -320,9 +345,8 @@ func (c *Compiler) compileNormal(lf *Lflow, nf Normal, acts []Action, ctx *Conte
 		if !ok {
 			continue
 		}
-		bases := []flow.Match{base}
 		for _, d := range cross {
-			next := make([]flow.Match, 0, len(bases)*len(d))
+			next := res.matches(len(bases) * len(d))[:0]
 			for i := range bases {
 				for j := range d {
 					m := bases[i]

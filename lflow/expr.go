@@ -127,6 +127,38 @@ type parser struct {
 	// inActions is set while parsing actions, where OVN fields may be
 	// assigned.
 	inActions bool
+	// arena, if set, provides the nodes of the tree (see astArena).
+	arena *astArena
+}
+
+func (p *parser) newCmp(r FieldRef) *CmpExpr {
+	if p.arena == nil {
+		return &CmpExpr{Sym: r.Sym, Bits: r.Bits, Lo: r.Lo, Hi: r.Hi}
+	}
+	c := p.arena.cmps.new()
+	c.Sym, c.Bits, c.Lo, c.Hi = r.Sym, r.Bits, r.Lo, r.Hi
+	return c
+}
+
+// junction returns the conjunction (and) or disjunction of terms, which
+// may be the parser's scratch space.
+func (p *parser) junction(and bool, terms []Expr) Expr {
+	if p.arena == nil {
+		terms = slices.Clone(terms)
+		if and {
+			return &AndExpr{Terms: terms}
+		}
+		return &OrExpr{Terms: terms}
+	}
+	terms = p.arena.exprs.slice(terms)
+	if and {
+		e := p.arena.ands.new()
+		e.Terms = terms
+		return e
+	}
+	e := p.arena.ors.new()
+	e.Terms = terms
+	return e
 }
 
 // maxDepth bounds nesting so that hostile input cannot exhaust the stack.
@@ -222,11 +254,7 @@ func (p *parser) orAnd() Expr {
 		p.advance()
 		terms = append(terms, p.not())
 	}
-	terms = slices.Clone(terms)
-	if op == TokAnd {
-		return &AndExpr{Terms: terms}
-	}
-	return &OrExpr{Terms: terms}
+	return p.junction(op == TokAnd, terms)
 }
 
 func (p *parser) not() Expr {
@@ -327,7 +355,7 @@ func (p *parser) primary() Expr {
 		if !ok {
 			return &BoolExpr{}
 		}
-		cmp := &CmpExpr{Sym: r.Sym, Bits: r.Bits, Lo: r.Lo, Hi: r.Hi}
+		cmp := p.newCmp(r)
 		if !isRelop(p.tok.Kind) {
 			if cmp.Width() != 1 {
 				p.errorf("explicit comparison required for %d-bit field %s (only one-bit fields may be used alone)", cmp.Width(), fieldText(cmp))
