@@ -11,7 +11,6 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/govn/govn/ovsdb/server"
@@ -28,10 +27,16 @@ func runDB(ctx context.Context, args []string) error {
 		}
 		return createDB(args[1], args[2])
 	}
-	const synopsis = "govn db [--remote=punix:PATH|ptcp:PORT[:IP]]... [--unixctl=PATH] [--pidfile=PATH] [--log-file=PATH] [--create=SCHEMA] FILE...\n       govn db create FILE SCHEMA"
+	const synopsis = "govn db [--remote=REMOTE]... [--private-key=FILE --certificate=FILE --ca-cert=FILE] [--unixctl=PATH] [--pidfile=PATH] [--log-file=PATH] [--create=SCHEMA] FILE...\n       govn db create FILE SCHEMA\n  REMOTE: punix:PATH, ptcp:PORT[:IP], pssl:PORT[:IP] (listen); unix:PATH, tcp:IP:PORT, ssl:IP:PORT (connect out);\n          db:DB,TABLE,COLUMN (the targets in that column, e.g. db:OVN_Northbound,NB_Global,connections, followed as it changes)\n  FILE options: a file name or db:DB,TABLE,COLUMN (e.g. db:OVN_Northbound,SSL,private_key)"
 	fs := flag.NewFlagSet("govn db", flag.ContinueOnError)
 	var remotes multiFlag
-	fs.Var(&remotes, "remote", "listen on `REMOTE` (punix:PATH or ptcp:PORT[:IP]); repeatable")
+	fs.Var(&remotes, "remote", "serve `REMOTE` (see above); repeatable")
+	var tlsOpts server.TLSOptions
+	fs.StringVar(&tlsOpts.PrivateKey, "private-key", "", "SSL private key `FILE` or db:DB,TABLE,COLUMN")
+	fs.StringVar(&tlsOpts.Certificate, "certificate", "", "SSL certificate `FILE` or db:DB,TABLE,COLUMN")
+	fs.StringVar(&tlsOpts.CACert, "ca-cert", "", "SSL CA certificate `FILE` or db:DB,TABLE,COLUMN; peers must present a certificate it signed")
+	fs.StringVar(&tlsOpts.Protocols, "ssl-protocols", "", "allowed SSL `PROTOCOLS` (TLSv1,TLSv1.1,TLSv1.2,TLSv1.3; default TLSv1.2 and later)")
+	fs.StringVar(&tlsOpts.Ciphers, "ssl-ciphers", "", "accepted for ovsdb-server compatibility; Go's cipher suites are used")
 	unixctl := fs.String("unixctl", "", "answer ovs-appctl commands on the unix socket `PATH`")
 	pidfile := fs.String("pidfile", "", "write the process id to `PATH`")
 	create := fs.String("create", "", "create each missing FILE with `SCHEMA` (nb, sb, vswitch or a path)")
@@ -97,25 +102,11 @@ func runDB(ctx context.Context, args []string) error {
 		}
 		defer os.Remove(*pidfile)
 	}
-	var wg sync.WaitGroup
-	errc := make(chan error, len(remotes)+1)
-	for _, r := range remotes {
-		l, err := server.Listen(ctx, r)
-		if err != nil {
-			return err
-		}
-		if path, ok := strings.CutPrefix(r, "punix:"); ok {
-			defer os.Remove(path)
-		}
-		logger.Info("listening", "remote", r)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := srv.Serve(ctx, l); err != nil {
-				errc <- err
-			}
-		}()
+	rem, err := srv.StartRemotes(ctx, server.RemoteOptions{Remotes: remotes, TLS: tlsOpts})
+	if err != nil {
+		return err
 	}
+	defer func() { cancel(); rem.Wait() }()
 	if *unixctl != "" {
 		l, err := unixctlpkg.Listen(*unixctl)
 		if err != nil {
@@ -134,14 +125,7 @@ func runDB(ctx context.Context, args []string) error {
 		}()
 	}
 	go srv.RunCompaction(ctx, 10*time.Second)
-	select {
-	case <-ctx.Done():
-	case err := <-errc:
-		cancel()
-		wg.Wait()
-		return err
-	}
-	wg.Wait()
+	<-ctx.Done()
 	return nil
 }
 

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,9 +20,12 @@ import (
 
 // Options configure a Client.
 type Options struct {
-	// Endpoints are the servers to try, in turn: "unix:PATH" or
-	// "tcp:IP:PORT".
+	// Endpoints are the servers to try, in turn: "unix:PATH",
+	// "tcp:IP:PORT" or, with TLS set, "ssl:IP:PORT".
 	Endpoints []string
+	// TLS configures ssl: endpoints; LoadTLS builds one from the key,
+	// certificate and CA files that OVS tools take.
+	TLS *tls.Config
 	// Database is the name of the database to monitor and change.
 	Database string
 	// Tables maps each table to monitor to the columns to monitor (nil:
@@ -111,7 +115,7 @@ func New(opts Options) (*Client, error) {
 		return nil, errors.New("ovsdb client: no endpoints")
 	}
 	for _, e := range opts.Endpoints {
-		if _, _, err := jsonrpc.ParseTarget(e); err != nil {
+		if err := checkEndpoint(e, opts.TLS); err != nil {
 			return nil, fmt.Errorf("ovsdb client: %w", err)
 		}
 	}
@@ -230,7 +234,7 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 // monitor got established.
 func (c *Client) runSession(ctx context.Context, endpoint string) (synced bool, err error) {
 	dialCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	nc, err := jsonrpc.Dial(dialCtx, endpoint)
+	nc, err := dial(dialCtx, endpoint, c.opts.TLS)
 	cancel()
 	if err != nil {
 		return false, err

@@ -233,6 +233,11 @@ func (s *Server) databaseNames() []string {
 // Serve accepts connections on l until ctx ends or l fails. It closes l
 // when it returns.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	return s.serveListener(ctx, l, s.opts.ProbeInterval)
+}
+
+// serveListener is Serve with the listener's own probe interval.
+func (s *Server) serveListener(ctx context.Context, l net.Listener, probe time.Duration) error {
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
 	defer l.Close()
@@ -255,7 +260,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 			}
 			continue
 		}
-		s.ServeConn(ctx, c)
+		s.serveConn(ctx, c, probe)
 	}
 }
 
@@ -278,6 +283,12 @@ func acceptErrorPasses(err error) bool {
 // ServeConn starts a session on rwc and returns at once; the session ends
 // when the peer hangs up, misbehaves, or ctx ends.
 func (s *Server) ServeConn(ctx context.Context, rwc io.ReadWriteCloser) {
+	s.serveConn(ctx, rwc, s.opts.ProbeInterval)
+}
+
+// serveConn is ServeConn with the connection's own probe interval (zero or
+// negative: none); the returned channel is closed when the session ends.
+func (s *Server) serveConn(ctx context.Context, rwc io.ReadWriteCloser, probe time.Duration) <-chan struct{} {
 	sess := &session{srv: s, lastRecv: time.Now(), monitors: map[string]*monitor{}, locks: map[string]bool{}, pending: map[string][]*blockedTxn{}}
 	// The session must hold its Conn before the first request arrives.
 	sess.conn = jsonrpc.New(ctx, rwc, jsonrpc.Options{
@@ -297,9 +308,10 @@ func (s *Server) ServeConn(ctx context.Context, rwc io.ReadWriteCloser) {
 		s.sessMu.Unlock()
 	}()
 	sess.conn.Start()
-	if s.opts.ProbeInterval > 0 {
-		go sess.probe(s.opts.ProbeInterval)
+	if probe > 0 {
+		go sess.probe(probe)
 	}
+	return sess.conn.Done()
 }
 
 // Stats describes the server for memory/show.

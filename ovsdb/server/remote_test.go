@@ -1,0 +1,413 @@
+package server
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/govn/govn/schema"
+)
+
+// pki is a CA and certificates signed by it, written as PEM files.
+type pki struct {
+	ca                    string // CA certificate
+	serverKey, serverCert string
+	clientKey, clientCert string
+	// rogueKey and rogueCert are signed by another CA.
+	rogueKey, rogueCert string
+}
+
+// newPKI writes a fresh PKI to dir.
+func newPKI(t *testing.T, dir string) pki {
+	t.Helper()
+	caKey, caCert, caDER := newCA(t, "test CA")
+	rogueCAKey, rogueCA, _ := newCA(t, "rogue CA")
+	p := pki{ca: filepath.Join(dir, "cacert.pem")}
+	writePEM(t, p.ca, "CERTIFICATE", caDER)
+	p.serverKey, p.serverCert = issue(t, dir, "server", caKey, caCert)
+	p.clientKey, p.clientCert = issue(t, dir, "client", caKey, caCert)
+	p.rogueKey, p.rogueCert = issue(t, dir, "rogue", rogueCAKey, rogueCA)
+	return p
+}
+
+func newCA(t *testing.T, name string) (*ecdsa.PrivateKey, *x509.Certificate, []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key, cert, der
+}
+
+// issue writes NAME-privkey.pem and NAME-cert.pem, signed by the CA.
+func issue(t *testing.T, dir, name string, caKey *ecdsa.PrivateKey, ca *x509.Certificate) (keyFile, certFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile, certFile = filepath.Join(dir, name+"-privkey.pem"), filepath.Join(dir, name+"-cert.pem")
+	writePEM(t, keyFile, "PRIVATE KEY", kder)
+	writePEM(t, certFile, "CERTIFICATE", der)
+	return keyFile, certFile
+}
+
+func writePEM(t *testing.T, path, kind string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// waitListening waits until a TCP connection to port succeeds (want) or
+// is refused (!want), reporting whether that happened within 5 s.
+func waitListening(port int, want bool) bool {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second)
+		if err == nil {
+			c.Close()
+		}
+		if (err == nil) == want {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+// startGovnRemotes serves a new NB database with args' remotes and SSL
+// options (a subset of ovsdb-server's command line).
+func startGovnRemotes(t *testing.T, dir string, remotes []string, tlsOpts TLSOptions) *Remotes {
+	t.Helper()
+	text, err := schema.Lookup("nb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "nb.db")
+	if err := CreateFile(path, text); err != nil {
+		t.Fatal(err)
+	}
+	db, log, err := OpenFile(path, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(Options{Logger: quietLogger()})
+	if err := srv.AddDatabase(db, log); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rem, err := srv.StartRemotes(ctx, RemoteOptions{Remotes: remotes, TLS: tlsOpts, Poll: 20 * time.Millisecond})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); rem.Wait(); log.Close() })
+	return rem
+}
+
+// startRealRemotes does the same with the real ovsdb-server.
+func startRealRemotes(t *testing.T, dir string, remotes []string, tlsOpts TLSOptions) {
+	t.Helper()
+	text, err := schema.Lookup("nb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemaFile := filepath.Join(dir, "nb.ovsschema")
+	if err := os.WriteFile(schemaFile, text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "nb.db")
+	runTool(t, "ovsdb-tool", "create", path, schemaFile)
+	args := []string{"--unixctl=" + filepath.Join(dir, "ovsdb.ctl"), "--log-file=" + filepath.Join(dir, "ovsdb.log"), "-vconsole:off"}
+	for _, r := range remotes {
+		args = append(args, "--remote="+r)
+	}
+	for flag, v := range map[string]string{"private-key": tlsOpts.PrivateKey, "certificate": tlsOpts.Certificate, "ca-cert": tlsOpts.CACert} {
+		if v != "" {
+			args = append(args, "--"+flag+"="+v)
+		}
+	}
+	cmd := exec.Command("ovsdb-server", append(args, path)...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+}
+
+// nbctl runs ovn-nbctl and returns its output and whether it succeeded.
+func nbctl(args ...string) (string, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "ovn-nbctl", append([]string{"--timeout=5"}, args...)...).CombinedOutput()
+	return string(out), err == nil
+}
+
+// remoteScript drives a server started by start through the life of its
+// remotes with the real ovn-nbctl and returns what it observed, one line
+// per step, for comparing servers. Failures of steps are observations,
+// not test failures.
+func remoteScript(t *testing.T, start func(*testing.T, string, []string, TLSOptions)) []string {
+	dir := t.TempDir()
+	p := newPKI(t, dir)
+	sock := filepath.Join(dir, "db.sock")
+	p1, p2, p3 := freePort(t), freePort(t), freePort(t)
+	for p2 == p1 || p3 == p1 || p3 == p2 {
+		p2, p3 = freePort(t), freePort(t)
+	}
+	start(t, dir, []string{
+		fmt.Sprintf("pssl:%d:127.0.0.1", p1),
+		"db:OVN_Northbound,NB_Global,connections",
+		"punix:" + sock,
+	}, TLSOptions{PrivateKey: p.serverKey, Certificate: p.serverCert, CACert: p.ca})
+	var obs []string
+	note := func(format string, args ...any) { obs = append(obs, fmt.Sprintf(format, args...)) }
+	note("pssl listening: %v", waitListening(p1, true))
+	ssl := func(port int, key, cert string, args ...string) (string, bool) {
+		return nbctl(append([]string{fmt.Sprintf("--db=ssl:127.0.0.1:%d", port), "-p", key, "-c", cert, "-C", p.ca}, args...)...)
+	}
+	_, ok := ssl(p1, p.clientKey, p.clientCert, "init")
+	note("init over ssl: %v", ok)
+	_, ok = ssl(p1, p.clientKey, p.clientCert, "ls-add", "sw0")
+	note("ls-add over ssl: %v", ok)
+	out, ok := ssl(p1, p.clientKey, p.clientCert, "show")
+	note("show over ssl: %v %v", ok, strings.Contains(out, "(sw0)"))
+	_, ok = nbctl("--timeout=1", fmt.Sprintf("--db=ssl:127.0.0.1:%d", p1), "-p", p.rogueKey, "-c", p.rogueCert, "-C", p.ca, "show")
+	note("rogue certificate accepted: %v", ok)
+
+	_, ok = nbctl("--db=unix:"+sock, "set-connection", fmt.Sprintf("ptcp:%d:127.0.0.1", p2))
+	note("set-connection ptcp: %v", ok)
+	note("ptcp opened: %v", waitListening(p2, true))
+	out, ok = nbctl(fmt.Sprintf("--db=tcp:127.0.0.1:%d", p2), "show")
+	note("show over new ptcp: %v %v", ok, strings.Contains(out, "(sw0)"))
+
+	_, ok = nbctl("--db=unix:"+sock, "set-connection", fmt.Sprintf("pssl:%d:127.0.0.1", p3), "--", "set", "connection", ".", "inactivity_probe=30000")
+	note("set-connection pssl: %v", ok)
+	note("ptcp closed: %v", waitListening(p2, false))
+	note("pssl opened: %v", waitListening(p3, true))
+	out, ok = ssl(p3, p.clientKey, p.clientCert, "show")
+	note("show over new pssl: %v %v", ok, strings.Contains(out, "(sw0)"))
+
+	_, ok = nbctl("--db=unix:"+sock, "del-connection")
+	note("del-connection: %v", ok)
+	note("pssl closed: %v", waitListening(p3, false))
+	note("fixed pssl still listening: %v", waitListening(p1, true))
+	return obs
+}
+
+// TestRealNbctlRemotes runs remoteScript against govn and, where
+// installed, the real ovsdb-server, and compares what they did.
+func TestRealNbctlRemotes(t *testing.T) {
+	if _, err := exec.LookPath("ovn-nbctl"); err != nil {
+		t.Skip("ovn-nbctl not installed")
+	}
+	want := []string{
+		"pssl listening: true",
+		"init over ssl: true",
+		"ls-add over ssl: true",
+		"show over ssl: true true",
+		"rogue certificate accepted: false",
+		"set-connection ptcp: true",
+		"ptcp opened: true",
+		"show over new ptcp: true true",
+		"set-connection pssl: true",
+		"ptcp closed: true",
+		"pssl opened: true",
+		"show over new pssl: true true",
+		"del-connection: true",
+		"pssl closed: true",
+		"fixed pssl still listening: true",
+	}
+	var got []string
+	defer func() { t.Logf("observed:\n%s", strings.Join(got, "\n")) }()
+	got = remoteScript(t, func(t *testing.T, dir string, remotes []string, o TLSOptions) { startGovnRemotes(t, dir, remotes, o) })
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("govn db:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, tool := range []string{"ovsdb-server", "ovsdb-tool"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	real := remoteScript(t, startRealRemotes)
+	t.Logf("ovsdb-server:\n%s", strings.Join(real, "\n"))
+	if strings.Join(got, "\n") != strings.Join(real, "\n") {
+		t.Errorf("govn db:\n%s\novsdb-server:\n%s", strings.Join(got, "\n"), strings.Join(real, "\n"))
+	}
+}
+
+// TestRealNbctlSSLFromDB takes the key, certificate and CA from the SSL
+// table, as ovn-ctl runs ovsdb-server, set by ovn-nbctl set-ssl.
+func TestRealNbctlSSLFromDB(t *testing.T) {
+	if _, err := exec.LookPath("ovn-nbctl"); err != nil {
+		t.Skip("ovn-nbctl not installed")
+	}
+	dir := t.TempDir()
+	p := newPKI(t, dir)
+	sock := filepath.Join(dir, "db.sock")
+	port := freePort(t)
+	startGovnRemotes(t, dir, []string{"punix:" + sock, "db:OVN_Northbound,NB_Global,connections"}, TLSOptions{
+		PrivateKey:  "db:OVN_Northbound,SSL,private_key",
+		Certificate: "db:OVN_Northbound,SSL,certificate",
+		CACert:      "db:OVN_Northbound,SSL,ca_cert",
+	})
+	unix := "--db=unix:" + sock
+	if _, ok := nbctl(unix, "init"); !ok {
+		t.Fatal("init failed")
+	}
+	if out, ok := nbctl(unix, "set-ssl", p.serverKey, p.serverCert, p.ca); !ok {
+		t.Fatalf("set-ssl: %s", out)
+	}
+	if out, ok := nbctl(unix, "set-connection", fmt.Sprintf("pssl:%d:127.0.0.1", port)); !ok {
+		t.Fatalf("set-connection: %s", out)
+	}
+	if !waitListening(port, true) {
+		t.Fatal("pssl remote from the database not opened")
+	}
+	out, ok := nbctl(fmt.Sprintf("--db=ssl:127.0.0.1:%d", port), "-p", p.clientKey, "-c", p.clientCert, "-C", p.ca, "ls-add", "sw1", "--", "show")
+	if !ok || !strings.Contains(out, "(sw1)") {
+		t.Errorf("ovn-nbctl over ssl with the SSL table's files: ok=%v\n%s", ok, out)
+	}
+}
+
+// TestTLSReload replaces the CA and certificate files under a running
+// listener: the next handshakes use the new ones, and peers without a
+// certificate the CA signed are refused.
+func TestTLSReload(t *testing.T) {
+	dir := t.TempDir()
+	p := newPKI(t, dir)
+	rem := startGovnRemotes(t, dir, []string{"pssl:0:127.0.0.1"}, TLSOptions{PrivateKey: p.serverKey, Certificate: p.serverCert, CACert: p.ca})
+	addr := rem.Listening()["pssl:0:127.0.0.1"]
+	if addr == nil {
+		t.Fatalf("not listening: %v", rem.Listening())
+	}
+	a := addr.String()
+	if err := handshake(t, a, p.clientKey, p.clientCert, p.ca); err != nil {
+		t.Errorf("valid client refused: %v", err)
+	}
+	if err := handshake(t, a, "", "", ""); err == nil {
+		t.Error("client without a certificate accepted")
+	}
+	if err := handshake(t, a, p.rogueKey, p.rogueCert, ""); err == nil {
+		t.Error("client with a certificate of another CA accepted")
+	}
+	// A new PKI in place of the files: the old client certificate is now
+	// foreign, and the server presents a certificate of the new CA.
+	q := newPKI(t, t.TempDir())
+	for from, to := range map[string]string{q.ca: p.ca, q.serverKey: p.serverKey, q.serverCert: p.serverCert} {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := handshake(t, a, p.clientKey, p.clientCert, ""); err == nil {
+		t.Error("client of the replaced CA still accepted")
+	}
+	if err := handshake(t, a, q.clientKey, q.clientCert, q.ca); err != nil {
+		t.Errorf("client of the new CA refused: %v", err)
+	}
+}
+
+// handshake dials addr with the given client files (none: no
+// certificate) and reports whether a TLS session came up and the server
+// answered an echo.
+func handshake(t *testing.T, addr string, key, cert, ca string) error {
+	t.Helper()
+	cfg := &tls.Config{InsecureSkipVerify: true}
+	if key != "" {
+		c, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{c}
+	}
+	if ca != "" {
+		roots, err := loadCAs(ca)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.VerifyPeerCertificate = verifyChain(roots)
+	}
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr, cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	// In TLS 1.3 the server checks the client's certificate after the
+	// client's handshake finished: a refusal shows on the first read.
+	if _, err := c.Write([]byte(`{"method":"echo","params":[],"id":1}`)); err != nil {
+		return err
+	}
+	buf := make([]byte, 100)
+	n, err := c.Read(buf)
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(string(buf[:n]), `"result"`) {
+		return fmt.Errorf("unexpected answer %q", buf[:n])
+	}
+	return nil
+}
