@@ -144,20 +144,20 @@ func (p *parser) newCmp(r FieldRef) *CmpExpr {
 // may be the parser's scratch space.
 func (p *parser) junction(and bool, terms []Expr) Expr {
 	if p.arena == nil {
-		terms = slices.Clone(terms)
+		owned := slices.Clone(terms)
 		if and {
-			return &AndExpr{Terms: terms}
+			return &AndExpr{Terms: owned}
 		}
-		return &OrExpr{Terms: terms}
+		return &OrExpr{Terms: owned}
 	}
-	terms = p.arena.exprs.slice(terms)
+	owned := p.arena.exprs.slice(terms)
 	if and {
 		e := p.arena.ands.new()
-		e.Terms = terms
+		e.Terms = owned
 		return e
 	}
 	e := p.arena.ors.new()
-	e.Terms = terms
+	e.Terms = owned
 	return e
 }
 
