@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/govn/govn/ovsdb"
 	"github.com/govn/govn/schema"
 )
 
@@ -410,4 +411,177 @@ func handshake(t *testing.T, addr string, key, cert, ca string) error {
 		return fmt.Errorf("unexpected answer %q", buf[:n])
 	}
 	return nil
+}
+
+func TestParseTLSProtocols(t *testing.T) {
+	for _, tc := range []struct {
+		in     string
+		lo, hi uint16
+		ok     bool
+	}{
+		{"TLSv1.2", tls.VersionTLS12, tls.VersionTLS12, true},
+		{"TLSv1,TLSv1.1,TLSv1.2", tls.VersionTLS10, tls.VersionTLS12, true},
+		{"TLSv1.3, TLSv1.2", tls.VersionTLS12, tls.VersionTLS13, true},
+		{"TLSv1.2 TLSv1.3", tls.VersionTLS12, tls.VersionTLS13, true},
+		{"", 0, 0, false},
+		{",", 0, 0, false},
+		{"SSLv3", 0, 0, false},
+		{"TLSv1.2,tlsv1.3", 0, 0, false},
+	} {
+		lo, hi, err := ParseTLSProtocols(tc.in)
+		if (err == nil) != tc.ok || lo != tc.lo || hi != tc.hi {
+			t.Errorf("ParseTLSProtocols(%q) = %#x, %#x, %v; want %#x, %#x, ok=%v", tc.in, lo, hi, err, tc.lo, tc.hi, tc.ok)
+		}
+	}
+}
+
+func FuzzParseTLSProtocols(f *testing.F) {
+	for _, s := range []string{"TLSv1,TLSv1.1", "TLSv1.3", "", " , ", "x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		lo, hi, err := ParseTLSProtocols(s)
+		if err == nil && (lo < tls.VersionTLS10 || hi > tls.VersionTLS13 || lo > hi) {
+			t.Errorf("%q: bad range %#x..%#x", s, lo, hi)
+		}
+	})
+}
+
+func TestCheckTarget(t *testing.T) {
+	for _, tc := range []struct {
+		target string
+		ok     bool
+	}{
+		{"ptcp:6641", true},
+		{"ptcp:6641:127.0.0.1", true},
+		{"pssl:6641:127.0.0.1", true},
+		{"punix:/run/ovn/db.sock", true},
+		{"tcp:127.0.0.1:6641", true},
+		{"ssl:127.0.0.1:6641", true},
+		{"unix:/x", true},
+		{"ssl:", false},
+		{"pssl:", false},
+		{"http:1.2.3.4:80", false},
+		{"6641", false},
+		{"", false},
+	} {
+		if err := checkTarget(tc.target); (err == nil) != tc.ok {
+			t.Errorf("checkTarget(%q) = %v, want ok=%v", tc.target, err, tc.ok)
+		}
+	}
+}
+
+func FuzzRemoteParsers(f *testing.F) {
+	for _, s := range []string{"ptcp:6641:127.0.0.1", "pssl:1", "ssl:[::1]:6641", "OVN_Northbound,NB_Global,connections", ",,", "a,b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		_ = checkTarget(s)
+		if r, err := parseDBRef(s); err == nil && (r.db == "" || r.table == "" || r.column == "") {
+			t.Errorf("parseDBRef(%q) = %+v with an empty part", s, r)
+		}
+	})
+}
+
+// TestStartRemotesErrors checks that bad options are refused up front.
+func TestStartRemotesErrors(t *testing.T) {
+	dir := t.TempDir()
+	p := newPKI(t, dir)
+	files := TLSOptions{PrivateKey: p.serverKey, Certificate: p.serverCert, CACert: p.ca}
+	text, err := schema.Lookup("nb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(Options{Logger: quietLogger()})
+	if err := srv.AddDatabase(ovsdb.NewDatabase(ovsdb.MustParseSchema(text)), nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		opts RemoteOptions
+	}{
+		{"bad remote", RemoteOptions{Remotes: []string{"http:80"}}},
+		{"pssl without SSL files", RemoteOptions{Remotes: []string{"pssl:0:127.0.0.1"}}},
+		{"ssl without SSL files", RemoteOptions{Remotes: []string{"ssl:127.0.0.1:1"}}},
+		{"unknown database", RemoteOptions{Remotes: []string{"db:Nope,NB_Global,connections"}}},
+		{"unknown table", RemoteOptions{Remotes: []string{"db:OVN_Northbound,Nope,connections"}}},
+		{"unknown column", RemoteOptions{Remotes: []string{"db:OVN_Northbound,NB_Global,nope"}}},
+		{"column of the wrong type", RemoteOptions{Remotes: []string{"db:OVN_Northbound,NB_Global,nb_cfg"}}},
+		{"short reference", RemoteOptions{Remotes: []string{"db:OVN_Northbound,NB_Global"}}},
+		{"bad protocols", RemoteOptions{Remotes: []string{"pssl:0:127.0.0.1"}, TLS: TLSOptions{PrivateKey: files.PrivateKey, Certificate: files.Certificate, CACert: files.CACert, Protocols: "SSLv2"}}},
+		{"bad key reference", RemoteOptions{TLS: TLSOptions{PrivateKey: "db:x"}}},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		rem, err := srv.StartRemotes(ctx, tc.opts)
+		cancel()
+		if err == nil {
+			rem.Wait()
+			t.Errorf("%s: no error", tc.name)
+		}
+	}
+}
+
+// TestSSLProtocols checks that --ssl-protocols bounds the versions: a
+// server limited to TLS 1.3 refuses a client that stops at TLS 1.2.
+func TestSSLProtocols(t *testing.T) {
+	dir := t.TempDir()
+	p := newPKI(t, dir)
+	rem := startGovnRemotes(t, dir, []string{"pssl:0:127.0.0.1"}, TLSOptions{PrivateKey: p.serverKey, Certificate: p.serverCert, CACert: p.ca, Protocols: "TLSv1.3"})
+	addr := rem.Listening()["pssl:0:127.0.0.1"].String()
+	dialMax := func(v uint16) error {
+		c, err := tls.LoadX509KeyPair(p.clientCert, p.clientKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{c}, MaxVersion: v})
+		if err == nil {
+			conn.Close()
+		}
+		return err
+	}
+	if err := dialMax(tls.VersionTLS13); err != nil {
+		t.Errorf("TLS 1.3 client refused: %v", err)
+	}
+	if err := dialMax(tls.VersionTLS12); err == nil {
+		t.Error("TLS 1.2 client accepted by a TLS 1.3 server")
+	}
+}
+
+// TestActiveRemotes has the server connect out (tcp: and ssl:) to the
+// real ovsdb-client listening passively, which then lists the databases.
+func TestActiveRemotes(t *testing.T) {
+	if _, err := exec.LookPath("ovsdb-client"); err != nil {
+		t.Skip("ovsdb-client not installed")
+	}
+	dir := t.TempDir()
+	p := newPKI(t, dir)
+	tcpPort, sslPort := freePort(t), freePort(t)
+	for sslPort == tcpPort {
+		sslPort = freePort(t)
+	}
+	// The clients listen first; the server connects out and retries
+	// (from 1 s apart) until they do.
+	type result struct {
+		out []byte
+		err error
+	}
+	run := func(args ...string) chan result {
+		ch := make(chan result, 1)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		cmd := exec.CommandContext(ctx, "ovsdb-client", args...)
+		go func() { out, err := cmd.Output(); cancel(); ch <- result{out, err} }()
+		return ch
+	}
+	tcpRes := run("list-dbs", fmt.Sprintf("ptcp:%d:127.0.0.1", tcpPort))
+	sslRes := run("-p", p.clientKey, "-c", p.clientCert, "-C", p.ca, "list-dbs", fmt.Sprintf("pssl:%d:127.0.0.1", sslPort))
+	// No probing of the ports: ovsdb-client serves the first connection
+	// only.
+	startGovnRemotes(t, dir, []string{fmt.Sprintf("tcp:127.0.0.1:%d", tcpPort), fmt.Sprintf("ssl:127.0.0.1:%d", sslPort)},
+		TLSOptions{PrivateKey: p.serverKey, Certificate: p.serverCert, CACert: p.ca})
+	for name, ch := range map[string]chan result{"tcp": tcpRes, "ssl": sslRes} {
+		r := <-ch
+		if r.err != nil || string(r.out) != "OVN_Northbound\n_Server\n" {
+			t.Errorf("ovsdb-client list-dbs over an active %s remote: %v\n%s", name, r.err, r.out)
+		}
+	}
 }

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDBRemotesFromDatabase runs "govn db" as ovn-ctl runs ovsdb-server:
+// listeners from the Connection rows, SSL files from the SSL table. It
+// checks that ovn-nbctl set-connection opens a listener without a restart.
+func TestDBRemotesFromDatabase(t *testing.T) {
+	if _, err := exec.LookPath("ovn-nbctl"); err != nil {
+		t.Skip("ovn-nbctl not installed")
+	}
+	dir := t.TempDir()
+	db, sock := filepath.Join(dir, "nb.db"), filepath.Join(dir, "nb.sock")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- runDB(ctx, []string{"--create=nb", "--log-file=" + filepath.Join(dir, "log"),
+			"--remote=punix:" + sock, "--remote=db:OVN_Northbound,NB_Global,connections",
+			"--private-key=db:OVN_Northbound,SSL,private_key", "--certificate=db:OVN_Northbound,SSL,certificate",
+			"--ca-cert=db:OVN_Northbound,SSL,ca_cert", "--ssl-protocols=TLSv1.2,TLSv1.3", "--ssl-ciphers=HIGH:!aNULL", db})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("govn db: %v", err)
+		}
+	})
+	nbctl := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("ovn-nbctl", append([]string{"--timeout=5", "--db=unix:" + sock}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ovn-nbctl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("govn db did not create its socket")
+		}
+	}
+	nbctl("init")
+	nbctl("ls-add", "sw0")
+	nbctl("set-connection", fmt.Sprintf("ptcp:%d:127.0.0.1", port))
+	var out []byte
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		out, err = exec.Command("ovn-nbctl", "--timeout=5", fmt.Sprintf("--db=tcp:127.0.0.1:%d", port), "ls-list").CombinedOutput()
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil || !strings.Contains(string(out), "(sw0)") {
+		t.Errorf("ovn-nbctl over the connection set by set-connection: %v\n%s", err, out)
+	}
+}
+
+func TestDBBadSSLOptions(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"--remote=pssl:0:127.0.0.1"},
+		{"--remote=ptcp:0:127.0.0.1", "--ssl-protocols=SSLv3"},
+		{"--remote=db:OVN_Northbound,NoTable,connections"},
+		{"--remote=gopher:70"},
+	} {
+		err := runDB(context.Background(), append(args, "--create=nb", "--log-file="+filepath.Join(dir, "log"), filepath.Join(dir, "nb.db")))
+		if err == nil {
+			t.Errorf("govn db %q: no error", args)
+		}
+	}
+}
