@@ -334,3 +334,23 @@ func (s *Server) DatabaseLog(name string) Log {
 	defer d.unlock()
 	return d.log
 }
+
+// parsedAgainst reports whether monitor requests were parsed against db's
+// current schema; a conversion between parsing (outside the lock) and
+// registering would leave them pointing at columns that moved.
+func parsedAgainst(tables map[string]*monTable, db *ovsdb.Database) bool {
+	for name, mt := range tables {
+		if db.Schema.Tables[name] != mt.ts {
+			return false
+		}
+	}
+	return true
+}
+
+// schemaJSON returns the database's schema document; under the lock, since
+// a conversion replaces it.
+func (d *dbState) schemaJSON() []byte {
+	d.mu.Lock()
+	defer d.unlock()
+	return d.db.Schema.JSON()
+}

@@ -595,6 +595,11 @@ func (s *session) monitor(id json.RawMessage, method string, params []any) {
 	m.computeShape()
 
 	d.mu.Lock()
+	if !parsedAgainst(tables, d.db) {
+		d.unlock()
+		s.replyError(id, errorJSON(ovsdb.ErrCanceled, "database %s was converted to a new schema meanwhile", d.name))
+		return
+	}
 	s.mu.Lock()
 	if _, dup := s.monitors[string(monID)]; dup || s.closed {
 		s.mu.Unlock()
@@ -678,6 +683,11 @@ func (s *session) monitorCancel(id json.RawMessage, params []any) {
 		return
 	}
 	m.d.mu.Lock()
+	if _, live := m.d.monitors[m]; !live { // canceled meanwhile (see convert.go)
+		m.d.unlock()
+		s.replyError(id, errorJSON("unknown monitor", "no monitor %s", key))
+		return
+	}
 	delete(m.d.monitors, m)
 	m.d.unwatchLocked(m)
 	m.d.unlock()
@@ -720,6 +730,10 @@ func (s *session) monitorCondChange(id json.RawMessage, params []any) {
 	d := m.d
 	d.mu.Lock()
 	defer d.unlock()
+	if _, live := d.monitors[m]; !live { // canceled meanwhile (see convert.go)
+		s.replyError(id, errorJSON("unknown monitor", "no monitor %s", key))
+		return
+	}
 	// Parse all first, so an error changes nothing.
 	newConds := map[string][]ovsdb.Condition{}
 	for name, rv := range reqs {

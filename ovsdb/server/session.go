@@ -77,7 +77,7 @@ func (s *session) handle(ctx context.Context, c *jsonrpc.Conn, m *jsonrpc.Messag
 			s.replyError(m.ID, err)
 			return
 		}
-		c.Reply(m.ID, json.RawMessage(d.db.Schema.JSON()))
+		c.Reply(m.ID, json.RawMessage(d.schemaJSON()))
 	case "transact":
 		s.transact(m.ID, params)
 	case "monitor", "monitor_cond", "monitor_cond_since":
