@@ -29,6 +29,11 @@ import (
 // Connection table. The references are re-read as the database changes;
 // listeners whose targets disappear are closed and new ones opened, with
 // no restart.
+//
+// Two columns of OVN Southbound's Connection table are not enforced: a
+// row with read_only=true opens no listener (rather than one that lets
+// peers write), and role (RBAC) is served as a plain read-write
+// connection, with a warning.
 
 // RemoteOptions configure StartRemotes.
 type RemoteOptions struct {
@@ -48,6 +53,10 @@ type remoteSpec struct {
 	probe time.Duration
 	// maxBackoff bounds the wait between attempts; 0 means 8s.
 	maxBackoff time.Duration
+	// readOnly and role are a Connection row's read_only and role
+	// columns, which this server does not enforce; see reconcile.
+	readOnly bool
+	role     string
 }
 
 // dbRef is a parsed db:DB,TABLE,COLUMN.
@@ -198,6 +207,17 @@ func (r *Remotes) reconcile(ctx context.Context) {
 			if err := checkTarget(spec.target); err != nil {
 				errs = append(errs, err.Error())
 				continue
+			}
+			// Read-only connections cannot be enforced (every session
+			// may write), so they stay closed rather than open wider
+			// than configured; RBAC roles are not enforced either,
+			// which only a warning can say.
+			if spec.readOnly {
+				errs = append(errs, fmt.Sprintf("%s: read-only connections are not supported; not listening", spec.target))
+				continue
+			}
+			if spec.role != "" {
+				errs = append(errs, fmt.Sprintf("%s: role %q is not enforced (no RBAC); serving it read-write", spec.target, spec.role))
 			}
 			want[spec] = true
 		}
@@ -487,6 +507,7 @@ func (s *Server) readRemotes(ref dbRef) ([]remoteSpec, error) {
 		if target == nil || target.Index < 0 || target.Type.Key.Type != ovsdb.TypeString {
 			return nil, fmt.Errorf("%s: table %s has no string column target", ref, c.Type.Key.RefTable)
 		}
+		readOnly, role := rt.Schema.Column("read_only"), rt.Schema.Column("role")
 		probe := intColumn(rt.Schema, "inactivity_probe")
 		maxBackoff := intColumn(rt.Schema, "max_backoff")
 		for _, row := range sortedRows(d.db.Table(ref.table)) {
@@ -501,6 +522,12 @@ func (s *Server) readRemotes(ref dbRef) ([]remoteSpec, error) {
 				}
 				if maxBackoff != nil && conn.Data[maxBackoff.Index].Len() > 0 {
 					spec.maxBackoff = time.Duration(max(conn.Data[maxBackoff.Index].Keys[0].Int(), 0)) * time.Millisecond
+				}
+				if readOnly != nil && readOnly.Index >= 0 && readOnly.Type.Key.Type == ovsdb.TypeBoolean && conn.Data[readOnly.Index].Len() > 0 {
+					spec.readOnly = conn.Data[readOnly.Index].Keys[0].Bool()
+				}
+				if role != nil && role.Index >= 0 && role.Type.Key.Type == ovsdb.TypeString && conn.Data[role.Index].Len() > 0 {
+					spec.role = conn.Data[role.Index].Keys[0].Str()
 				}
 				out = append(out, spec)
 			}

@@ -585,3 +585,46 @@ func TestActiveRemotes(t *testing.T) {
 		}
 	}
 }
+
+// TestReadOnlyConnectionStaysClosed checks that a Southbound Connection
+// row with read_only=true opens no listener, since this server cannot
+// keep its peers from writing, and that clearing it opens one.
+func TestReadOnlyConnectionStaysClosed(t *testing.T) {
+	if _, err := exec.LookPath("ovn-sbctl"); err != nil {
+		t.Skip("ovn-sbctl not installed")
+	}
+	text, err := schema.Lookup("sb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(Options{Logger: quietLogger()})
+	if err := srv.AddDatabase(ovsdb.NewDatabase(ovsdb.MustParseSchema(text)), nil); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "sb.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	rem, err := srv.StartRemotes(ctx, RemoteOptions{Remotes: []string{"punix:" + sock, "db:OVN_Southbound,SB_Global,connections"}, Poll: 20 * time.Millisecond})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); rem.Wait() })
+	sbctl := func(args ...string) {
+		t.Helper()
+		runTool(t, "ovn-sbctl", append([]string{"--timeout=5", "--db=unix:" + sock}, args...)...)
+	}
+	port := freePort(t)
+	sbctl("init")
+	sbctl("set-connection", fmt.Sprintf("ptcp:%d:127.0.0.1", port))
+	if !waitListening(port, true) {
+		t.Fatal("read-write connection not opened")
+	}
+	sbctl("set", "connection", ".", "read_only=true")
+	if !waitListening(port, false) {
+		t.Error("read-only connection left open")
+	}
+	sbctl("set", "connection", ".", "read_only=false", "role=ovn-controller")
+	if !waitListening(port, true) {
+		t.Error("connection with a role not opened")
+	}
+}
