@@ -628,3 +628,40 @@ func TestReadOnlyConnectionStaysClosed(t *testing.T) {
 		t.Error("connection with a role not opened")
 	}
 }
+
+// TestOvsPKI serves SSL with the RSA certificates that ovs-pki makes, as
+// deployments do, to the real ovn-nbctl.
+func TestOvsPKI(t *testing.T) {
+	for _, tool := range []string{"ovs-pki", "ovn-nbctl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	dir := t.TempDir()
+	pkiDir := filepath.Join(dir, "pki")
+	pkiTool := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("ovs-pki", append([]string{"--dir=" + pkiDir, "--log=" + filepath.Join(dir, "pki.log")}, args...)...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("ovs-pki %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	pkiTool("init")
+	pkiTool("req+sign", "server", "switch")
+	pkiTool("req+sign", "client", "switch")
+	ca := filepath.Join(pkiDir, "switchca", "cacert.pem")
+	rem := startGovnRemotes(t, dir, []string{"pssl:0:127.0.0.1"}, TLSOptions{
+		PrivateKey: filepath.Join(dir, "server-privkey.pem"), Certificate: filepath.Join(dir, "server-cert.pem"), CACert: ca,
+	})
+	addr := rem.Listening()["pssl:0:127.0.0.1"].String()
+	out, ok := nbctl("--db=ssl:"+addr, "-p", filepath.Join(dir, "client-privkey.pem"), "-c", filepath.Join(dir, "client-cert.pem"), "-C", ca, "ls-add", "sw0", "--", "show")
+	if !ok || !strings.Contains(out, "(sw0)") {
+		t.Errorf("ovn-nbctl with ovs-pki certificates: ok=%v\n%s", ok, out)
+	}
+	// A certificate of the other CA that ovs-pki made is refused.
+	pkiTool("req+sign", "ctl", "controller")
+	if _, ok := nbctl("--timeout=1", "--db=ssl:"+addr, "-p", filepath.Join(dir, "ctl-privkey.pem"), "-c", filepath.Join(dir, "ctl-cert.pem"), "-C", ca, "show"); ok {
+		t.Error("certificate of the controller CA accepted")
+	}
+}
