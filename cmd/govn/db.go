@@ -21,6 +21,9 @@ import (
 // runDB implements "govn db": serve database files like ovsdb-server, or
 // "govn db create FILE SCHEMA".
 func runDB(ctx context.Context, args []string) error {
+	if len(args) > 0 && isDBTool(args[0]) {
+		return runDBTool(ctx, os.Stdout, args) // dbtool.go
+	}
 	if len(args) > 0 && args[0] == "create" {
 		if len(args) != 3 {
 			return fmt.Errorf("%w: govn db create FILE SCHEMA (SCHEMA: nb, sb, vswitch or an .ovsschema file)", errUsage)

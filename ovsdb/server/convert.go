@@ -354,3 +354,40 @@ func (d *dbState) schemaJSON() []byte {
 	defer d.unlock()
 	return d.db.Schema.JSON()
 }
+
+// ConvertFile converts the standalone database file at path offline, as
+// "ovsdb-tool convert" does: the database, replayed from the file, is
+// converted to schema text (see ovsdb.Database.Convert) and written,
+// compacted, to target, or over path when target is "". The file stays
+// locked meanwhile; on error path is unchanged.
+func ConvertFile(ctx context.Context, path, target string, text []byte) error {
+	ns, err := ovsdb.ParseSchema(text)
+	if err != nil {
+		return err
+	}
+	db, log, err := OpenFile(path, nil)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	nd, err := db.Convert(ns)
+	if err != nil {
+		return fmt.Errorf("converting %s: %w", path, err)
+	}
+	if target == "" {
+		target = path
+	}
+	tmp := target + ".convert"
+	if err := writeDatabaseFile(ctx, tmp, nd); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, target); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("replacing %s: %w", target, err)
+	}
+	if dir, err := os.Open(filepath.Dir(target)); err == nil {
+		dir.Sync()
+		dir.Close()
+	}
+	return nil
+}

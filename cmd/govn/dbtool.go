@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/govn/govn/ovsdb"
+	"github.com/govn/govn/ovsdb/server"
+	"github.com/govn/govn/ovsdb/storage"
+	"github.com/govn/govn/schema"
+)
+
+// The offline database commands of "govn db", after ovsdb-tool(1):
+//
+//	govn db convert FILE SCHEMA [TARGET]
+//	govn db needs-conversion FILE SCHEMA
+//	govn db db-version FILE
+//	govn db schema-version SCHEMA
+//
+// SCHEMA is nb, sb, vswitch (govn's embedded schemas) or an .ovsschema file.
+const dbToolUsage = `govn db convert FILE SCHEMA [TARGET]
+       govn db needs-conversion FILE SCHEMA
+       govn db db-version FILE
+       govn db schema-version SCHEMA
+  SCHEMA: nb, sb, vswitch or an .ovsschema file`
+
+// isDBTool reports whether "govn db NAME" is an offline command.
+func isDBTool(name string) bool {
+	switch name {
+	case "convert", "needs-conversion", "db-version", "schema-version":
+		return true
+	}
+	return false
+}
+
+// runDBTool runs the offline command args[0] with its arguments, writing
+// its answer to out.
+func runDBTool(ctx context.Context, out io.Writer, args []string) error {
+	usage := func() error { return fmt.Errorf("%w: %s", errUsage, dbToolUsage) }
+	switch args[0] {
+	case "convert":
+		if len(args) != 3 && len(args) != 4 {
+			return usage()
+		}
+		text, err := readSchema(args[2])
+		if err != nil {
+			return err
+		}
+		target := ""
+		if len(args) == 4 {
+			target = args[3]
+		}
+		return server.ConvertFile(ctx, args[1], target, text)
+	case "needs-conversion":
+		if len(args) != 3 {
+			return usage()
+		}
+		have, _, err := storage.ReadFile(args[1])
+		if err != nil {
+			return err
+		}
+		want, err := readSchema(args[2])
+		if err != nil {
+			return err
+		}
+		same, err := ovsdb.SchemasEqual(have, want)
+		if err != nil {
+			return err
+		}
+		answer := "yes"
+		if same {
+			answer = "no"
+		}
+		_, err = fmt.Fprintln(out, answer)
+		return err
+	case "db-version":
+		if len(args) != 2 {
+			return usage()
+		}
+		text, _, err := storage.ReadFile(args[1])
+		if err != nil {
+			return err
+		}
+		return printVersion(out, text, args[1])
+	case "schema-version":
+		if len(args) != 2 {
+			return usage()
+		}
+		text, err := readSchema(args[1])
+		if err != nil {
+			return err
+		}
+		return printVersion(out, text, args[1])
+	}
+	return usage()
+}
+
+// printVersion prints the version of the schema document text (from
+// source, for errors).
+func printVersion(out io.Writer, text []byte, source string) error {
+	s, err := ovsdb.ParseSchema(text)
+	if err != nil {
+		return fmt.Errorf("%s: %w", source, err)
+	}
+	_, err = fmt.Fprintln(out, s.Version)
+	return err
+}
+
+// readSchema returns the text of a named embedded schema or a schema file.
+func readSchema(name string) ([]byte, error) {
+	var text []byte
+	var err error
+	switch name {
+	case "nb", "sb", "vswitch":
+		text, err = schema.Lookup(name)
+	default:
+		text, err = os.ReadFile(name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading schema %s: %w", name, err)
+	}
+	return text, nil
+}
