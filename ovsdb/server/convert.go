@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/govn/govn/ovsdb"
@@ -93,6 +94,17 @@ func (s *Server) ConvertDatabase(ctx context.Context, name string, text []byte) 
 	}
 
 	d.mu.Lock()
+	// No compaction may run meanwhile: it would write the old rows under
+	// the old schema over the converted file. Holding the compaction slot
+	// keeps new ones from starting.
+	slot, err := d.holdCompactionLocked(ctx)
+	if err != nil {
+		d.unlock()
+		return ovsdb.Errorf(ovsdb.ErrIOError, "%v", err)
+	}
+	if slot != nil {
+		defer slot.Abort()
+	}
 	nd, err := d.db.Convert(ns)
 	if err != nil {
 		d.unlock()
@@ -175,6 +187,37 @@ func (d *dbState) replaceLocked(nd *ovsdb.Database) []canceledMonitor {
 	return canceled
 }
 
+// holdCompactionLocked takes the database log's compaction slot, waiting
+// (with d.mu released) while a compaction runs, for up to a minute. It
+// returns nil when the log does not compact. Callers hold d.mu, and hold
+// it again on return.
+func (d *dbState) holdCompactionLocked(ctx context.Context) (*storage.Compaction, error) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		cp, ok := d.log.(Compactor)
+		if !ok {
+			return nil, nil
+		}
+		c, err := cp.StartCompaction()
+		if err == nil {
+			return c, nil
+		}
+		// Only a running compaction passes; storage says so in words
+		// alone (closed or failed logs fail the conversion at once).
+		if !strings.Contains(err.Error(), "already running") || time.Now().After(deadline) {
+			return nil, fmt.Errorf("database log: %w", err)
+		}
+		d.unlock()
+		select {
+		case <-ctx.Done():
+			d.mu.Lock()
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		d.mu.Lock()
+	}
+}
+
 // failedLog refuses every commit: it stands in for a database file that
 // could not be reopened after a conversion closed it.
 type failedLog struct{ err error }
@@ -198,6 +241,7 @@ func rewriteLog(ctx context.Context, old Log, db *ovsdb.Database) (Log, bool, er
 		return nil, false, err
 	}
 	// Closing waits until every earlier commit is on disk in the old file.
+	// (The caller's compaction slot on ol is released by Close.)
 	cerr := ol.Close()
 	if cerr == nil {
 		cerr = os.Rename(tmp, path)

@@ -111,7 +111,21 @@ func TestConvertRewritesFile(t *testing.T) {
 	d := srv.database("Test")
 	commitOps(t, d, `[{"op":"insert","table":"Box","row":{"name":"a","opts":["map",[["k","v"]]]}}]`)
 	commitOps(t, d, `[{"op":"insert","table":"Box","row":{"name":"b","tags":"t"}}]`)
-	if err := srv.ConvertDatabase(ctx, "Test", []byte(testSchemaV2)); err != nil {
+	// A running compaction would write the old schema over the converted
+	// file: the conversion waits for it.
+	running, err := log.StartCompaction()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.ConvertDatabase(ctx, "Test", []byte(testSchemaV2)) }()
+	select {
+	case err := <-done:
+		t.Fatalf("conversion did not wait for the running compaction (err %v)", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	running.Abort()
+	if err := <-done; err != nil {
 		t.Fatalf("ConvertDatabase: %v", err)
 	}
 	// A commit after the conversion goes to the new file.
