@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -204,8 +205,59 @@ func TestConvertRealClientDifferential(t *testing.T) {
 		t.Errorf("failed conversion changed the data:\n%s", got)
 	}
 
+	// On each server, a db_change_aware client monitoring _Server and Conv,
+	// and one that is not.
+	type watchers struct{ aware, unaware *client }
+	var ws []watchers
+	for _, s := range servers {
+		w := watchers{dial(t, s.sock), dial(t, s.sock)}
+		mustContain(t, w.aware.call("set_db_change_aware", `[true]`), `{}`)
+		mustContain(t, w.aware.call("monitor_cond", `["_Server","srv",{"Database":[{"columns":["name","schema"]}]}]`), `"Conv"`)
+		mustContain(t, w.aware.call("monitor_cond", `["Conv","m1",{"Sw":[{"columns":["name"]}]}]`), `"s1"`)
+		mustContain(t, w.unaware.call("monitor", `["Conv","m2",{"Sw":{"columns":["name"]}}]`), `"s1"`)
+		ws = append(ws, w)
+	}
+
 	for _, s := range servers {
 		runTool(t, "ovsdb-client", "convert", s.remote(), newSchema)
+	}
+	var heard []string
+	for i, w := range ws {
+		var notes []string
+		for {
+			select {
+			case m := <-w.aware.notes:
+				p := string(m.Params)
+				if m.Method == "update2" {
+					if !strings.Contains(p, `"srv"`) || !strings.Contains(p, `2.0.0`) {
+						t.Errorf("real=%v: unexpected update2 %s", servers[i].real, p)
+					}
+					p = "srv: new schema"
+				}
+				notes = append(notes, m.Method+" "+p)
+				continue
+			case <-time.After(300 * time.Millisecond):
+			}
+			break
+		}
+		sort.Strings(notes)
+		heard = append(heard, strings.Join(notes, "\n"))
+		select {
+		case <-w.unaware.conn.Done():
+		case <-time.After(5 * time.Second):
+			t.Errorf("real=%v: client that is not db_change_aware still connected", servers[i].real)
+		}
+		mustContain(t, w.aware.call("get_schema", `["Conv"]`), `"2.0.0"`)
+	}
+	// Both cancel the monitor. govn also changes the database's schema in
+	// _Server.Database, as ovsdb-server(7) describes; ovsdb-server 3.1.0
+	// leaves the old schema there (checked by hand: "ovsdb-client dump
+	// _Server Database schema" still shows the old version afterwards).
+	if heard[1] != `monitor_canceled ["m1"]` {
+		t.Errorf("ovsdb-server's db_change_aware client heard\n%s", heard[1])
+	}
+	if want := `monitor_canceled ["m1"]` + "\nupdate2 srv: new schema"; heard[0] != want {
+		t.Errorf("govn's db_change_aware client heard\n%s\nwant\n%s", heard[0], want)
 	}
 	after := dumps("after conversion")
 	if !strings.Contains(after, "weight") || strings.Contains(after, "gone") || strings.Contains(after, "Old table") {
