@@ -33,7 +33,7 @@ func TestDBRemotesFromDatabase(t *testing.T) {
 		done <- runDB(ctx, []string{"--create=nb", "--log-file=" + filepath.Join(dir, "log"),
 			"--remote=punix:" + sock, "--remote=db:OVN_Northbound,NB_Global,connections",
 			"--private-key=db:OVN_Northbound,SSL,private_key", "--certificate=db:OVN_Northbound,SSL,certificate",
-			"--ca-cert=db:OVN_Northbound,SSL,ca_cert", "--ssl-protocols=TLSv1.2,TLSv1.3", "--ssl-ciphers=HIGH:!aNULL", db})
+			"--ca-cert=db:OVN_Northbound,SSL,ca_cert", "--ssl-protocols=db:OVN_Northbound,SSL,ssl_protocols", "--ssl-ciphers=db:OVN_Northbound,SSL,ssl_ciphers", db})
 	}()
 	t.Cleanup(func() {
 		cancel()

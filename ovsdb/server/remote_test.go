@@ -310,12 +310,14 @@ func TestRealNbctlSSLFromDB(t *testing.T) {
 		PrivateKey:  "db:OVN_Northbound,SSL,private_key",
 		Certificate: "db:OVN_Northbound,SSL,certificate",
 		CACert:      "db:OVN_Northbound,SSL,ca_cert",
+		Protocols:   "db:OVN_Northbound,SSL,ssl_protocols",
+		Ciphers:     "db:OVN_Northbound,SSL,ssl_ciphers",
 	})
 	unix := "--db=unix:" + sock
 	if _, ok := nbctl(unix, "init"); !ok {
 		t.Fatal("init failed")
 	}
-	if out, ok := nbctl(unix, "set-ssl", p.serverKey, p.serverCert, p.ca); !ok {
+	if out, ok := nbctl(unix, "set-ssl", p.serverKey, p.serverCert, p.ca, "TLSv1.2", "HIGH:!aNULL"); !ok {
 		t.Fatalf("set-ssl: %s", out)
 	}
 	if out, ok := nbctl(unix, "set-connection", fmt.Sprintf("pssl:%d:127.0.0.1", port)); !ok {
@@ -327,6 +329,16 @@ func TestRealNbctlSSLFromDB(t *testing.T) {
 	out, ok := nbctl(fmt.Sprintf("--db=ssl:127.0.0.1:%d", port), "-p", p.clientKey, "-c", p.clientCert, "-C", p.ca, "ls-add", "sw1", "--", "show")
 	if !ok || !strings.Contains(out, "(sw1)") {
 		t.Errorf("ovn-nbctl over ssl with the SSL table's files: ok=%v\n%s", ok, out)
+	}
+	// The table's ssl_protocols apply: TLS 1.3 alone is refused.
+	c, err := tls.LoadX509KeyPair(p.clientCert, p.clientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{c}, MinVersion: tls.VersionTLS13}
+	if conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port), conf); err == nil {
+		conn.Close()
+		t.Error("TLS 1.3 accepted although ssl_protocols says TLSv1.2")
 	}
 }
 
@@ -510,6 +522,8 @@ func TestStartRemotesErrors(t *testing.T) {
 		{"short reference", RemoteOptions{Remotes: []string{"db:OVN_Northbound,NB_Global"}}},
 		{"bad protocols", RemoteOptions{Remotes: []string{"pssl:0:127.0.0.1"}, TLS: TLSOptions{PrivateKey: files.PrivateKey, Certificate: files.Certificate, CACert: files.CACert, Protocols: "SSLv2"}}},
 		{"bad key reference", RemoteOptions{TLS: TLSOptions{PrivateKey: "db:x"}}},
+		{"key column missing", RemoteOptions{TLS: TLSOptions{PrivateKey: "db:OVN_Northbound,SSL,nope"}}},
+		{"protocols column missing", RemoteOptions{TLS: TLSOptions{Protocols: "db:OVN_Northbound,SSL,nope"}}},
 	} {
 		ctx, cancel := context.WithCancel(context.Background())
 		rem, err := srv.StartRemotes(ctx, tc.opts)

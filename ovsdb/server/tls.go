@@ -20,11 +20,13 @@ import (
 type TLSOptions struct {
 	PrivateKey, Certificate, CACert string
 	// Protocols is ovsdb-server's --ssl-protocols list, such as
-	// "TLSv1.2,TLSv1.3"; it bounds the TLS versions offered. Empty means
-	// TLS 1.2 and later.
+	// "TLSv1.2,TLSv1.3", or a db: reference to one (ovn-ctl passes
+	// db:OVN_Northbound,SSL,ssl_protocols); it bounds the TLS versions
+	// offered. Empty means TLS 1.2 and later.
 	Protocols string
-	// Ciphers is --ssl-ciphers, in OpenSSL's syntax; it is accepted and
-	// not applied (Go chooses among its own secure cipher suites).
+	// Ciphers is --ssl-ciphers, in OpenSSL's syntax or a db: reference;
+	// it is accepted and not applied (Go chooses among its own secure
+	// cipher suites).
 	Ciphers string
 }
 
@@ -62,9 +64,8 @@ func ParseTLSProtocols(list string) (lo, hi uint16, err error) {
 // tlsSource builds TLS configurations from TLSOptions, reloading the files
 // when their names (taken from the database) or contents change.
 type tlsSource struct {
-	srv    *Server
-	opts   TLSOptions
-	lo, hi uint16
+	srv  *Server
+	opts TLSOptions
 
 	mu     sync.Mutex
 	key    string // what the cached pair was loaded from
@@ -74,17 +75,19 @@ type tlsSource struct {
 }
 
 func newTLSSource(srv *Server, opts TLSOptions) (*tlsSource, error) {
-	src := &tlsSource{srv: srv, opts: opts, lo: tls.VersionTLS12}
-	if opts.Protocols != "" {
-		lo, hi, err := ParseTLSProtocols(opts.Protocols)
-		if err != nil {
+	src := &tlsSource{srv: srv, opts: opts}
+	if opts.Protocols != "" && !strings.HasPrefix(opts.Protocols, "db:") {
+		if _, _, err := ParseTLSProtocols(opts.Protocols); err != nil {
 			return nil, err
 		}
-		src.lo, src.hi = lo, hi
 	}
-	for _, v := range []string{opts.PrivateKey, opts.Certificate, opts.CACert} {
+	for _, v := range []string{opts.PrivateKey, opts.Certificate, opts.CACert, opts.Protocols, opts.Ciphers} {
 		if ref, ok := strings.CutPrefix(v, "db:"); ok {
-			if _, err := parseDBRef(ref); err != nil {
+			r, err := parseDBRef(ref)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := srv.readStrings(r); err != nil {
 				return nil, err
 			}
 		}
@@ -92,8 +95,9 @@ func newTLSSource(srv *Server, opts TLSOptions) (*tlsSource, error) {
 	return src, nil
 }
 
-// resolve turns a file option into a file name, reading db: references.
-func (t *tlsSource) resolve(v string) (string, error) {
+// value resolves an option: itself, or for a db: reference the first
+// string in that column ("" when none).
+func (t *tlsSource) value(v string) (string, error) {
 	ref, ok := strings.CutPrefix(v, "db:")
 	if !ok {
 		return v, nil
@@ -103,13 +107,35 @@ func (t *tlsSource) resolve(v string) (string, error) {
 		return "", err
 	}
 	vals, err := t.srv.readStrings(r)
-	if err != nil {
+	if err != nil || len(vals) == 0 {
 		return "", err
 	}
-	if len(vals) == 0 || vals[0] == "" {
-		return "", fmt.Errorf("%s: no file name set there", v)
-	}
 	return vals[0], nil
+}
+
+// resolve turns a file option into a file name.
+func (t *tlsSource) resolve(v string) (string, error) {
+	name, err := t.value(v)
+	if err == nil && name == "" {
+		err = fmt.Errorf("%s: no file name set there", v)
+	}
+	return name, err
+}
+
+// versions returns the TLS versions to allow now; a bad list in the
+// database is logged and the default used.
+func (t *tlsSource) versions() (lo, hi uint16) {
+	list, err := t.value(t.opts.Protocols)
+	if err == nil && list != "" {
+		lo, hi, err = ParseTLSProtocols(list)
+		if err == nil {
+			return lo, hi
+		}
+	}
+	if err != nil {
+		t.srv.log.Warn("bad SSL protocols; using TLSv1.2 and later", "option", t.opts.Protocols, "err", err)
+	}
+	return tls.VersionTLS12, 0
 }
 
 // stamp identifies a file's current contents well enough to notice edits.
@@ -180,10 +206,11 @@ func (t *tlsSource) serverConfig() (*tls.Config, error) {
 		t.srv.log.Warn("refusing SSL connection", "err", err)
 		return nil, err
 	}
+	lo, hi := t.versions()
 	return &tls.Config{
 		Certificates: []tls.Certificate{cert},
-		MinVersion:   t.lo,
-		MaxVersion:   t.hi,
+		MinVersion:   lo,
+		MaxVersion:   hi,
 		// Like ovsdb-server, every peer must present a certificate
 		// signed by the CA (and fit for a client, as OpenSSL checks);
 		// names are not checked. The standard check also sends the
@@ -200,10 +227,11 @@ func (t *tlsSource) clientConfig() (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	lo, hi := t.versions()
 	return &tls.Config{
 		Certificates:          []tls.Certificate{cert},
-		MinVersion:            t.lo,
-		MaxVersion:            t.hi,
+		MinVersion:            lo,
+		MaxVersion:            hi,
 		InsecureSkipVerify:    true, // verifyChain checks the chain; OVS checks no host name
 		VerifyPeerCertificate: verifyChain(roots),
 	}, nil
