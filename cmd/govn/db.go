@@ -47,6 +47,7 @@ func runDB(ctx context.Context, args []string) error {
 	logFile := fs.String("log-file", "", "append logs to `PATH` instead of standard error")
 	fs.Bool("no-chdir", true, "accepted for ovsdb-server compatibility (govn db never changes directory)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to `FILE` until exit")
+	args, vlog := splitVlogArgs(args)
 	if err := parseFlags(fs, args, synopsis); err != nil {
 		return err
 	}
@@ -67,6 +68,9 @@ func runDB(ctx context.Context, args []string) error {
 		logOut = f
 	}
 	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
+	if len(vlog) > 0 {
+		logger.Info("ignoring Open vSwitch log settings", "args", vlog)
+	}
 
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -162,4 +166,29 @@ func (m *multiFlag) Set(v string) error {
 	}
 	*m = append(*m, v)
 	return nil
+}
+
+// splitVlogArgs takes out Open vSwitch log settings ("-vconsole:off",
+// "--verbose=file:info"), which ovn-ctl passes to ovsdb-server and which
+// govn db accepts without applying; --verbose alone still means debug logs.
+func splitVlogArgs(args []string) (rest, vlog []string) {
+	for i, a := range args {
+		if a == "--" {
+			return append(rest, args[i:]...), vlog
+		}
+		if isVlogArg(a) {
+			vlog = append(vlog, a)
+			continue
+		}
+		rest = append(rest, a)
+	}
+	return rest, vlog
+}
+
+func isVlogArg(a string) bool {
+	if strings.HasPrefix(a, "--verbose=") || strings.HasPrefix(a, "-verbose=") {
+		return true
+	}
+	// -v, -vSPEC (not -verbose, which package flag parses).
+	return strings.HasPrefix(a, "-v") && !strings.HasPrefix(a, "-verbose")
 }

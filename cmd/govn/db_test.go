@@ -30,7 +30,7 @@ func TestDBRemotesFromDatabase(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- runDB(ctx, []string{"--create=nb", "--log-file=" + filepath.Join(dir, "log"),
+		done <- runDB(ctx, []string{"-vconsole:off", "-vfile:info", "--create=nb", "--log-file=" + filepath.Join(dir, "log"),
 			"--remote=punix:" + sock, "--remote=db:OVN_Northbound,NB_Global,connections",
 			"--private-key=db:OVN_Northbound,SSL,private_key", "--certificate=db:OVN_Northbound,SSL,certificate",
 			"--ca-cert=db:OVN_Northbound,SSL,ca_cert", "--ssl-protocols=db:OVN_Northbound,SSL,ssl_protocols", "--ssl-ciphers=db:OVN_Northbound,SSL,ssl_ciphers", db})
@@ -84,5 +84,15 @@ func TestDBBadSSLOptions(t *testing.T) {
 		if err == nil {
 			t.Errorf("govn db %q: no error", args)
 		}
+	}
+}
+
+func TestSplitVlogArgs(t *testing.T) {
+	rest, vlog := splitVlogArgs([]string{"-vconsole:off", "--verbose", "-vfile:info", "--verbose=dbg", "-v", "--remote=ptcp:1", "--", "-vx"})
+	if got, want := strings.Join(rest, " "), "--verbose --remote=ptcp:1 -- -vx"; got != want {
+		t.Errorf("rest %q, want %q", got, want)
+	}
+	if got, want := strings.Join(vlog, " "), "-vconsole:off -vfile:info --verbose=dbg -v"; got != want {
+		t.Errorf("vlog %q, want %q", got, want)
 	}
 }
