@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -358,6 +360,12 @@ func TestConvertRealNB(t *testing.T) {
 		runTool(t, "ovn-nbctl", db, "lb-add", "lb0", "10.0.0.10:80", "10.0.0.1:8080", "--", "ls-lb-add", "sw0", "lb0")
 	}
 	before := show("before conversion")
+	// A long-running db_change_aware client (ovn-nbctl's daemon mode, an
+	// ovsdb-idl client) connected through the conversion.
+	var daemons []string
+	for _, s := range servers {
+		daemons = append(daemons, startNbctlDaemon(t, s.remote()))
+	}
 	for _, s := range servers {
 		if out := runTool(t, "ovsdb-client", "needs-conversion", s.remote(), installed); strings.TrimSpace(out) != "yes" {
 			t.Errorf("real=%v: needs-conversion %q", s.real, out)
@@ -371,8 +379,11 @@ func TestConvertRealNB(t *testing.T) {
 		t.Errorf("conversion changed what ovn-nbctl shows:\n%s\nwas:\n%s", got, before)
 	}
 	for i, s := range servers {
-		// A table the old schema lacked is usable now.
-		runTool(t, "ovn-nbctl", "--db="+s.remote(), "static-mac-binding-add", "lrp0", "10.0.0.7", "00:00:00:00:00:07")
+		// A table the old schema lacked is usable now, also through the
+		// daemon, which learned the new schema without reconnecting.
+		if out, err := nbctlVia(daemons[i], "static-mac-binding-add", "lrp0", "10.0.0.7", "00:00:00:00:00:07"); err != nil {
+			t.Errorf("real=%v: ovn-nbctl daemon after conversion: %v\n%s", s.real, err, out)
+		}
 		s.stop()
 		if out := runTool(t, "ovsdb-tool", "db-version", s.file); strings.TrimSpace(out) != cur.Version {
 			t.Errorf("real=%v: ovsdb-tool db-version %q", s.real, out)
@@ -385,4 +396,39 @@ func TestConvertRealNB(t *testing.T) {
 		out := runTool(t, "ovn-nbctl", "--db="+s.remote(), "--columns=ip,mac", "list", "Static_MAC_Binding")
 		mustContain(t, out, "10.0.0.7", "00:00:00:00:00:07")
 	}
+}
+
+// startNbctlDaemon starts "ovn-nbctl --detach" against remote and returns
+// its control socket.
+func startNbctlDaemon(t *testing.T, remote string) string {
+	t.Helper()
+	dir := t.TempDir()
+	ctl, pidfile := filepath.Join(dir, "nbctl.ctl"), filepath.Join(dir, "nbctl.pid")
+	cmd := exec.Command("ovn-nbctl", "--db="+remote, "--detach", "--pidfile="+pidfile, "--unixctl="+ctl, "--log-file="+filepath.Join(dir, "log"))
+	cmd.Env = append(os.Environ(), "OVN_RUNDIR="+dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ovn-nbctl --detach: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(pidfile); err == nil {
+			var pid int
+			if _, err := fmt.Sscan(string(b), &pid); err == nil && pid > 0 {
+				syscall.Kill(pid, syscall.SIGTERM)
+			}
+		}
+	})
+	if out, err := nbctlVia(ctl, "ls-list"); err != nil {
+		t.Fatalf("ovn-nbctl daemon: %v\n%s", err, out)
+	}
+	return ctl
+}
+
+// nbctlVia runs an ovn-nbctl command through the daemon at ctl.
+func nbctlVia(ctl string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ovn-nbctl", args...)
+	cmd.Env = append(os.Environ(), "OVN_NB_DAEMON="+ctl)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
