@@ -97,7 +97,7 @@ func runDB(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		defer log.Close()
+		defer closeDBLog(srv, db.Schema.Name, log) // dbtool.go
 		if err := srv.AddDatabase(db, log); err != nil {
 			return err
 		}

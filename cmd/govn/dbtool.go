@@ -123,3 +123,13 @@ func readSchema(name string) ([]byte, error) {
 	}
 	return text, nil
 }
+
+// closeDBLog closes the log a served database was opened with and, when
+// an online conversion has since replaced it (see server.ConvertDatabase),
+// the one in use, so that every submitted commit reaches the file.
+func closeDBLog(srv *server.Server, name string, opened io.Closer) {
+	if cur, ok := srv.DatabaseLog(name).(io.Closer); ok && cur != opened {
+		cur.Close()
+	}
+	opened.Close()
+}
