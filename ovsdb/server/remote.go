@@ -423,23 +423,24 @@ func checkTarget(target string) error {
 	return nil
 }
 
-// column finds ref's database state and column.
-func (s *Server) column(ref dbRef) (*dbState, *ovsdb.ColumnSchema, error) {
+// withColumn calls fn with ref's database and column, holding the
+// database's lock (the schema may change under a conversion otherwise).
+func (s *Server) withColumn(ref dbRef, fn func(db *ovsdb.Database, c *ovsdb.ColumnSchema) error) error {
 	d := s.database(ref.db)
 	if d == nil {
-		return nil, nil, fmt.Errorf("%s: no database %s", ref, ref.db)
+		return fmt.Errorf("%s: no database %s", ref, ref.db)
 	}
 	d.mu.Lock()
 	defer d.unlock()
 	ts := d.db.Schema.Table(ref.table)
 	if ts == nil {
-		return nil, nil, fmt.Errorf("%s: no table %s", ref, ref.table)
+		return fmt.Errorf("%s: no table %s", ref, ref.table)
 	}
 	c := ts.Column(ref.column)
 	if c == nil || c.Index < 0 {
-		return nil, nil, fmt.Errorf("%s: no column %s", ref, ref.column)
+		return fmt.Errorf("%s: no column %s", ref, ref.column)
 	}
-	return d, c, nil
+	return fn(d.db, c)
 }
 
 // sortedRows returns a table's rows in UUID order, so that "the first
@@ -457,91 +458,114 @@ func sortedRows(t *ovsdb.Table) []*ovsdb.Row {
 
 // readStrings returns the strings in ref's column, row by row.
 func (s *Server) readStrings(ref dbRef) ([]string, error) {
-	d, _, err := s.column(ref)
-	if err != nil {
-		return nil, err
-	}
-	d.mu.Lock()
-	defer d.unlock()
-	ts := d.db.Schema.Table(ref.table)
-	c := ts.Column(ref.column)
-	if ts == nil || c == nil || c.Type.Key.Type != ovsdb.TypeString || c.Type.IsMap() {
-		return nil, fmt.Errorf("%s: not a string column", ref)
-	}
 	var out []string
-	for _, row := range sortedRows(d.db.Table(ref.table)) {
-		for _, a := range row.Data[c.Index].Keys {
-			out = append(out, a.Str())
+	err := s.withColumn(ref, func(db *ovsdb.Database, c *ovsdb.ColumnSchema) error {
+		if c.Type.Key.Type != ovsdb.TypeString || c.Type.IsMap() {
+			return fmt.Errorf("%s: not a string column", ref)
 		}
-	}
-	return out, nil
+		for _, row := range sortedRows(db.Table(ref.table)) {
+			for _, a := range row.Data[c.Index].Keys {
+				out = append(out, a.Str())
+			}
+		}
+		return nil
+	})
+	return out, err
 }
 
 // readRemotes returns the remotes that ref's column names now.
 func (s *Server) readRemotes(ref dbRef) ([]remoteSpec, error) {
-	d, _, err := s.column(ref)
-	if err != nil {
-		return nil, err
-	}
-	d.mu.Lock()
-	defer d.unlock()
-	ts := d.db.Schema.Table(ref.table)
-	c := ts.Column(ref.column)
-	if ts == nil || c == nil || c.Type.IsMap() {
-		return nil, fmt.Errorf("%s: not a string or reference column", ref)
-	}
 	var out []remoteSpec
-	switch {
-	case c.Type.Key.Type == ovsdb.TypeString:
-		for _, row := range sortedRows(d.db.Table(ref.table)) {
-			for _, a := range row.Data[c.Index].Keys {
-				out = append(out, remoteSpec{target: a.Str(), probe: -1})
+	err := s.withColumn(ref, func(db *ovsdb.Database, c *ovsdb.ColumnSchema) error {
+		if c.Type.IsMap() {
+			return fmt.Errorf("%s: not a string or reference column", ref)
+		}
+		switch {
+		case c.Type.Key.Type == ovsdb.TypeString:
+			for _, row := range sortedRows(db.Table(ref.table)) {
+				for _, a := range row.Data[c.Index].Keys {
+					out = append(out, remoteSpec{target: a.Str(), probe: -1})
+				}
 			}
-		}
-	case c.Type.Key.Type == ovsdb.TypeUUID && c.Type.Key.RefTable != "":
-		rt := d.db.Table(c.Type.Key.RefTable)
-		if rt == nil {
-			return nil, fmt.Errorf("%s: referenced table %s missing", ref, c.Type.Key.RefTable)
-		}
-		target := rt.Schema.Column("target")
-		if target == nil || target.Index < 0 || target.Type.Key.Type != ovsdb.TypeString {
-			return nil, fmt.Errorf("%s: table %s has no string column target", ref, c.Type.Key.RefTable)
-		}
-		readOnly, role := rt.Schema.Column("read_only"), rt.Schema.Column("role")
-		probe := intColumn(rt.Schema, "inactivity_probe")
-		maxBackoff := intColumn(rt.Schema, "max_backoff")
-		for _, row := range sortedRows(d.db.Table(ref.table)) {
-			for _, a := range row.Data[c.Index].Keys {
-				conn := rt.Rows[a.UUID()]
-				if conn == nil || conn.Data[target.Index].Len() == 0 {
-					continue
-				}
-				spec := remoteSpec{target: conn.Data[target.Index].Keys[0].Str(), probe: -1}
-				if probe != nil && conn.Data[probe.Index].Len() > 0 {
-					spec.probe = time.Duration(max(conn.Data[probe.Index].Keys[0].Int(), 0)) * time.Millisecond
-				}
-				if maxBackoff != nil && conn.Data[maxBackoff.Index].Len() > 0 {
-					spec.maxBackoff = time.Duration(max(conn.Data[maxBackoff.Index].Keys[0].Int(), 0)) * time.Millisecond
-				}
-				if readOnly != nil && readOnly.Index >= 0 && readOnly.Type.Key.Type == ovsdb.TypeBoolean && conn.Data[readOnly.Index].Len() > 0 {
-					spec.readOnly = conn.Data[readOnly.Index].Keys[0].Bool()
-				}
-				if role != nil && role.Index >= 0 && role.Type.Key.Type == ovsdb.TypeString && conn.Data[role.Index].Len() > 0 {
-					spec.role = conn.Data[role.Index].Keys[0].Str()
-				}
-				out = append(out, spec)
+			return nil
+		case c.Type.Key.Type == ovsdb.TypeUUID && c.Type.Key.RefTable != "":
+			rt := db.Table(c.Type.Key.RefTable)
+			if rt == nil {
+				return fmt.Errorf("%s: referenced table %s missing", ref, c.Type.Key.RefTable)
 			}
+			cols, err := connectionColumns(rt.Schema)
+			if err != nil {
+				return fmt.Errorf("%s: %w", ref, err)
+			}
+			for _, row := range sortedRows(db.Table(ref.table)) {
+				for _, a := range row.Data[c.Index].Keys {
+					if conn := rt.Rows[a.UUID()]; conn != nil {
+						if spec, ok := cols.spec(conn); ok {
+							out = append(out, spec)
+						}
+					}
+				}
+			}
+			return nil
 		}
-	default:
-		return nil, fmt.Errorf("%s: not a string or reference column", ref)
-	}
-	return out, nil
+		return fmt.Errorf("%s: not a string or reference column", ref)
+	})
+	return out, err
 }
 
-// intColumn returns table t's integer column name, or nil.
-func intColumn(t *ovsdb.TableSchema, name string) *ovsdb.ColumnSchema {
+// connCols are the columns of a Connection-like table; all but target
+// may be missing (nil).
+type connCols struct {
+	target, probe, maxBackoff, readOnly, role *ovsdb.ColumnSchema
+}
+
+func connectionColumns(t *ovsdb.TableSchema) (connCols, error) {
+	cc := connCols{
+		target:     typedColumn(t, "target", ovsdb.TypeString),
+		probe:      typedColumn(t, "inactivity_probe", ovsdb.TypeInteger),
+		maxBackoff: typedColumn(t, "max_backoff", ovsdb.TypeInteger),
+		readOnly:   typedColumn(t, "read_only", ovsdb.TypeBoolean),
+		role:       typedColumn(t, "role", ovsdb.TypeString),
+	}
+	if cc.target == nil {
+		return cc, fmt.Errorf("table %s has no string column target", t.Name)
+	}
+	return cc, nil
+}
+
+// spec reads one Connection row; ok is false when it names no target.
+func (cc connCols) spec(row *ovsdb.Row) (remoteSpec, bool) {
+	first := func(c *ovsdb.ColumnSchema) (ovsdb.Atom, bool) {
+		if c == nil || row.Data[c.Index].Len() == 0 {
+			return ovsdb.Atom{}, false
+		}
+		return row.Data[c.Index].Keys[0], true
+	}
+	target, ok := first(cc.target)
+	if !ok {
+		return remoteSpec{}, false
+	}
+	spec := remoteSpec{target: target.Str(), probe: -1}
+	if a, ok := first(cc.probe); ok {
+		spec.probe = time.Duration(max(a.Int(), 0)) * time.Millisecond
+	}
+	if a, ok := first(cc.maxBackoff); ok {
+		spec.maxBackoff = time.Duration(max(a.Int(), 0)) * time.Millisecond
+	}
+	if a, ok := first(cc.readOnly); ok {
+		spec.readOnly = a.Bool()
+	}
+	if a, ok := first(cc.role); ok {
+		spec.role = a.Str()
+	}
+	return spec, true
+}
+
+// typedColumn returns table t's column name if it holds atoms of type
+// at (not a map), or nil.
+func typedColumn(t *ovsdb.TableSchema, name string, at ovsdb.AtomicType) *ovsdb.ColumnSchema {
 	c := t.Column(name)
-	if c == nil || c.Index < 0 || c.Type.Key.Type != ovsdb.TypeInteger || c.Type.IsMap() {
+	if c == nil || c.Index < 0 || c.Type.Key.Type != at || c.Type.IsMap() {
 		return nil
 	}
 	return c

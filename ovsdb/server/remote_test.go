@@ -641,6 +641,12 @@ func TestReadOnlyConnectionStaysClosed(t *testing.T) {
 	if !waitListening(port, true) {
 		t.Error("connection with a role not opened")
 	}
+	sbctl("set", "connection", ".", "inactivity_probe=0", "max_backoff=2000")
+	specs, err := srv.readRemotes(dbRef{"OVN_Southbound", "SB_Global", "connections"})
+	want := remoteSpec{target: fmt.Sprintf("ptcp:%d:127.0.0.1", port), probe: 0, maxBackoff: 2 * time.Second, role: "ovn-controller"}
+	if err != nil || len(specs) != 1 || specs[0] != want {
+		t.Errorf("readRemotes = %+v, %v; want [%+v]", specs, err, want)
+	}
 }
 
 // TestOvsPKI serves SSL with the RSA certificates that ovs-pki makes, as
