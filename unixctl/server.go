@@ -45,12 +45,14 @@ func Listen(path string) (net.Listener, error) {
 }
 
 // Serve answers ovs-appctl requests on l with cmds until ctx ends, then
-// closes l and returns nil; it returns an error only if accepting fails
-// for good. Connections already open are answered until ctx ends.
+// returns nil; it returns an error only if accepting fails for good.
+// Either way it closes l. Connections already open are answered until
+// ctx ends.
 func Serve(ctx context.Context, l net.Listener, cmds map[string]Command) error {
 	s := &server{cmds: cmds, conns: map[*jsonrpc.Conn]bool{}}
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
+	defer l.Close() // also when accepting fails for good
 	// Connections outlive ctx by the time it takes to send the replies of
 	// running commands; shutdown closes them.
 	connCtx := context.WithoutCancel(ctx)

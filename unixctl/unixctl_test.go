@@ -250,3 +250,27 @@ func TestServeSurvivesEMFILE(t *testing.T) {
 		t.Fatalf("after EMFILE: %v", err)
 	}
 }
+
+// brokenListener fails every Accept for good and records Close.
+type brokenListener struct {
+	net.Listener
+	closed bool
+}
+
+func (l *brokenListener) Accept() (net.Conn, error) { return nil, errors.New("listener broken") }
+func (l *brokenListener) Close() error              { l.closed = true; return l.Listener.Close() }
+
+func TestServeClosesListenerWhenAcceptFails(t *testing.T) {
+	l, err := Listen(filepath.Join(t.TempDir(), "test.ctl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	bl := &brokenListener{Listener: l}
+	if err := Serve(t.Context(), bl, testCommands()); err == nil {
+		t.Fatal("Serve returned nil on a broken listener")
+	}
+	if !bl.closed {
+		t.Error("Serve returned without closing its listener")
+	}
+}
