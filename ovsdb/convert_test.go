@@ -1,6 +1,7 @@
 package ovsdb
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -236,5 +237,60 @@ func TestSchemasEqual(t *testing.T) {
 	}
 	if _, err := SchemasEqual([]byte("{"), []byte(a)); err == nil {
 		t.Error("SchemasEqual accepted broken JSON")
+	}
+}
+
+// FuzzConvert converts a filled database to arbitrary schemas: a schema
+// that parses must either convert or fail with an error, never panic, and
+// a converted database must keep every row it kept under its new schema.
+func FuzzConvert(f *testing.F) {
+	f.Add([]byte(convertOldSchema))
+	f.Add([]byte(convertSchema("2", swKept+`"tags":{"type":{"key":"string","min":0,"max":1}}`)))
+	f.Add([]byte(convertSchema("2", `"name":{"type":{"key":"integer","min":0,"max":1}},"mode":{"type":{"key":"string","value":"integer","min":0,"max":"unlimited"}}`)))
+	f.Add([]byte(`{"name":"C","tables":{"Port":{"isRoot":true,"columns":{"name":{"type":{"key":{"type":"string","maxLength":1}}}}}}}`))
+	f.Fuzz(func(t *testing.T, text []byte) {
+		s, err := ParseSchema(text)
+		if err != nil {
+			return
+		}
+		old := filledConvertDB(t)
+		db, err := old.Convert(s)
+		if err != nil {
+			return
+		}
+		for _, name := range s.TableNames {
+			ot := old.Table(name)
+			for u, r := range db.Table(name).Rows {
+				if ot == nil || ot.Rows[u] == nil {
+					t.Fatalf("table %s row %s appeared from nowhere", name, u)
+				}
+				if len(r.Data) != len(s.Tables[name].Columns) {
+					t.Fatalf("table %s row %s has %d values for %d columns", name, u, len(r.Data), len(s.Tables[name].Columns))
+				}
+			}
+		}
+	})
+}
+
+// BenchmarkConvert converts 10000 rows whose set column changes type, so
+// every value is re-read under the new type.
+func BenchmarkConvert(b *testing.B) {
+	old := MustParseSchema([]byte(`{"name":"B","tables":{"T":{"isRoot":true,"columns":{"name":{"type":"string"},"tags":{"type":{"key":"string","min":0,"max":"unlimited"}}}}}}`))
+	s := MustParseSchema([]byte(`{"name":"B","tables":{"T":{"isRoot":true,"columns":{"name":{"type":"string"},"tags":{"type":{"key":"string","min":0,"max":8}},"n":{"type":"integer"}}}}}`))
+	db := NewDatabase(old)
+	cs := &ChangeSet{Tables: map[string]map[UUID]*RowChange{"T": {}}}
+	ts := old.Table("T")
+	for i := range 10000 {
+		r := NewRow(ts, NewUUID())
+		r.Data[ts.Column("name").Index] = Scalar(String(fmt.Sprint("row", i)))
+		r.Data[ts.Column("tags").Index] = Set(String("a"), String(fmt.Sprint(i)))
+		cs.Tables["T"][r.UUID] = &RowChange{New: r}
+	}
+	db.Apply(cs)
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := db.Convert(s); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
