@@ -395,9 +395,13 @@ func (d *Datapath) Revalidate() {
 }
 
 // Trace translates a packet with key k through the flow tables and returns
-// its path and the megaflow it would get (like ofproto/trace).
+// its path and the megaflow it would get (like ofproto/trace): Mask and
+// Key are as an upcall installs them.
 func (d *Datapath) Trace(k flow.Key) xlate.Result {
-	return d.cfg.Flows.Translate(&k, xlate.Options{Trace: true})
+	r := d.cfg.Flows.Translate(&k, xlate.Options{Trace: true})
+	r.Mask = datapathMask(r.Mask)
+	r.Key = k.And(&r.Mask)
+	return r
 }
 
 // FlushMegaflows deletes every megaflow of every worker and returns how

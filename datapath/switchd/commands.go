@@ -179,27 +179,13 @@ func (s *Switch) trace(args []string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("ofproto/trace: %s: %w", spec, err)
 	}
-	r := s.dp.Trace(k)
-	// The trace's mask is the slow path's; the datapath installs it
-	// without pipeline-only fields and exact on in_port and recirc_id.
-	r.Mask = datapathMask(r.Mask)
-	r.Key = k.And(&r.Mask)
+	r := s.dp.Trace(k) // with the mask the datapath installs
 	var b strings.Builder
 	fmt.Fprintf(&b, "Flow: %s\n\n", flowString(k))
 	fmt.Fprintf(&b, "bridge(%q)\n--------------\n", bridgeName)
 	b.WriteString(r.FormatTrace())
 	fmt.Fprintf(&b, "Datapath actions: %s\n", dpActions(r.Actions))
 	return b.String(), nil
-}
-
-// datapathMask makes a translation's mask what the datapath installs (as
-// package dp does): no pipeline-only fields; in_port and recirc_id exact.
-func datapathMask(m flow.Mask) flow.Mask {
-	po := flow.PipelineOnlyMask()
-	m.ClearMask(&po)
-	m.SetField(flow.InPort)
-	m.SetField(flow.RecircID)
-	return m
 }
 
 // flowString formats a packet's key: every nonzero field.
