@@ -290,8 +290,10 @@ func (s *Switch) delFlows(args []string) (string, error) {
 	if len(dropDPName(args)) > 0 {
 		return "", errors.New("del-flows: deleting some rules is not supported; without arguments it deletes every rule")
 	}
+	s.progMu.Lock() // the count is of the rules this deletes
+	defer s.progMu.Unlock()
 	n := len(s.pipe.Tables().Dump(flow.NumTables))
-	out, err := s.apply(flow.Bundle{Ops: []flow.Op{{Kind: flow.OpDeleteAll}}}, fmt.Sprintf("%d rules deleted", n))
+	out, err := s.applyLocked(flow.Bundle{Ops: []flow.Op{{Kind: flow.OpDeleteAll}}}, fmt.Sprintf("%d rules deleted", n))
 	if err != nil {
 		return "", fmt.Errorf("del-flows: %w", err)
 	}
