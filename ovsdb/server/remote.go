@@ -90,7 +90,8 @@ type Remotes struct {
 // remoteRun is one running remote.
 type remoteRun struct {
 	cancel context.CancelFunc
-	addr   net.Addr // a passive remote's address once listening
+	done   chan struct{} // closed when the remote has stopped
+	addr   net.Addr      // a passive remote's address once listening
 }
 
 // StartRemotes opens the remotes in opts and keeps them up until ctx ends;
@@ -192,10 +193,9 @@ func (r *Remotes) watch(ctx context.Context) {
 // reconcile makes the running remotes those of the options and the
 // database now.
 func (r *Remotes) reconcile(ctx context.Context) {
-	want := map[remoteSpec]bool{}
-	for _, spec := range r.static {
-		want[spec] = true
-	}
+	// One remote per target: the fixed ones win over the database's, and
+	// a target whose parameters change is restarted with the new ones.
+	want := map[string]remoteSpec{}
 	var errs []string
 	for _, ref := range r.refs {
 		specs, err := r.srv.readRemotes(ref)
@@ -219,25 +219,37 @@ func (r *Remotes) reconcile(ctx context.Context) {
 			if spec.role != "" {
 				errs = append(errs, fmt.Sprintf("%s: role %q is not enforced (no RBAC); serving it read-write", spec.target, spec.role))
 			}
-			want[spec] = true
+			want[spec.target] = spec
 		}
 	}
+	for _, spec := range r.static {
+		want[spec.target] = spec
+	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if e := strings.Join(errs, "; "); e != r.lastErr {
 		r.lastErr = e
 		if e != "" {
 			r.log.Warn("reading remotes from the database", "err", e)
 		}
 	}
+	var stopped []*remoteRun
 	for spec, run := range r.running {
-		if !want[spec] {
+		if w, ok := want[spec.target]; !ok || w != spec {
 			r.log.Info("closing remote", "remote", spec.target)
 			run.cancel()
+			stopped = append(stopped, run)
 			delete(r.running, spec)
 		}
 	}
-	for spec := range want {
+	r.mu.Unlock()
+	// A replaced listener must have let go of its port before its
+	// successor binds it. (The runs take r.mu as they stop.)
+	for _, run := range stopped {
+		<-run.done
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, spec := range want {
 		if r.running[spec] == nil {
 			r.startLocked(ctx, spec, nil)
 		}
@@ -248,7 +260,7 @@ func (r *Remotes) reconcile(ctx context.Context) {
 // Callers hold r.mu.
 func (r *Remotes) startLocked(ctx context.Context, spec remoteSpec, l net.Listener) {
 	ctx, cancel := context.WithCancel(ctx)
-	run := &remoteRun{cancel: cancel}
+	run := &remoteRun{cancel: cancel, done: make(chan struct{})}
 	if l != nil {
 		run.addr = l.Addr()
 	}
@@ -256,6 +268,7 @@ func (r *Remotes) startLocked(ctx context.Context, spec remoteSpec, l net.Listen
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
+		defer close(run.done)
 		defer cancel()
 		if isPassive(spec.target) {
 			r.runPassive(ctx, spec, run, l)

@@ -685,3 +685,59 @@ func TestOvsPKI(t *testing.T) {
 		t.Error("certificate of the controller CA accepted")
 	}
 }
+
+// TestSameTargetTwice checks that a target both fixed and in the
+// database runs once, and that a database target whose parameters change
+// is reopened on the same port.
+func TestSameTargetTwice(t *testing.T) {
+	if _, err := exec.LookPath("ovn-nbctl"); err != nil {
+		t.Skip("ovn-nbctl not installed")
+	}
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "nb.sock")
+	fixed, moving := freePort(t), freePort(t)
+	for moving == fixed {
+		moving = freePort(t)
+	}
+	fixedTarget, movingTarget := fmt.Sprintf("ptcp:%d:127.0.0.1", fixed), fmt.Sprintf("ptcp:%d:127.0.0.1", moving)
+	rem := startGovnRemotes(t, dir, []string{"punix:" + sock, fixedTarget, "db:OVN_Northbound,NB_Global,connections"}, TLSOptions{})
+	unix := "--db=unix:" + sock
+	runTool(t, "ovn-nbctl", unix, "init")
+	runTool(t, "ovn-nbctl", unix, "--inactivity-probe=1000", "set-connection", fixedTarget, movingTarget)
+	if !waitListening(moving, true) {
+		t.Fatal("database target not opened")
+	}
+	runs := func() int {
+		rem.mu.Lock()
+		defer rem.mu.Unlock()
+		return len(rem.running)
+	}
+	if n := runs(); n != 3 {
+		t.Errorf("%d remotes running, want 3 (punix, and each port once)", n)
+	}
+	runTool(t, "ovn-nbctl", unix, "--", "set", "connection", movingTarget, "inactivity_probe=0")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rem.mu.Lock()
+		var probe time.Duration = -2
+		for spec := range rem.running {
+			if spec.target == movingTarget {
+				probe = spec.probe
+			}
+		}
+		rem.mu.Unlock()
+		if probe == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("probe of %s is %v, want 0", movingTarget, probe)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !waitListening(moving, true) || !waitListening(fixed, true) {
+		t.Error("a port closed after the change")
+	}
+	if out, ok := nbctl(fmt.Sprintf("--db=tcp:127.0.0.1:%d", moving), "get-connection"); !ok || !strings.Contains(out, movingTarget) {
+		t.Errorf("ovn-nbctl over the reopened target: ok=%v\n%s", ok, out)
+	}
+}
