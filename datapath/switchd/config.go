@@ -84,6 +84,10 @@ func parseTunnelAddr(s, kind string) (netip.AddrPort, error) {
 		return netip.AddrPort{}, fmt.Errorf("a %s tunnel needs a local address (%s:LOCALIP[:UDPPORT])", kind, kind)
 	}
 	if ap, err := netip.ParseAddrPort(s); err == nil {
+		if ap.Addr().Zone() != "" {
+			// The port binds with no scope, so a zone would be dropped.
+			return netip.AddrPort{}, fmt.Errorf("bad tunnel address %q (no zone: the port binds without one)", s)
+		}
 		if ap.Port() == 0 {
 			return netip.AddrPort{}, fmt.Errorf("tunnel UDP port 0")
 		}

@@ -39,6 +39,8 @@ func TestParsePortSpec(t *testing.T) {
 		{in: "t=geneve:host.example", wantErr: true},
 		{in: "t=geneve:10.0.0.1:0", wantErr: true},
 		{in: "t=geneve:10.0.0.1:70000", wantErr: true},
+		{in: "t=geneve:fe80::1%eth0", wantErr: true},
+		{in: "t=geneve:[fe80::1%eth0]:6081", wantErr: true}, // a zone, with a port as without
 		{in: "t=gre:10.0.0.1", wantErr: true},
 		{in: "v=tap:10.0.0.1", wantErr: true},
 	}
