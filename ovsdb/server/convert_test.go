@@ -169,7 +169,7 @@ func commitOps(t *testing.T, d *dbState, ops string) {
 	}
 	c, err := d.commitLocked(res.Changes)
 	d.unlock()
-	if err == nil {
+	if err == nil && c != nil { // nil without a log
 		err = c.Wait(context.Background())
 	}
 	if err != nil {
@@ -186,4 +186,32 @@ func mustOps(t *testing.T, text string) []any {
 		t.Fatal(err)
 	}
 	return ops
+}
+
+// FuzzConvertDatabase feeds arbitrary schema text to ConvertDatabase of a
+// served database with a monitor: it must convert or refuse, never panic,
+// and the database must stay usable.
+func FuzzConvertDatabase(f *testing.F) {
+	f.Add([]byte(testSchemaV2))
+	f.Add([]byte(testSchema))
+	f.Add([]byte(`{"name":"Test","tables":{"Box":{"columns":{"name":{"type":"integer"}}}}}`))
+	f.Add([]byte(`{"name":"Test","tables":{}}`))
+	f.Fuzz(func(t *testing.T, text []byte) {
+		srv := New(Options{Logger: quietLogger(), ProbeInterval: -1})
+		if err := srv.AddDatabase(ovsdb.NewDatabase(ovsdb.MustParseSchema([]byte(testSchema))), nil); err != nil {
+			t.Fatal(err)
+		}
+		d := srv.database("Test")
+		commitOps(t, d, `[{"op":"insert","table":"Box","row":{"name":"a","n":1,"tags":["set",["x","y"]],"opts":["map",[["k","v"]]]}}]`)
+		err := srv.ConvertDatabase(context.Background(), "Test", text)
+		d.mu.Lock()
+		res := d.db.Transact(mustOps(t, `[{"op":"comment","comment":"still here"}]`), ovsdb.TxnOptions{})
+		d.unlock()
+		if res.Failed {
+			t.Fatalf("database unusable after conversion (err %v): %s", err, res.Reply)
+		}
+		if err == nil && !strings.Contains(string(srv.database("Test").schemaJSON()), `"Test"`) {
+			t.Fatal("converted schema lost its name")
+		}
+	})
 }
