@@ -30,7 +30,7 @@ func runDB(ctx context.Context, args []string) error {
 		}
 		return createDB(args[1], args[2])
 	}
-	const synopsis = "govn db [--remote=REMOTE]... [--private-key=FILE --certificate=FILE --ca-cert=FILE] [--unixctl=PATH] [--pidfile=PATH] [--log-file=PATH] [--create=SCHEMA] FILE...\n       govn db create FILE SCHEMA\n  REMOTE: punix:PATH, ptcp:PORT[:IP], pssl:PORT[:IP] (listen); unix:PATH, tcp:IP:PORT, ssl:IP:PORT (connect out);\n          db:DB,TABLE,COLUMN (the targets in that column, e.g. db:OVN_Northbound,NB_Global,connections, followed as it changes)\n  FILE options: a file name or db:DB,TABLE,COLUMN (e.g. db:OVN_Northbound,SSL,private_key)"
+	const synopsis = "govn db [--remote=REMOTE]... [--private-key=FILE --certificate=FILE --ca-cert=FILE] [--unixctl=PATH] [--pidfile=PATH] [--log-file=PATH] [--create=SCHEMA] FILE...\n       govn db create FILE SCHEMA\n       " + dbToolUsage + "\n  REMOTE: punix:PATH, ptcp:PORT[:IP], pssl:PORT[:IP] (listen); unix:PATH, tcp:IP:PORT, ssl:IP:PORT (connect out);\n          db:DB,TABLE,COLUMN (the targets in that column, e.g. db:OVN_Northbound,NB_Global,connections, followed as it changes)\n  FILE options: a file name or db:DB,TABLE,COLUMN (e.g. db:OVN_Northbound,SSL,private_key)"
 	fs := flag.NewFlagSet("govn db", flag.ContinueOnError)
 	var remotes multiFlag
 	fs.Var(&remotes, "remote", "serve `REMOTE` (see above); repeatable")
