@@ -37,12 +37,14 @@ func NewPacket(size int) *Packet {
 	return p
 }
 
-// Reset empties the packet for reuse by a receive.
+// Reset empties the packet for reuse by a receive. The tunnel options
+// are emptied but keep their storage, for the options a tunnel port
+// receives or an encapsulation sets: neither allocates per packet.
 func (p *Packet) Reset() {
 	p.off = Headroom
 	p.Data = p.buf[Headroom:Headroom]
 	p.Offload = Offload{}
-	p.Tunnel = Tunnel{}
+	p.Tunnel = Tunnel{Options: p.Tunnel.Options[:0]}
 }
 
 // space is the storage a receive may fill, after the headroom.
@@ -264,7 +266,7 @@ type Tunnel struct {
 	Dst     netip.Addr
 	TOS     uint8
 	TTL     uint8
-	Options []byte // Geneve options, TLVs exactly as on the wire; a tunnel port's Recv reuses their storage
+	Options []byte // Geneve options, TLVs exactly as on the wire; Reset keeps their storage for reuse
 }
 
 // Valid reports whether t describes a tunnel.

@@ -244,7 +244,6 @@ type udpBatch struct {
 	iovs  [][2]unix.Iovec
 	names [][unix.SizeofSockaddrInet6]byte
 	cmsgs [][udpCmsgSpace]byte    // receive only
-	opts  [][]byte                // receive only: option storage to reuse
 	hdrs  [][maxTunnelHeader]byte // send only
 	lens  []int                   // send only: inner frame sizes
 }
@@ -253,7 +252,6 @@ func newUDPBatch(n int, rx bool) udpBatch {
 	b := udpBatch{msgs: make([]mmsghdr, n), iovs: make([][2]unix.Iovec, n), names: make([][unix.SizeofSockaddrInet6]byte, n)}
 	if rx {
 		b.cmsgs = make([][udpCmsgSpace]byte, n)
-		b.opts = make([][]byte, n)
 	} else {
 		b.hdrs = make([][maxTunnelHeader]byte, n)
 		b.lens = make([]int, n)
@@ -267,8 +265,9 @@ func newUDPBatch(n int, rx bool) udpBatch {
 
 // Recv implements Port. Datagrams that are not tunnel frames of the
 // port's encapsulation are counted as receive errors and skipped. A
-// packet's Tunnel.Options storage is reused for the options it receives,
-// so a batch of OVN's Geneve frames costs no allocation.
+// packet's Tunnel.Options storage (which Reset keeps) is reused for the
+// options it receives, so a batch of OVN's Geneve frames costs no
+// allocation.
 func (t *UDPTunnel) Recv(pkts []*Packet) (int, error) {
 	n := min(len(pkts), len(t.rx.msgs))
 	if n == 0 {
@@ -276,7 +275,6 @@ func (t *UDPTunnel) Recv(pkts []*Packet) (int, error) {
 	}
 	for {
 		for i := range n {
-			t.rx.opts[i] = pkts[i].Tunnel.Options[:0]
 			pkts[i].Reset()
 			b := pkts[i].space()
 			m := &t.rx.msgs[i]
@@ -335,7 +333,7 @@ func (t *UDPTunnel) takeMsg(i int, p *Packet) bool {
 		return false
 	}
 	p.setLen(int(m.n))
-	tun, hdrLen, err := t.decap(p.Data, t.rx.opts[i])
+	tun, hdrLen, err := t.decap(p.Data, p.Tunnel.Options[:0])
 	if err != nil {
 		t.rxErrors.Add(1)
 		return false
@@ -353,9 +351,10 @@ func (t *UDPTunnel) takeMsg(i int, p *Packet) bool {
 
 // decap parses the tunnel header at the start of a UDP payload with
 // package packet's parsers and returns what it says and its length.
-// Geneve options are copied into opts' storage.
+// Geneve options are copied into opts' storage, which the returned
+// Tunnel keeps even with no options.
 func (t *UDPTunnel) decap(b, opts []byte) (Tunnel, int, error) {
-	var tun Tunnel
+	tun := Tunnel{Options: opts[:0]}
 	var inner []byte
 	switch t.encap {
 	case EncapGeneve:
@@ -364,9 +363,7 @@ func (t *UDPTunnel) decap(b, opts []byte) (Tunnel, int, error) {
 			return Tunnel{}, 0, err
 		}
 		tun.ID, inner = uint64(h.VNI), in
-		if len(h.Options) > 0 {
-			tun.Options = append(opts, h.Options...)
-		}
+		tun.Options = append(tun.Options, h.Options...)
 	case EncapVXLAN:
 		vni, in, err := packet.ParseVXLAN(b)
 		if err != nil {
