@@ -165,10 +165,14 @@ func (d *Datapath) RemovePort(no uint32) error {
 		<-pe.done
 	}
 	// The worker is gone: its megaflows credit their rules and free
-	// their recirculation states.
+	// their recirculation states, and its cache's hits join the totals
+	// (Stats reads them from the cache of the ports still there).
 	pe.w.mu.Lock()
 	pe.w.cache.Flush()
+	cs := pe.w.cache.Stats()
 	pe.w.mu.Unlock()
+	pe.w.st.emcHits.Add(cs.EMCHits)
+	pe.w.st.megaflowHits.Add(cs.MegaflowHits)
 	pe.w.st.addTo(&d.removed)
 	return err
 }
@@ -251,6 +255,8 @@ type Stats struct {
 	Megaflows     int    // megaflows installed now, over all workers
 }
 
+// counters are a worker's counts. Its cache counts the hits (emcHits
+// and megaflowHits stay zero) until RemovePort moves them here.
 type counters struct {
 	packets, emcHits, megaflowHits, upcalls, upcallErrors atomic.Uint64
 	installed, expired, revalidated, invalidated          atomic.Uint64

@@ -557,3 +557,27 @@ func (s *optionsSink) Send(pkts []*port.Packet) error {
 	}
 	return nil
 }
+
+// TestStatsKeepRemovedPortsHits checks that removing a port keeps the
+// cache hits of its worker in the datapath's totals, as it keeps its
+// packets and upcalls.
+func TestStatsKeepRemovedPortsHits(t *testing.T) {
+	r := newRig(t, Config{}, 2)
+	r.flows.set(macTable(map[uint64]uint32{mac1: 1}))
+	for range 4 {
+		r.inject(t, 2, udpFrame(mac1, mac2, 1, 2, 5), port.Offload{})
+		r.expect(t, 1)
+	}
+	before := r.d.Stats()
+	if hits := before.EMCHits + before.MegaflowHits; hits != 3 || before.Packets != 4 {
+		t.Fatalf("before removal: %d packets, %d hits, want 4, 3", before.Packets, hits)
+	}
+	if err := r.d.RemovePort(2); err != nil {
+		t.Fatal(err)
+	}
+	after := r.d.Stats()
+	if after.Packets != before.Packets || after.Upcalls != before.Upcalls ||
+		after.EMCHits != before.EMCHits || after.MegaflowHits != before.MegaflowHits {
+		t.Errorf("after removing the port: %+v\nbefore: %+v", after, before)
+	}
+}
