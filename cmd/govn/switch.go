@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/govn/govn/datapath/switchd"
 )
@@ -16,7 +15,7 @@ import (
 func runSwitch(ctx context.Context, args []string) error {
 	opts, err := switchd.ParseArgs(args)
 	if errors.Is(err, flag.ErrHelp) {
-		printHelp(nil, strings.TrimPrefix(switchd.Usage, "usage: "))
+		printHelp(nil, switchd.Usage)
 		return errHelp
 	}
 	if err != nil {

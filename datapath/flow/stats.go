@@ -3,10 +3,10 @@ package flow
 import "sync/atomic"
 
 // PacketCounter counts the packets and bytes credited to a rule, or to a
-// table's matches or misses. The datapath never touches it per packet:
-// megaflows count their own hits, and each megaflow's packets are credited
-// later, in bulk, to the counters of the rules its translation ran (see
-// package megaflow). Credit also credits the parent, so a rule's counter
+// table's matches or misses. The fast path never touches it: megaflows
+// count their own hits, and each megaflow's packets are credited later,
+// in bulk, to the counters of the rules its translation ran (see package
+// megaflow); only an upcall credits its one packet at once. Credit also credits the parent, so a rule's counter
 // feeds its table's matched count. Safe for concurrent use; the zero value
 // counts with no parent. A nil counter counts nothing and reads 0.
 type PacketCounter struct {
