@@ -426,8 +426,10 @@ func (d *Datapath) FlushMegaflows() int {
 // PushStats credits the packets every megaflow counted since the last
 // push to the rules (and table misses) of its translation, so the flow
 // tables' counters (flow.Rule.Stats, classifier.Tables.TableStats) are up
-// to date; dumps call it first. Expiry and revalidation push as well, so
-// counts lag by at most a second or so without it.
+// to date; dumps call it first. Expiry and revalidation push as well, but
+// a worker sweeps for expiry only after a receive (about once a second
+// while its port has traffic), so without PushStats the last hits before
+// a port goes quiet wait for the next packet.
 func (d *Datapath) PushStats() {
 	for _, pe := range *d.ports.Load() {
 		pe.w.mu.Lock()
