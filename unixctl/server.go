@@ -75,11 +75,6 @@ func Serve(ctx context.Context, l net.Listener, cmds map[string]Command) error {
 		}
 		c := jsonrpc.New(connCtx, nc, jsonrpc.Options{Handler: s.handle})
 		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			c.Close()
-			return nil
-		}
 		s.conns[c] = true
 		s.mu.Unlock()
 		c.Start()
@@ -107,7 +102,6 @@ type server struct {
 	mu      sync.Mutex
 	conns   map[*jsonrpc.Conn]bool
 	closing bool // shutdown began: no more commands are waited for
-	closed  bool // shutdown closed the connections: close new ones at once
 }
 
 // handle answers one request.
@@ -133,14 +127,14 @@ func (s *server) handle(_ context.Context, c *jsonrpc.Conn, m *jsonrpc.Message) 
 }
 
 // shutdown waits for running commands' replies to be queued, then closes
-// every connection, which sends what is queued.
+// every connection, which sends what is queued. Serve calls it after its
+// accept loop, so no connection joins later.
 func (s *server) shutdown() {
 	s.mu.Lock()
 	s.closing = true
 	s.mu.Unlock()
 	s.running.Wait()
 	s.mu.Lock()
-	s.closed = true
 	conns := make([]*jsonrpc.Conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
