@@ -227,17 +227,25 @@ func (s *Switch) dumpFlows(args []string) (string, error) {
 	}
 	s.dp.PushStats()
 	rules := s.pipe.Tables().Dump(table)
-	slices.SortStableFunc(rules, func(a, b flow.Rule) int {
+	// Matches are formatted once, not on every comparison: rules of one
+	// table and priority are many in OVN's tables.
+	strs := make([]string, len(rules))
+	idx := make([]int, len(rules))
+	for i := range rules {
+		strs[i], idx[i] = rules[i].Match.String(), i
+	}
+	slices.SortStableFunc(idx, func(i, j int) int {
+		a, b := &rules[i], &rules[j]
 		if c := cmp.Compare(a.Table, b.Table); c != 0 {
 			return c
 		}
 		if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
 			return c
 		}
-		return strings.Compare(a.Match.String(), b.Match.String())
+		return strings.Compare(strs[i], strs[j])
 	})
 	var b strings.Builder
-	for i := range rules {
+	for _, i := range idx {
 		b.WriteString(rules[i].DumpString())
 		b.WriteByte('\n')
 	}
