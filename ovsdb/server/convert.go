@@ -435,3 +435,11 @@ func ConvertFile(ctx context.Context, path, target string, text []byte) error {
 	}
 	return nil
 }
+
+// current returns the database as it is now, for reading its (immutable)
+// schema outside the lock; a conversion may replace it at any time after.
+func (d *dbState) current() *ovsdb.Database {
+	d.mu.Lock()
+	defer d.unlock()
+	return d.db
+}

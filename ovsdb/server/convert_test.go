@@ -3,9 +3,11 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -214,4 +216,51 @@ func FuzzConvertDatabase(f *testing.F) {
 			t.Fatal("converted schema lost its name")
 		}
 	})
+}
+
+// TestConvertUnderLoad converts back and forth while db_change_aware
+// clients transact, monitor, change conditions and read the schema; run
+// with -race it checks that nothing reaches a replaced database.
+func TestConvertUnderLoad(t *testing.T) {
+	srv, sock := startServer(t, nil)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 3 {
+		c := dial(t, sock)
+		mustContain(t, c.call("set_db_change_aware", `[true]`), `{}`)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				name := fmt.Sprintf("c%d-%d", i, n)
+				c.call("transact", `["Test",{"op":"insert","table":"Box","row":{"name":"`+name+`","tags":["set",["a","b"]]}}]`)
+				c.call("monitor_cond", `["Test","`+name+`",{"Box":[{"columns":["name","tags"],"where":[["name","==","`+name+`"]]}]}]`)
+				c.call("monitor_cond_change", `["`+name+`","`+name+`x",{"Box":[{"where":[["name","!=","`+name+`"]]}]}]`)
+				c.call("get_schema", `["Test"]`)
+				c.call("monitor_cancel", `["`+name+`x"]`)
+				c.call("transact", `["Test",{"op":"wait","table":"Box","timeout":50,"where":[["name","==","`+name+`"]],"columns":["name"],"until":"!=","rows":[{"name":"`+name+`"}]}]`)
+			}
+		}()
+	}
+	ctx := context.Background()
+	for i := range 10 {
+		schema := testSchemaV2
+		if i%2 == 1 {
+			schema = testSchema
+		}
+		if err := srv.ConvertDatabase(ctx, "Test", []byte(schema)); err != nil {
+			t.Errorf("conversion %d: %v", i, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	c := dial(t, sock)
+	mustContain(t, c.call("get_schema", `["Test"]`), `"1.0.0"`)
+	mustContain(t, c.call("transact", `["Test",{"op":"select","table":"Box","where":[["name","==","c0-0"]],"columns":["name"]}]`), `"c0-0"`)
 }

@@ -577,7 +577,7 @@ func (s *session) monitor(id json.RawMessage, method string, params []any) {
 	if len(params) > 2 {
 		reqs = params[2]
 	}
-	tables, err := parseMonitorRequests(d.db, reqs, version)
+	tables, err := parseMonitorRequests(d.current(), reqs, version)
 	if err != nil {
 		s.replyError(id, toErrJSON(err))
 		return
