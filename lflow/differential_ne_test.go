@@ -3,7 +3,6 @@ package lflow
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -33,15 +32,7 @@ func inequalityACLs() [][]string {
 // compiles them, and, per (table, priority, datapath), govn needs no more
 // rules than ovn-controller.
 func TestDifferentialInequalities(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the real OVN daemons")
-	}
-	for _, tool := range []string{"ovsdb-server", "ovsdb-tool", "ovn-northd", "ovn-nbctl", "ovn-sbctl",
-		"ovs-vswitchd", "ovs-vsctl", "ovs-ofctl", "ovn-controller", "bash"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s", tool)
-		}
-	}
+	skipWithoutReference(t)
 	ns := netns.New(t) // skips unless root
 	acls := inequalityACLs()
 	ref := startReference(t, ns, acls)

@@ -31,15 +31,7 @@ import (
 // lr0-public) and so needs root and the OVN/OVS binaries; it skips
 // otherwise, and with -short.
 func TestDifferentialOVNController(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the real OVN daemons")
-	}
-	for _, tool := range []string{"ovsdb-server", "ovsdb-tool", "ovn-northd", "ovn-nbctl", "ovn-sbctl",
-		"ovs-vswitchd", "ovs-vsctl", "ovs-ofctl", "ovn-controller", "bash"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s", tool)
-		}
-	}
+	skipWithoutReference(t)
 	ns := netns.New(t) // skips unless root
 	ref := startReference(t, ns, nil)
 
@@ -334,3 +326,18 @@ func (e *refEnv) PortGroup(name string) ([]string, bool) {
 func (e *refEnv) PortKey(name string) (uint32, bool) { k, ok := e.keys[e.dp][name]; return k, ok }
 func (e *refEnv) IsLocalPort(name string) bool       { return e.local[name] }
 func (e *refEnv) ChassisResident(port string) bool   { return e.local[port] }
+
+// skipWithoutReference skips a test that runs the real OVN daemons when
+// -short is given or a binary it needs is missing.
+func skipWithoutReference(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts the real OVN daemons")
+	}
+	for _, tool := range []string{"ovsdb-server", "ovsdb-tool", "ovn-northd", "ovn-nbctl", "ovn-sbctl",
+		"ovs-vswitchd", "ovs-vsctl", "ovs-ofctl", "ovn-controller", "bash"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s", tool)
+		}
+	}
+}
