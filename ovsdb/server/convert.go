@@ -154,6 +154,9 @@ func (d *dbState) replaceLocked(nd *ovsdb.Database) []canceledMonitor {
 	for m := range d.monitors {
 		delete(d.monitors, m)
 		d.unwatchLocked(m)
+		if m.sess == nil {
+			continue
+		}
 		m.sess.mu.Lock()
 		key := string(m.id)
 		if m.sess.monitors[key] == m {
