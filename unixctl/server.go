@@ -24,16 +24,22 @@ import (
 type Command func(args []string) (string, error)
 
 // Listen listens on the unix socket path, creating its directory if
-// needed. A socket file left behind by a daemon that died is replaced; one
-// that a live daemon still answers on is an error.
+// needed. A socket file left behind by a daemon that died (connecting is
+// refused) is replaced; one that a live daemon still answers on, or that
+// cannot be told dead (its daemon is too busy to take a connection), is
+// an error.
 func Listen(path string) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("unixctl: create socket directory: %w", err)
 	}
 	if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSocket != 0 {
-		if c, err := net.Dial("unix", path); err == nil {
+		c, err := net.Dial("unix", path)
+		switch {
+		case err == nil:
 			c.Close()
 			return nil, fmt.Errorf("unixctl: %s: another daemon is listening there", path)
+		case !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, syscall.ENOENT):
+			return nil, fmt.Errorf("unixctl: %s: is another daemon listening there? %w", path, err)
 		}
 		os.Remove(path)
 	}

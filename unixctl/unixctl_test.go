@@ -274,3 +274,38 @@ func TestServeClosesListenerWhenAcceptFails(t *testing.T) {
 		t.Error("Serve returned without closing its listener")
 	}
 }
+
+// TestListenRefusesBusySocket checks that a live daemon whose accept
+// queue is full, so that connecting fails without being refused, keeps
+// its socket.
+func TestListenRefusesBusySocket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "busy.ctl")
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: path}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil { // never accepts: one pending connection fills it
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			break
+		}
+		t.Cleanup(func() { c.Close() })
+		if i == 8 {
+			t.Skip("the accept queue never filled")
+		}
+	}
+	if l, err := Listen(path); err == nil {
+		l.Close()
+		t.Fatal("Listen took the socket of a daemon that is only busy")
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("the busy daemon's socket is gone: %v", err)
+	}
+}
