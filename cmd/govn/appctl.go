@@ -50,7 +50,7 @@ func runAppctlIO(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			msg += "\n"
 		}
 		fmt.Fprint(stderr, msg)
-		return errFailed
+		return errCommandFailed
 	}
 	if err != nil {
 		return err

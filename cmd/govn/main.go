@@ -65,6 +65,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		case errors.Is(err, errUsage):
 			fmt.Fprintf(stderr, "govn %s: %v\n", c.name, err)
 			return 2
+		case errors.Is(err, errCommandFailed):
+			return 2
 		case errors.Is(err, errFailed):
 			// The command already reported what failed.
 			return 1
@@ -111,6 +113,11 @@ func printHelp(fs *flag.FlagSet, synopsis string) {
 // errFailed is returned by a command that has already printed its failure
 // and only wants a non-zero exit status.
 var errFailed = errors.New("failed")
+
+// errCommandFailed is returned by govn appctl when the daemon reported the
+// command's failure (already printed); it exits with status 2, as
+// ovs-appctl does, so scripts can tell it from failing to reach the daemon.
+var errCommandFailed = errors.New("command failed")
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: govn COMMAND [ARGS]")

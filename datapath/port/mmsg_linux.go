@@ -8,8 +8,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sendmmsg sends msgs with one system call and returns how many the kernel
-// took. A socket whose buffer stayed full for its send timeout gives
+// sendmmsg sends msgs (at least one) with one system call and returns how
+// many the kernel took. A socket whose buffer stayed full for its send timeout gives
 // errTxStuck; other failures are the bare errno, for the caller to wrap.
 func sendmmsg(raw syscall.RawConn, msgs []mmsghdr) (int, error) {
 	for {
@@ -22,6 +22,10 @@ func sendmmsg(raw syscall.RawConn, msgs []mmsghdr) (int, error) {
 		switch {
 		case err != nil:
 			return 0, err
+		case e == 0 && sent == 0:
+			// Not expected for a non-empty batch, but callers loop
+			// until everything is sent: never let them spin.
+			return 0, errTxStuck
 		case e == 0:
 			return sent, nil
 		case e == unix.EINTR:
