@@ -125,14 +125,25 @@ func runDB(ctx context.Context, args []string) error {
 			"memory/show": func([]string) (string, error) { return srv.MemoryShow(), nil },
 			"version":     func([]string) (string, error) { return "govn db\n", nil },
 		}
+		served := make(chan struct{})
 		go func() {
+			defer close(served)
 			if err := unixctlpkg.Serve(ctx, l, cmds); err != nil {
 				logger.Error("control socket stopped", "err", err)
 			}
 		}()
+		// Serve answers the commands still running (exit's reply) and
+		// closes the socket before the file goes.
+		defer func() { cancel(); <-served }()
 	}
-	go srv.RunCompaction(ctx, 10*time.Second)
+	compacted := make(chan struct{})
+	go func() {
+		defer close(compacted)
+		srv.RunCompaction(ctx, 10*time.Second)
+	}()
 	<-ctx.Done()
+	// A compaction in progress finishes before the logs are closed.
+	<-compacted
 	return nil
 }
 
