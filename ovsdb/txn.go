@@ -21,6 +21,9 @@ type TxnOptions struct {
 	// ReadOnly refuses operations that write ("not allowed"), after
 	// parsing them, as ovsdb-server does for its _Server database.
 	ReadOnly bool
+	// ReadOnlySession refuses them as ovsdb-server does for a client of
+	// a read-only connection (Connection.read_only in OVN Southbound).
+	ReadOnlySession bool
 }
 
 // TxnResult is the outcome of Transact.
@@ -193,8 +196,11 @@ func (t *txn) forEach(ts *TableSchema, conds []Condition, fn func(*Row) error) e
 
 // refuseWrite fails a write operation in a read-only database.
 func (t *txn) refuseWrite(op string) error {
-	if t.opts.ReadOnly {
+	switch {
+	case t.opts.ReadOnly:
 		return Errorf(ErrNotAllowed, "%s operation not allowed on table in reserved database %s", op, t.db.Schema.Name)
+	case t.opts.ReadOnlySession:
+		return Errorf(ErrNotAllowed, "%s operation not allowed when database server is in read only mode", op)
 	}
 	return nil
 }

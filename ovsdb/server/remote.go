@@ -30,10 +30,10 @@ import (
 // listeners whose targets disappear are closed and new ones opened, with
 // no restart.
 //
-// Two columns of OVN Southbound's Connection table are not enforced: a
-// row with read_only=true opens no listener (rather than one that lets
-// peers write), and role (RBAC) is served as a plain read-write
-// connection, with a warning.
+// OVN Southbound's Connection.read_only is enforced as ovsdb-server does:
+// its sessions may read and monitor, and every operation that writes is
+// refused ("not allowed"). Its role column (RBAC) is not: such a
+// connection is served as a plain read-write one, with a warning.
 
 // RemoteOptions configure StartRemotes.
 type RemoteOptions struct {
@@ -54,7 +54,7 @@ type remoteSpec struct {
 	// maxBackoff bounds the wait between attempts; 0 means 8s.
 	maxBackoff time.Duration
 	// readOnly and role are a Connection row's read_only and role
-	// columns, which this server does not enforce; see reconcile.
+	// columns; role is not enforced, see reconcile.
 	readOnly bool
 	role     string
 }
@@ -208,14 +208,8 @@ func (r *Remotes) reconcile(ctx context.Context) {
 				errs = append(errs, err.Error())
 				continue
 			}
-			// Read-only connections cannot be enforced (every session
-			// may write), so they stay closed rather than open wider
-			// than configured; RBAC roles are not enforced either,
-			// which only a warning can say.
-			if spec.readOnly {
-				errs = append(errs, fmt.Sprintf("%s: read-only connections are not supported; not listening", spec.target))
-				continue
-			}
+			// RBAC roles are not enforced, which only a warning can
+			// say.
 			if spec.role != "" {
 				errs = append(errs, fmt.Sprintf("%s: role %q is not enforced (no RBAC); serving it read-write", spec.target, spec.role))
 			}
@@ -278,11 +272,13 @@ func (r *Remotes) startLocked(ctx context.Context, spec remoteSpec, l net.Listen
 	}()
 }
 
-func (r *Remotes) probe(spec remoteSpec) time.Duration {
-	if spec.probe < 0 {
-		return r.srv.opts.ProbeInterval
+// connOptions returns the options of the sessions spec's remote serves.
+func (r *Remotes) connOptions(spec remoteSpec) connOptions {
+	probe := spec.probe
+	if probe < 0 {
+		probe = r.srv.opts.ProbeInterval
 	}
-	return spec.probe
+	return connOptions{probe: probe, readOnly: spec.readOnly}
 }
 
 // backoff returns the next wait after cur, bounded by spec's maximum.
@@ -327,7 +323,7 @@ func (r *Remotes) runPassive(ctx context.Context, spec remoteSpec, run *remoteRu
 		run.addr = l.Addr()
 		r.mu.Unlock()
 		r.log.Info("listening", "remote", spec.target, "addr", l.Addr().String())
-		err := r.srv.serveListener(ctx, l, r.probe(spec))
+		err := r.srv.serveListener(ctx, l, r.connOptions(spec))
 		r.mu.Lock()
 		run.addr = nil
 		r.mu.Unlock()
@@ -370,7 +366,7 @@ func (r *Remotes) runActive(ctx context.Context, spec remoteSpec) {
 			r.log.Info("connected", "remote", spec.target)
 			wait = 0
 			select {
-			case <-r.srv.serveConn(ctx, c, r.probe(spec)):
+			case <-r.srv.serveConn(ctx, c, r.connOptions(spec)):
 			case <-ctx.Done():
 			}
 		}

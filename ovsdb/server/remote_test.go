@@ -600,53 +600,133 @@ func TestActiveRemotes(t *testing.T) {
 	}
 }
 
-// TestReadOnlyConnectionStaysClosed checks that a Southbound Connection
-// row with read_only=true opens no listener, since this server cannot
-// keep its peers from writing, and that clearing it opens one.
-func TestReadOnlyConnectionStaysClosed(t *testing.T) {
-	if _, err := exec.LookPath("ovn-sbctl"); err != nil {
-		t.Skip("ovn-sbctl not installed")
+// TestReadOnlyConnection: a Southbound Connection row with read_only=true
+// serves sessions that may read but not write, with ovsdb-server's errors
+// (compared with the real one), and read_only=false makes it writable
+// again; role is read but not enforced.
+func TestReadOnlyConnection(t *testing.T) {
+	for _, tool := range []string{"ovn-sbctl", "ovsdb-client"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
 	}
 	text, err := schema.Lookup("sb")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(Options{Logger: quietLogger()})
-	if err := srv.AddDatabase(ovsdb.NewDatabase(ovsdb.MustParseSchema(text)), nil); err != nil {
-		t.Fatal(err)
+	startGovn := func(t *testing.T, dir string) (*Server, string) {
+		srv := New(Options{Logger: quietLogger()})
+		if err := srv.AddDatabase(ovsdb.NewDatabase(ovsdb.MustParseSchema(text)), nil); err != nil {
+			t.Fatal(err)
+		}
+		sock := filepath.Join(dir, "sb.sock")
+		ctx, cancel := context.WithCancel(context.Background())
+		rem, err := srv.StartRemotes(ctx, RemoteOptions{Remotes: []string{"punix:" + sock, "db:OVN_Southbound,SB_Global,connections"}, Poll: 20 * time.Millisecond})
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cancel(); rem.Wait() })
+		return srv, sock
 	}
-	sock := filepath.Join(t.TempDir(), "sb.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	rem, err := srv.StartRemotes(ctx, RemoteOptions{Remotes: []string{"punix:" + sock, "db:OVN_Southbound,SB_Global,connections"}, Poll: 20 * time.Millisecond})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
+	startReal := func(t *testing.T, dir string) string {
+		schemaFile := filepath.Join(dir, "sb.ovsschema")
+		if err := os.WriteFile(schemaFile, text, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "sb.db")
+		runTool(t, "ovsdb-tool", "create", path, schemaFile)
+		sock := filepath.Join(dir, "sb.sock")
+		cmd := exec.Command("ovsdb-server", "--remote=punix:"+sock, "--remote=db:OVN_Southbound,SB_Global,connections",
+			"--unixctl="+filepath.Join(dir, "ovsdb.ctl"), "--log-file="+filepath.Join(dir, "ovsdb.log"), "-vconsole:off", path)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		for range 100 {
+			if _, err := os.Stat(sock); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return sock
 	}
-	t.Cleanup(func() { cancel(); rem.Wait() })
-	sbctl := func(args ...string) {
-		t.Helper()
-		runTool(t, "ovn-sbctl", append([]string{"--timeout=5", "--db=unix:" + sock}, args...)...)
+	// script makes the connection read-only and tries each kind of
+	// operation over it; it returns what ovsdb-client printed.
+	script := func(t *testing.T, sock string) []string {
+		port := freePort(t)
+		sbctl := func(args ...string) {
+			t.Helper()
+			runTool(t, "ovn-sbctl", append([]string{"--timeout=5", "--db=unix:" + sock}, args...)...)
+		}
+		sbctl("init")
+		sbctl("set-connection", "read-only", fmt.Sprintf("ptcp:%d:127.0.0.1", port))
+		if !waitListening(port, true) {
+			t.Fatal("read-only connection not opened")
+		}
+		remote := fmt.Sprintf("tcp:127.0.0.1:%d", port)
+		var out []string
+		for _, req := range []string{
+			`{"op":"insert","table":"Chassis","row":{"name":"x","hostname":"h"}}`,
+			`{"op":"select","table":"Chassis","where":[],"columns":["name"]}`,
+			`{"op":"comment","comment":"c"},{"op":"mutate","table":"SB_Global","where":[],"mutations":[["nb_cfg","+=",1]]}`,
+			`{"op":"wait","table":"SB_Global","where":[],"columns":["nb_cfg"],"until":"==","rows":[{"nb_cfg":0}],"timeout":0}`,
+			`{"op":"delete","table":"Chassis","where":[]},{"op":"update","table":"SB_Global","where":[],"row":{"nb_cfg":5}}`,
+		} {
+			cmd := exec.Command("ovsdb-client", "--timeout=5", "transact", remote, `["OVN_Southbound",`+req+`]`)
+			b, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("ovsdb-client transact %s: %v: %s", req, err, b)
+			}
+			out = append(out, strings.TrimSpace(string(b)))
+		}
+		// Read-write again: writes go through.
+		sbctl("set", "connection", ".", "read_only=false")
+		ok := false
+		for range 100 {
+			b, err := exec.Command("ovsdb-client", "--timeout=5", "transact", remote,
+				`["OVN_Southbound",{"op":"insert","table":"Chassis","row":{"name":"y","hostname":"h"}}]`).CombinedOutput()
+			if err == nil && strings.Contains(string(b), `"uuid"`) {
+				ok = true
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		out = append(out, fmt.Sprintf("insert after read_only=false: %v", ok))
+		return out
 	}
-	port := freePort(t)
-	sbctl("init")
-	sbctl("set-connection", fmt.Sprintf("ptcp:%d:127.0.0.1", port))
-	if !waitListening(port, true) {
-		t.Fatal("read-write connection not opened")
+	want := []string{
+		`[{"details":"insert operation not allowed when database server is in read only mode","error":"not allowed"}]`,
+		`[{"rows":[]}]`,
+		`[{},{"details":"mutate operation not allowed when database server is in read only mode","error":"not allowed"}]`,
+		`[{}]`,
+		`[{"details":"delete operation not allowed when database server is in read only mode","error":"not allowed"},null]`,
+		`insert after read_only=false: true`,
 	}
-	sbctl("set", "connection", ".", "read_only=true")
-	if !waitListening(port, false) {
-		t.Error("read-only connection left open")
+	srv, sock := startGovn(t, t.TempDir())
+	got := script(t, sock)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("govn db:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	sbctl("set", "connection", ".", "read_only=false", "role=ovn-controller")
-	if !waitListening(port, true) {
-		t.Error("connection with a role not opened")
-	}
-	sbctl("set", "connection", ".", "inactivity_probe=0", "max_backoff=2000")
+	// role is read, not enforced.
+	runTool(t, "ovn-sbctl", "--timeout=5", "--db=unix:"+sock, "set", "connection", ".", "role=ovn-controller", "inactivity_probe=0", "max_backoff=2000")
 	specs, err := srv.readRemotes(dbRef{"OVN_Southbound", "SB_Global", "connections"})
-	want := remoteSpec{target: fmt.Sprintf("ptcp:%d:127.0.0.1", port), probe: 0, maxBackoff: 2 * time.Second, role: "ovn-controller"}
-	if err != nil || len(specs) != 1 || specs[0] != want {
-		t.Errorf("readRemotes = %+v, %v; want [%+v]", specs, err, want)
+	if err != nil || len(specs) != 1 || specs[0].role != "ovn-controller" || specs[0].probe != 0 || specs[0].maxBackoff != 2*time.Second || specs[0].readOnly {
+		t.Errorf("readRemotes = %+v, %v", specs, err)
 	}
+	if _, err := exec.LookPath("ovsdb-server"); err != nil {
+		t.Skip("ovsdb-server not installed")
+	}
+	// The last line differs on purpose: ovsdb-server 3.1 keeps serving a
+	// listener read-only after its row says read_only=false (until the
+	// target itself changes or the server restarts); govn applies the
+	// change, as the row asks.
+	real := script(t, startReal(t, t.TempDir()))
+	n := len(want) - 1
+	if strings.Join(got[:n], "\n") != strings.Join(real[:n], "\n") {
+		t.Errorf("govn db:\n%s\novsdb-server:\n%s", strings.Join(got[:n], "\n"), strings.Join(real[:n], "\n"))
+	}
+	t.Logf("ovsdb-server, after read_only=false: %s", real[n])
 }
 
 // TestOvsPKI serves SSL with the RSA certificates that ovs-pki makes, as

@@ -233,11 +233,20 @@ func (s *Server) databaseNames() []string {
 // Serve accepts connections on l until ctx ends or l fails. It closes l
 // when it returns.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
-	return s.serveListener(ctx, l, s.opts.ProbeInterval)
+	return s.serveListener(ctx, l, connOptions{probe: s.opts.ProbeInterval})
 }
 
-// serveListener is Serve with the listener's own probe interval.
-func (s *Server) serveListener(ctx context.Context, l net.Listener, probe time.Duration) error {
+// connOptions are what a remote sets for the sessions it accepts.
+type connOptions struct {
+	// probe is the inactivity probe interval (zero or negative: none).
+	probe time.Duration
+	// readOnly refuses transactions that write, as a Connection row with
+	// read_only=true asks.
+	readOnly bool
+}
+
+// serveListener is Serve with the listener's own session options.
+func (s *Server) serveListener(ctx context.Context, l net.Listener, opts connOptions) error {
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
 	defer l.Close()
@@ -260,7 +269,7 @@ func (s *Server) serveListener(ctx context.Context, l net.Listener, probe time.D
 			}
 			continue
 		}
-		s.serveConn(ctx, c, probe)
+		s.serveConn(ctx, c, opts)
 	}
 }
 
@@ -283,13 +292,14 @@ func acceptErrorPasses(err error) bool {
 // ServeConn starts a session on rwc and returns at once; the session ends
 // when the peer hangs up, misbehaves, or ctx ends.
 func (s *Server) ServeConn(ctx context.Context, rwc io.ReadWriteCloser) {
-	s.serveConn(ctx, rwc, s.opts.ProbeInterval)
+	s.serveConn(ctx, rwc, connOptions{probe: s.opts.ProbeInterval})
 }
 
 // serveConn is ServeConn with the connection's own probe interval (zero or
 // negative: none); the returned channel is closed when the session ends.
-func (s *Server) serveConn(ctx context.Context, rwc io.ReadWriteCloser, probe time.Duration) <-chan struct{} {
-	sess := &session{srv: s, lastRecv: time.Now(), monitors: map[string]*monitor{}, locks: map[string]bool{}, pending: map[string][]*blockedTxn{}}
+func (s *Server) serveConn(ctx context.Context, rwc io.ReadWriteCloser, opts connOptions) <-chan struct{} {
+	probe := opts.probe
+	sess := &session{srv: s, readOnly: opts.readOnly, lastRecv: time.Now(), monitors: map[string]*monitor{}, locks: map[string]bool{}, pending: map[string][]*blockedTxn{}}
 	// The session must hold its Conn before the first request arrives.
 	sess.conn = jsonrpc.New(ctx, rwc, jsonrpc.Options{
 		Handler:        sess.handle,

@@ -26,6 +26,8 @@ type session struct {
 	closed  bool
 	// changeAware is set by set_db_change_aware (see convert.go).
 	changeAware bool
+	// readOnly refuses transactions that write (a read-only remote).
+	readOnly bool
 	// lastRecv is when the peer last sent anything (for probes).
 	lastRecv time.Time
 }
@@ -149,7 +151,7 @@ func (s *session) transact(id json.RawMessage, params []any) {
 // to run again after the next commit. Callers hold b.d.mu.
 func (b *blockedTxn) runLocked(expired bool) (blocked bool) {
 	d := b.d
-	res := d.db.Transact(b.ops, ovsdb.TxnOptions{HasLock: b.sess.hasLock, WaitExpired: expired, ReadOnly: d == d.srv.server})
+	res := d.db.Transact(b.ops, ovsdb.TxnOptions{HasLock: b.sess.hasLock, WaitExpired: expired, ReadOnly: d == d.srv.server, ReadOnlySession: b.sess.readOnly})
 	if res.Blocked {
 		if !b.queued {
 			// First time blocked: queue it; retries keep their place.
