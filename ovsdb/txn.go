@@ -24,6 +24,30 @@ type TxnOptions struct {
 	// ReadOnlySession refuses them as ovsdb-server does for a client of
 	// a read-only connection (Connection.read_only in OVN Southbound).
 	ReadOnlySession bool
+	// Checker, when not nil, authorizes each insert, update, mutate and
+	// delete before it is applied (OVN's role-based access control); its
+	// error becomes the operation's reply.
+	Checker WriteChecker
+}
+
+// WriteChecker authorizes the writes of a session.
+type WriteChecker interface {
+	// CheckWrite returns nil when w may be applied to db, which holds
+	// the committed state the transaction runs against.
+	CheckWrite(db *Database, w Write) error
+}
+
+// Write is one write operation as a WriteChecker sees it.
+type Write struct {
+	// Op is "insert", "update", "mutate" or "delete".
+	Op    string
+	Table *TableSchema
+	// Rows are the new row of an insert, or the rows an update, mutate
+	// or delete matches, as they are before it.
+	Rows []*Row
+	// Columns are the columns an update or mutate writes (an update's
+	// whole "row", whether or not a value changes).
+	Columns []*ColumnSchema
 }
 
 // TxnResult is the outcome of Transact.
@@ -203,6 +227,24 @@ func (t *txn) refuseWrite(op string) error {
 		return Errorf(ErrNotAllowed, "%s operation not allowed when database server is in read only mode", op)
 	}
 	return nil
+}
+
+// checkWrite asks the session's WriteChecker, if any, about a write: an
+// insert of newRow, or an op on the rows of ts matching conds.
+func (t *txn) checkWrite(op string, ts *TableSchema, conds []Condition, newRow *Row, cols []*ColumnSchema) error {
+	if t.opts.Checker == nil {
+		return nil
+	}
+	w := Write{Op: op, Table: ts, Columns: cols}
+	if newRow != nil {
+		w.Rows = []*Row{newRow}
+	} else if err := t.forEach(ts, conds, func(r *Row) error {
+		w.Rows = append(w.Rows, r)
+		return nil
+	}); err != nil {
+		return err
+	}
+	return t.opts.Checker.CheckWrite(t.db, w)
 }
 
 func (t *txn) resolve(name string) (UUID, error) {
@@ -388,6 +430,9 @@ func (t *txn) insert(b []byte, op map[string]any) ([]byte, error) {
 	if err := t.refuseWrite("insert"); err != nil {
 		return b, err
 	}
+	if err := t.checkWrite("insert", ts, nil, r, nil); err != nil {
+		return b, err
+	}
 	t.setRow(ts, uuid, r)
 	b = append(b, `{"uuid":`...)
 	b = UUIDAtom(uuid).AppendJSON(b)
@@ -478,6 +523,15 @@ func (t *txn) update(b []byte, op map[string]any) ([]byte, error) {
 	if err := t.refuseWrite("update"); err != nil {
 		return b, err
 	}
+	if t.opts.Checker != nil {
+		written := make([]*ColumnSchema, 0, len(cols))
+		for c := range cols {
+			written = append(written, c)
+		}
+		if err := t.checkWrite("update", ts, conds, nil, written); err != nil {
+			return b, err
+		}
+	}
 	n := 0
 	err = t.forEach(ts, conds, func(r *Row) error {
 		n++
@@ -497,6 +551,9 @@ func (t *txn) deleteOp(b []byte, op map[string]any) ([]byte, error) {
 		return b, err
 	}
 	if err := t.refuseWrite("delete"); err != nil {
+		return b, err
+	}
+	if err := t.checkWrite("delete", ts, conds, nil, nil); err != nil {
 		return b, err
 	}
 	n := 0
@@ -679,6 +736,15 @@ func (t *txn) mutate(b []byte, op map[string]any) ([]byte, error) {
 	}
 	if err := t.refuseWrite("mutate"); err != nil {
 		return b, err
+	}
+	if t.opts.Checker != nil {
+		written := make([]*ColumnSchema, 0, len(muts))
+		for _, m := range muts {
+			written = append(written, m.col)
+		}
+		if err := t.checkWrite("mutate", ts, conds, nil, written); err != nil {
+			return b, err
+		}
 	}
 	n := 0
 	err = t.forEach(ts, conds, func(r *Row) error {

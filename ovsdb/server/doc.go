@@ -66,6 +66,17 @@
 // server-wide; a session's locks, monitors and blocked transactions go
 // away with it.
 //
+// # Access control
+//
+// A session inherits its remote's restrictions (remote.go): a read-only
+// Connection refuses every write, and a Connection with a role has each
+// insert, update, mutate and delete checked, as ovsdb-server's RBAC does,
+// against the RBAC_Role and RBAC_Permission rows of the database written
+// (rbac.go), with the common name of the client's TLS certificate as its
+// identity. The core calls the check (ovsdb.TxnOptions.Checker) once per
+// write operation with the rows it touches, before applying it; a refusal
+// is the operation's "permission error" and aborts the transaction.
+//
 // # _Server
 //
 // Like ovsdb-server, the server serves a read-only "_Server" database whose

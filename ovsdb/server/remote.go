@@ -32,8 +32,10 @@ import (
 //
 // OVN Southbound's Connection.read_only is enforced as ovsdb-server does:
 // its sessions may read and monitor, and every operation that writes is
-// refused ("not allowed"). Its role column (RBAC) is not: such a
-// connection is served as a plain read-write one, with a warning.
+// refused ("not allowed"). Its role column is enforced as ovsdb-server's
+// role-based access control: the writes of such a connection's sessions
+// are checked against the RBAC_Role and RBAC_Permission rows, with the
+// client's TLS certificate common name as its identity (see rbac.go).
 
 // RemoteOptions configure StartRemotes.
 type RemoteOptions struct {
@@ -54,7 +56,7 @@ type remoteSpec struct {
 	// maxBackoff bounds the wait between attempts; 0 means 8s.
 	maxBackoff time.Duration
 	// readOnly and role are a Connection row's read_only and role
-	// columns; role is not enforced, see reconcile.
+	// columns; role selects the RBAC rules the sessions obey.
 	readOnly bool
 	role     string
 }
@@ -208,11 +210,6 @@ func (r *Remotes) reconcile(ctx context.Context) {
 				errs = append(errs, err.Error())
 				continue
 			}
-			// RBAC roles are not enforced, which only a warning can
-			// say.
-			if spec.role != "" {
-				errs = append(errs, fmt.Sprintf("%s: role %q is not enforced (no RBAC); serving it read-write", spec.target, spec.role))
-			}
 			want[spec.target] = spec
 		}
 	}
@@ -278,7 +275,7 @@ func (r *Remotes) connOptions(spec remoteSpec) connOptions {
 	if probe < 0 {
 		probe = r.srv.opts.ProbeInterval
 	}
-	return connOptions{probe: probe, readOnly: spec.readOnly}
+	return connOptions{probe: probe, readOnly: spec.readOnly, role: spec.role}
 }
 
 // backoff returns the next wait after cur, bounded by spec's maximum.

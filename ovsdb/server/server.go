@@ -243,6 +243,9 @@ type connOptions struct {
 	// readOnly refuses transactions that write, as a Connection row with
 	// read_only=true asks.
 	readOnly bool
+	// role is an RBAC role (Connection.role): non-empty, the session's
+	// writes are checked against the database's RBAC tables (rbac.go).
+	role string
 }
 
 // serveListener is Serve with the listener's own session options.
@@ -299,7 +302,7 @@ func (s *Server) ServeConn(ctx context.Context, rwc io.ReadWriteCloser) {
 // negative: none); the returned channel is closed when the session ends.
 func (s *Server) serveConn(ctx context.Context, rwc io.ReadWriteCloser, opts connOptions) <-chan struct{} {
 	probe := opts.probe
-	sess := &session{srv: s, readOnly: opts.readOnly, lastRecv: time.Now(), monitors: map[string]*monitor{}, locks: map[string]bool{}, pending: map[string][]*blockedTxn{}}
+	sess := &session{srv: s, readOnly: opts.readOnly, checker: newRBAC(opts.role, rwc), lastRecv: time.Now(), monitors: map[string]*monitor{}, locks: map[string]bool{}, pending: map[string][]*blockedTxn{}}
 	// The session must hold its Conn before the first request arrives.
 	sess.conn = jsonrpc.New(ctx, rwc, jsonrpc.Options{
 		Handler:        sess.handle,

@@ -28,6 +28,8 @@ type session struct {
 	changeAware bool
 	// readOnly refuses transactions that write (a read-only remote).
 	readOnly bool
+	// checker authorizes writes (RBAC); nil when the remote has no role.
+	checker ovsdb.WriteChecker
 	// lastRecv is when the peer last sent anything (for probes).
 	lastRecv time.Time
 }
@@ -151,7 +153,7 @@ func (s *session) transact(id json.RawMessage, params []any) {
 // to run again after the next commit. Callers hold b.d.mu.
 func (b *blockedTxn) runLocked(expired bool) (blocked bool) {
 	d := b.d
-	res := d.db.Transact(b.ops, ovsdb.TxnOptions{HasLock: b.sess.hasLock, WaitExpired: expired, ReadOnly: d == d.srv.server, ReadOnlySession: b.sess.readOnly})
+	res := d.db.Transact(b.ops, ovsdb.TxnOptions{HasLock: b.sess.hasLock, WaitExpired: expired, ReadOnly: d == d.srv.server, ReadOnlySession: b.sess.readOnly, Checker: b.sess.checker})
 	if res.Blocked {
 		if !b.queued {
 			// First time blocked: queue it; retries keep their place.
