@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/govn/govn/internal/daemon"
 	"github.com/govn/govn/ovsdb/server"
 	"github.com/govn/govn/schema"
 	unixctlpkg "github.com/govn/govn/unixctl"
@@ -30,37 +30,45 @@ func runDB(ctx context.Context, args []string) error {
 		}
 		return createDB(args[1], args[2])
 	}
-	const synopsis = "govn db [--remote=REMOTE]... [--private-key=FILE --certificate=FILE --ca-cert=FILE] [--unixctl=PATH] [--pidfile=PATH] [--log-file=PATH] [--create=SCHEMA] FILE...\n       govn db create FILE SCHEMA\n       " + dbToolUsage + "\n  REMOTE: punix:PATH, ptcp:PORT[:IP], pssl:PORT[:IP] (listen); unix:PATH, tcp:IP:PORT, ssl:IP:PORT (connect out);\n          db:DB,TABLE,COLUMN (the targets in that column, e.g. db:OVN_Northbound,NB_Global,connections, followed as it changes)\n  FILE options: a file name or db:DB,TABLE,COLUMN (e.g. db:OVN_Northbound,SSL,private_key)"
-	fs := flag.NewFlagSet("govn db", flag.ContinueOnError)
-	var remotes multiFlag
-	fs.Var(&remotes, "remote", "serve `REMOTE` (see above); repeatable")
-	var tlsOpts server.TLSOptions
-	fs.StringVar(&tlsOpts.PrivateKey, "private-key", "", "SSL private key `FILE` or db:DB,TABLE,COLUMN")
-	fs.StringVar(&tlsOpts.Certificate, "certificate", "", "SSL certificate `FILE` or db:DB,TABLE,COLUMN")
-	fs.StringVar(&tlsOpts.CACert, "ca-cert", "", "SSL CA certificate `FILE` or db:DB,TABLE,COLUMN; peers must present a certificate it signed")
-	fs.StringVar(&tlsOpts.Protocols, "ssl-protocols", "", "allowed SSL `PROTOCOLS` (TLSv1,TLSv1.1,TLSv1.2,TLSv1.3; default TLSv1.2 and later) or db:DB,TABLE,COLUMN")
-	fs.StringVar(&tlsOpts.Ciphers, "ssl-ciphers", "", "accepted (also as db:DB,TABLE,COLUMN) for ovsdb-server compatibility; Go's cipher suites are used")
-	unixctl := fs.String("unixctl", "", "answer ovs-appctl commands on the unix socket `PATH`")
-	pidfile := fs.String("pidfile", "", "write the process id to `PATH`")
-	create := fs.String("create", "", "create each missing FILE with `SCHEMA` (nb, sb, vswitch or a path)")
-	verbose := fs.Bool("verbose", false, "log debug messages")
-	logFile := fs.String("log-file", "", "append logs to `PATH` instead of standard error")
-	fs.Bool("no-chdir", true, "accepted for ovsdb-server compatibility (govn db never changes directory)")
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to `FILE` until exit")
-	args, vlog := splitVlogArgs(args)
-	if err := parseFlags(fs, args, synopsis); err != nil {
+	opts, err := parseDBFlags(args, os.Getenv)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() == 0 {
-		return fmt.Errorf("%w: no database FILE\nusage: %s", errUsage, synopsis)
+	env := os.Environ()
+	if opts.detach && !daemon.IsChild(env) {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("--detach: finding govn's executable: %w", err)
+		}
+		return daemon.Detach(exe, append([]string{"db"}, args...), env)
+	}
+	ready := daemon.ChildNotifier(env)
+	if err := serveDB(ctx, opts, ready.Ready); err != nil {
+		ready.Fail(err)
+		return err
+	}
+	return nil
+}
+
+// serveDB serves opts.files until ctx ends or ovs-appctl exit; it calls
+// ready once every remote listens and the control socket answers.
+func serveDB(ctx context.Context, opts dbOptions, ready func()) error {
+	if opts.user != "" {
+		cred, err := daemon.LookupUser(opts.user)
+		if err != nil {
+			return err
+		}
+		if err := cred.Drop(); err != nil {
+			return fmt.Errorf("--user %s: %w", opts.user, err)
+		}
 	}
 	level := slog.LevelInfo
-	if *verbose {
+	if opts.verbose {
 		level = slog.LevelDebug
 	}
 	var logOut io.Writer = os.Stderr
-	if *logFile != "" {
-		f, err := os.OpenFile(*logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if opts.logFile != "" {
+		f, err := os.OpenFile(opts.logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 		if err != nil {
 			return fmt.Errorf("opening log file: %w", err)
 		}
@@ -68,12 +76,15 @@ func runDB(ctx context.Context, args []string) error {
 		logOut = f
 	}
 	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
-	if len(vlog) > 0 {
-		logger.Info("ignoring Open vSwitch log settings", "args", vlog)
+	if len(opts.vlog) > 0 {
+		logger.Info("ignoring Open vSwitch log settings", "args", opts.vlog)
+	}
+	if opts.monitor {
+		logger.Info("ignoring --monitor: govn db is not restarted after a crash; use a service manager for that")
 	}
 
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
+	if opts.cpuprofile != "" {
+		f, err := os.Create(opts.cpuprofile)
 		if err != nil {
 			return err
 		}
@@ -85,10 +96,10 @@ func runDB(ctx context.Context, args []string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	srv := server.New(server.Options{Logger: logger})
-	for _, path := range fs.Args() {
-		if *create != "" {
+	for _, path := range opts.files {
+		if opts.create != "" {
 			if _, err := os.Stat(path); server.IsNotExist(err) {
-				if err := createDB(path, *create); err != nil {
+				if err := createDB(path, opts.create); err != nil {
 					return err
 				}
 			}
@@ -103,27 +114,30 @@ func runDB(ctx context.Context, args []string) error {
 		}
 		logger.Info("serving database", "name", db.Schema.Name, "file", path)
 	}
-	if *pidfile != "" {
-		if err := os.WriteFile(*pidfile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+	if opts.pidfile != "" {
+		if err := os.WriteFile(opts.pidfile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 			return fmt.Errorf("writing pidfile: %w", err)
 		}
-		defer os.Remove(*pidfile)
+		defer os.Remove(opts.pidfile)
 	}
-	rem, err := srv.StartRemotes(ctx, server.RemoteOptions{Remotes: remotes, TLS: tlsOpts})
+	rem, err := srv.StartRemotes(ctx, server.RemoteOptions{Remotes: opts.remotes, TLS: opts.tls})
 	if err != nil {
 		return err
 	}
 	defer func() { cancel(); rem.Wait() }()
-	if *unixctl != "" {
-		l, err := unixctlpkg.Listen(*unixctl)
+	if opts.unixctl != "" {
+		l, err := unixctlpkg.Listen(opts.unixctl)
 		if err != nil {
 			return err
 		}
-		defer os.Remove(*unixctl)
+		defer os.Remove(opts.unixctl)
 		cmds := map[string]unixctlpkg.Command{
 			"exit":        func([]string) (string, error) { cancel(); return "", nil },
 			"memory/show": func([]string) (string, error) { return srv.MemoryShow(), nil },
-			"version":     func([]string) (string, error) { return "govn db\n", nil },
+			// The last word is the Open vSwitch release whose OVSDB govn
+			// db follows; ovn-ctl stops daemons with "exit" only when
+			// it is 2.5.90 or later, and with signals otherwise.
+			"version": func([]string) (string, error) { return "govn db (OVSDB of Open vSwitch) 3.1.0\n", nil },
 		}
 		served := make(chan struct{})
 		go func() {
@@ -141,6 +155,7 @@ func runDB(ctx context.Context, args []string) error {
 		defer close(compacted)
 		srv.RunCompaction(ctx, 10*time.Second)
 	}()
+	ready()
 	<-ctx.Done()
 	// A compaction in progress finishes before the logs are closed.
 	<-compacted
