@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -232,4 +233,66 @@ func FuzzParseDBFlags(f *testing.F) {
 			t.Errorf("%q: parsed without a database FILE", line)
 		}
 	})
+}
+
+// TestDBDetachUser checks that "govn db --detach --user nobody" serves as
+// nobody: the pidfile names a process with nobody's ids.
+func TestDBDetachUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("--user needs root")
+	}
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skip("no user nobody")
+	}
+	bin := buildGovn(t)
+	// nobody must reach the files; t.TempDir's parents are root's 0700.
+	dir, err := os.MkdirTemp("", "govn-user-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	pidfile, ctl := filepath.Join(dir, "db.pid"), filepath.Join(dir, "db.ctl")
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(pidfile); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	out, err := exec.Command(bin, "db", "--detach", "--user=nobody", "--pidfile="+pidfile, "--unixctl="+ctl,
+		"--log-file="+filepath.Join(dir, "log"), "--create=nb", "--remote=punix:"+filepath.Join(dir, "db.sock"),
+		filepath.Join(dir, "nb.db")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("govn db --detach --user=nobody: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(pidfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := strings.TrimSpace(string(b))
+	status, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(line); len(f) == 5 && (f[0] == "Uid:" || f[0] == "Gid:") {
+			want := nobody.Uid
+			if f[0] == "Gid:" {
+				want = nobody.Gid
+			}
+			for _, id := range f[1:] {
+				if id != want {
+					t.Errorf("daemon %s %v, want all %s", f[0], f[1:], want)
+					break
+				}
+			}
+		}
+	}
+	if out, err := exec.Command(bin, "appctl", "-t", ctl, "exit").CombinedOutput(); err != nil {
+		t.Errorf("govn appctl exit: %v\n%s", err, out)
+	}
 }
