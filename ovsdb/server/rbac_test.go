@@ -38,7 +38,7 @@ const rbacRules = `[
  {"op":"insert","table":"Port_Binding","row":{"logical_port":"lp1"}},
  {"op":"insert","table":"Datapath_Binding","row":{"tunnel_key":1,"external_ids":["map",[["chassis","hv1"]]]}}]`
 
-func rbacDB(t *testing.T) *ovsdb.Database {
+func rbacDB(t testing.TB) *ovsdb.Database {
 	t.Helper()
 	s, err := ovsdb.ParseSchema([]byte(rbacSchema))
 	if err != nil {
@@ -50,7 +50,7 @@ func rbacDB(t *testing.T) *ovsdb.Database {
 }
 
 // applyTxn runs a transaction, commits what it changed and returns its reply.
-func applyTxn(t *testing.T, db *ovsdb.Database, ops string, opts ovsdb.TxnOptions) string {
+func applyTxn(t testing.TB, db *ovsdb.Database, ops string, opts ovsdb.TxnOptions) string {
 	t.Helper()
 	v, err := ovsdb.DecodeJSON([]byte(ops))
 	if err != nil {
@@ -144,4 +144,29 @@ func TestRBACIdentityAndRole(t *testing.T) {
 // uuidsMasked replaces each ["uuid","..."] of a reply with <u>.
 func uuidsMasked(reply string) string {
 	return uuidRE.ReplaceAllString(strings.ReplaceAll(reply, `["uuid","`, `"`), "<u>")
+}
+
+// BenchmarkRBACUpdate measures a chassis' permitted update with the
+// check against one without (ovn-controller's nb_cfg bump).
+func BenchmarkRBACUpdate(b *testing.B) {
+	db := rbacDB(b)
+	applyTxn(b, db, `[{"op":"insert","table":"Chassis","row":{"name":"hv1"}}]`, ovsdb.TxnOptions{})
+	v, err := ovsdb.DecodeJSON([]byte(`[{"op":"mutate","table":"Chassis","where":[["name","==","hv1"]],"mutations":[["nb_cfg","+=",1]]}]`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ops := v.([]any)
+	hv1 := &rbac{role: "ovn-controller", peerID: func() (string, bool) { return "hv1", true }}
+	for _, bc := range []struct {
+		name    string
+		checker ovsdb.WriteChecker
+	}{{"unchecked", nil}, {"rbac", hv1}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if res := db.Transact(ops, ovsdb.TxnOptions{Checker: bc.checker}); res.Failed {
+					b.Fatalf("refused: %s", res.Reply)
+				}
+			}
+		})
+	}
 }
