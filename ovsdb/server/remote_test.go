@@ -603,7 +603,7 @@ func TestActiveRemotes(t *testing.T) {
 // TestReadOnlyConnection: a Southbound Connection row with read_only=true
 // serves sessions that may read but not write, with ovsdb-server's errors
 // (compared with the real one), and read_only=false makes it writable
-// again; role is read but not enforced.
+// again; the role column is read along (rbac_test.go tests enforcing it).
 func TestReadOnlyConnection(t *testing.T) {
 	for _, tool := range []string{"ovn-sbctl", "ovsdb-client"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -708,7 +708,7 @@ func TestReadOnlyConnection(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("govn db:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	// role is read, not enforced.
+	// The other columns of the row are read too.
 	runTool(t, "ovn-sbctl", "--timeout=5", "--db=unix:"+sock, "set", "connection", ".", "role=ovn-controller", "inactivity_probe=0", "max_backoff=2000")
 	specs, err := srv.readRemotes(dbRef{"OVN_Southbound", "SB_Global", "connections"})
 	if err != nil || len(specs) != 1 || specs[0].role != "ovn-controller" || specs[0].probe != 0 || specs[0].maxBackoff != 2*time.Second || specs[0].readOnly {
