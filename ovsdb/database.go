@@ -340,36 +340,7 @@ func ApplyDiff(old, diff Datum, ct *ColumnType) Datum {
 	if !ct.IsMap() {
 		return old.Difference(diff).Union(diff.Difference(old))
 	}
-	// Merge the two sorted key lists.
-	keys := make([]Atom, 0, old.Len()+diff.Len())
-	values := make([]Atom, 0, old.Len()+diff.Len())
-	i, j := 0, 0
-	for i < old.Len() || j < diff.Len() {
-		var c int
-		switch {
-		case i == old.Len():
-			c = 1
-		case j == diff.Len():
-			c = -1
-		default:
-			c = old.Keys[i].Compare(diff.Keys[j])
-		}
-		switch {
-		case c < 0:
-			keys, values = append(keys, old.Keys[i]), append(values, old.Values[i])
-			i++
-		case c > 0:
-			keys, values = append(keys, diff.Keys[j]), append(values, diff.Values[j])
-			j++
-		default:
-			if old.Values[i] != diff.Values[j] {
-				keys, values = append(keys, diff.Keys[j]), append(values, diff.Values[j])
-			}
-			i++
-			j++
-		}
-	}
-	return Datum{Keys: keys, Values: values}
+	return mergeMaps(old, diff, old.Len()+diff.Len())
 }
 
 // Diff returns the update2 "modify" difference from old to new for a
@@ -388,35 +359,42 @@ func Diff(old, new Datum, ct *ColumnType) Datum {
 	if !ct.IsMap() {
 		return old.Difference(new).Union(new.Difference(old))
 	}
-	var keys, values []Atom
+	return mergeMaps(old, new, 0) // a difference is usually small
+}
+
+// mergeMaps merges two canonical maps: the pairs whose keys only one of
+// them has, and b's pair for each key both have with different values.
+// It is both the update2 difference from a to b (Diff) and the map that a
+// difference b makes of a (ApplyDiff): applying a difference twice undoes
+// it. capacity is the room to allocate for the result at once.
+func mergeMaps(a, b Datum, capacity int) Datum {
+	keys := make([]Atom, 0, capacity)
+	values := make([]Atom, 0, capacity)
 	i, j := 0, 0
-	for i < len(old.Keys) || j < len(new.Keys) {
+	for i < a.Len() || j < b.Len() {
 		var c int
 		switch {
-		case i == len(old.Keys):
+		case i == a.Len():
 			c = 1
-		case j == len(new.Keys):
+		case j == b.Len():
 			c = -1
 		default:
-			c = old.Keys[i].Compare(new.Keys[j])
+			c = a.Keys[i].Compare(b.Keys[j])
 		}
 		switch {
 		case c < 0:
-			keys, values = append(keys, old.Keys[i]), append(values, old.Values[i])
+			keys, values = append(keys, a.Keys[i]), append(values, a.Values[i])
 			i++
 		case c > 0:
-			keys, values = append(keys, new.Keys[j]), append(values, new.Values[j])
+			keys, values = append(keys, b.Keys[j]), append(values, b.Values[j])
 			j++
 		default:
-			if old.Values[i] != new.Values[j] {
-				keys, values = append(keys, new.Keys[j]), append(values, new.Values[j])
+			if a.Values[i] != b.Values[j] {
+				keys, values = append(keys, b.Keys[j]), append(values, b.Values[j])
 			}
 			i++
 			j++
 		}
-	}
-	if values == nil {
-		values = []Atom{}
 	}
 	return Datum{Keys: keys, Values: values}
 }
