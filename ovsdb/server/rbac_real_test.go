@@ -1,18 +1,12 @@
 package server
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/govn/govn/ovsdb"
-	"github.com/govn/govn/schema"
 )
 
 // rbacSetup is what the test writes over the unix socket: two
@@ -70,10 +64,6 @@ func TestRealRBAC(t *testing.T) {
 			t.Skipf("%s not installed", tool)
 		}
 	}
-	text, err := schema.Lookup("sb")
-	if err != nil {
-		t.Fatal(err)
-	}
 	certDir := t.TempDir()
 	caKey, caCert, caDER := newCA(t, "test CA")
 	ca := filepath.Join(certDir, "cacert.pem")
@@ -82,43 +72,16 @@ func TestRealRBAC(t *testing.T) {
 	hv1Key, hv1Cert := issue(t, certDir, "hv1", caKey, caCert)
 	tlsOpts := TLSOptions{PrivateKey: serverKey, Certificate: serverCert, CACert: ca}
 
+	remotes := func(dir string) []string {
+		return []string{"punix:" + filepath.Join(dir, "sb.sock"), "db:OVN_Southbound,SB_Global,connections"}
+	}
 	startGovn := func(t *testing.T, dir string) string {
-		srv := New(Options{Logger: quietLogger()})
-		if err := srv.AddDatabase(ovsdb.NewDatabase(ovsdb.MustParseSchema(text)), nil); err != nil {
-			t.Fatal(err)
-		}
-		sock := filepath.Join(dir, "sb.sock")
-		ctx, cancel := context.WithCancel(context.Background())
-		rem, err := srv.StartRemotes(ctx, RemoteOptions{Remotes: []string{"punix:" + sock, "db:OVN_Southbound,SB_Global,connections"}, TLS: tlsOpts, Poll: 20 * time.Millisecond})
-		if err != nil {
-			cancel()
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cancel(); rem.Wait() })
-		return sock
+		startGovnRemotes(t, dir, "sb", remotes(dir), tlsOpts)
+		return filepath.Join(dir, "sb.sock")
 	}
 	startReal := func(t *testing.T, dir string) string {
-		schemaFile := filepath.Join(dir, "sb.ovsschema")
-		if err := os.WriteFile(schemaFile, text, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(dir, "sb.db")
-		runTool(t, "ovsdb-tool", "create", path, schemaFile)
-		sock := filepath.Join(dir, "sb.sock")
-		cmd := exec.Command("ovsdb-server", "--remote=punix:"+sock, "--remote=db:OVN_Southbound,SB_Global,connections",
-			"--private-key="+serverKey, "--certificate="+serverCert, "--ca-cert="+ca,
-			"--unixctl="+filepath.Join(dir, "ovsdb.ctl"), "--log-file="+filepath.Join(dir, "ovsdb.log"), "-vconsole:off", path)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		for range 100 {
-			if _, err := os.Stat(sock); err == nil {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		return sock
+		startRealRemotes(t, dir, "sb", remotes(dir), tlsOpts)
+		return filepath.Join(dir, "sb.sock")
 	}
 	script := func(t *testing.T, sock string) []string {
 		sslPort, tcpPort := freePort(t), freePort(t)

@@ -136,15 +136,16 @@ func waitListening(port int, want bool) bool {
 	return false
 }
 
-// startGovnRemotes serves a new NB database with args' remotes and SSL
-// options (a subset of ovsdb-server's command line).
-func startGovnRemotes(t *testing.T, dir string, remotes []string, tlsOpts TLSOptions) *Remotes {
+// startGovnRemotes serves a new database of govn's schema name ("nb",
+// "sb") with remotes and SSL options (a subset of ovsdb-server's command
+// line).
+func startGovnRemotes(t *testing.T, dir, name string, remotes []string, tlsOpts TLSOptions) *Remotes {
 	t.Helper()
-	text, err := schema.Lookup("nb")
+	text, err := schema.Lookup(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, "nb.db")
+	path := filepath.Join(dir, name+".db")
 	if err := CreateFile(path, text); err != nil {
 		t.Fatal(err)
 	}
@@ -166,18 +167,19 @@ func startGovnRemotes(t *testing.T, dir string, remotes []string, tlsOpts TLSOpt
 	return rem
 }
 
-// startRealRemotes does the same with the real ovsdb-server.
-func startRealRemotes(t *testing.T, dir string, remotes []string, tlsOpts TLSOptions) {
+// startRealRemotes does the same with the real ovsdb-server, and waits
+// for its punix: sockets to appear.
+func startRealRemotes(t *testing.T, dir, name string, remotes []string, tlsOpts TLSOptions) {
 	t.Helper()
-	text, err := schema.Lookup("nb")
+	text, err := schema.Lookup(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	schemaFile := filepath.Join(dir, "nb.ovsschema")
+	schemaFile := filepath.Join(dir, name+".ovsschema")
 	if err := os.WriteFile(schemaFile, text, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, "nb.db")
+	path := filepath.Join(dir, name+".db")
 	runTool(t, "ovsdb-tool", "create", path, schemaFile)
 	args := []string{"--unixctl=" + filepath.Join(dir, "ovsdb.ctl"), "--log-file=" + filepath.Join(dir, "ovsdb.log"), "-vconsole:off"}
 	for _, r := range remotes {
@@ -193,6 +195,15 @@ func startRealRemotes(t *testing.T, dir string, remotes []string, tlsOpts TLSOpt
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for _, r := range remotes {
+		sock, ok := strings.CutPrefix(r, "punix:")
+		for i := 0; ok && i < 100; i++ {
+			if _, err := os.Stat(sock); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 }
 
 // nbctl runs ovn-nbctl and returns its output and whether it succeeded.
@@ -280,7 +291,9 @@ func TestRealNbctlRemotes(t *testing.T) {
 	}
 	var got []string
 	defer func() { t.Logf("observed:\n%s", strings.Join(got, "\n")) }()
-	got = remoteScript(t, func(t *testing.T, dir string, remotes []string, o TLSOptions) { startGovnRemotes(t, dir, remotes, o) })
+	got = remoteScript(t, func(t *testing.T, dir string, remotes []string, o TLSOptions) {
+		startGovnRemotes(t, dir, "nb", remotes, o)
+	})
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("govn db:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -289,7 +302,9 @@ func TestRealNbctlRemotes(t *testing.T) {
 			t.Skipf("%s not installed", tool)
 		}
 	}
-	real := remoteScript(t, startRealRemotes)
+	real := remoteScript(t, func(t *testing.T, dir string, remotes []string, o TLSOptions) {
+		startRealRemotes(t, dir, "nb", remotes, o)
+	})
 	t.Logf("ovsdb-server:\n%s", strings.Join(real, "\n"))
 	if strings.Join(got, "\n") != strings.Join(real, "\n") {
 		t.Errorf("govn db:\n%s\novsdb-server:\n%s", strings.Join(got, "\n"), strings.Join(real, "\n"))
@@ -306,7 +321,7 @@ func TestRealNbctlSSLFromDB(t *testing.T) {
 	p := newPKI(t, dir)
 	sock := filepath.Join(dir, "db.sock")
 	port := freePort(t)
-	startGovnRemotes(t, dir, []string{"punix:" + sock, "db:OVN_Northbound,NB_Global,connections"}, TLSOptions{
+	startGovnRemotes(t, dir, "nb", []string{"punix:" + sock, "db:OVN_Northbound,NB_Global,connections"}, TLSOptions{
 		PrivateKey:  "db:OVN_Northbound,SSL,private_key",
 		Certificate: "db:OVN_Northbound,SSL,certificate",
 		CACert:      "db:OVN_Northbound,SSL,ca_cert",
@@ -348,7 +363,7 @@ func TestRealNbctlSSLFromDB(t *testing.T) {
 func TestTLSReload(t *testing.T) {
 	dir := t.TempDir()
 	p := newPKI(t, dir)
-	rem := startGovnRemotes(t, dir, []string{"pssl:0:127.0.0.1"}, TLSOptions{PrivateKey: p.serverKey, Certificate: p.serverCert, CACert: p.ca})
+	rem := startGovnRemotes(t, dir, "nb", []string{"pssl:0:127.0.0.1"}, TLSOptions{PrivateKey: p.serverKey, Certificate: p.serverCert, CACert: p.ca})
 	addr := rem.Listening()["pssl:0:127.0.0.1"]
 	if addr == nil {
 		t.Fatalf("not listening: %v", rem.Listening())
@@ -540,7 +555,7 @@ func TestStartRemotesErrors(t *testing.T) {
 func TestSSLProtocols(t *testing.T) {
 	dir := t.TempDir()
 	p := newPKI(t, dir)
-	rem := startGovnRemotes(t, dir, []string{"pssl:0:127.0.0.1"}, TLSOptions{PrivateKey: p.serverKey, Certificate: p.serverCert, CACert: p.ca, Protocols: "TLSv1.3"})
+	rem := startGovnRemotes(t, dir, "nb", []string{"pssl:0:127.0.0.1"}, TLSOptions{PrivateKey: p.serverKey, Certificate: p.serverCert, CACert: p.ca, Protocols: "TLSv1.3"})
 	addr := rem.Listening()["pssl:0:127.0.0.1"].String()
 	dialMax := func(v uint16) error {
 		c, err := tls.LoadX509KeyPair(p.clientCert, p.clientKey)
@@ -590,7 +605,7 @@ func TestActiveRemotes(t *testing.T) {
 	sslRes := run("-p", p.clientKey, "-c", p.clientCert, "-C", p.ca, "list-dbs", fmt.Sprintf("pssl:%d:127.0.0.1", sslPort))
 	// No probing of the ports: ovsdb-client serves the first connection
 	// only.
-	startGovnRemotes(t, dir, []string{fmt.Sprintf("tcp:127.0.0.1:%d", tcpPort), fmt.Sprintf("ssl:127.0.0.1:%d", sslPort)},
+	startGovnRemotes(t, dir, "nb", []string{fmt.Sprintf("tcp:127.0.0.1:%d", tcpPort), fmt.Sprintf("ssl:127.0.0.1:%d", sslPort)},
 		TLSOptions{PrivateKey: p.serverKey, Certificate: p.serverCert, CACert: p.ca})
 	for name, ch := range map[string]chan result{"tcp": tcpRes, "ssl": sslRes} {
 		r := <-ch
@@ -610,46 +625,8 @@ func TestReadOnlyConnection(t *testing.T) {
 			t.Skipf("%s not installed", tool)
 		}
 	}
-	text, err := schema.Lookup("sb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	startGovn := func(t *testing.T, dir string) (*Server, string) {
-		srv := New(Options{Logger: quietLogger()})
-		if err := srv.AddDatabase(ovsdb.NewDatabase(ovsdb.MustParseSchema(text)), nil); err != nil {
-			t.Fatal(err)
-		}
-		sock := filepath.Join(dir, "sb.sock")
-		ctx, cancel := context.WithCancel(context.Background())
-		rem, err := srv.StartRemotes(ctx, RemoteOptions{Remotes: []string{"punix:" + sock, "db:OVN_Southbound,SB_Global,connections"}, Poll: 20 * time.Millisecond})
-		if err != nil {
-			cancel()
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cancel(); rem.Wait() })
-		return srv, sock
-	}
-	startReal := func(t *testing.T, dir string) string {
-		schemaFile := filepath.Join(dir, "sb.ovsschema")
-		if err := os.WriteFile(schemaFile, text, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(dir, "sb.db")
-		runTool(t, "ovsdb-tool", "create", path, schemaFile)
-		sock := filepath.Join(dir, "sb.sock")
-		cmd := exec.Command("ovsdb-server", "--remote=punix:"+sock, "--remote=db:OVN_Southbound,SB_Global,connections",
-			"--unixctl="+filepath.Join(dir, "ovsdb.ctl"), "--log-file="+filepath.Join(dir, "ovsdb.log"), "-vconsole:off", path)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		for range 100 {
-			if _, err := os.Stat(sock); err == nil {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		return sock
+	sbRemotes := func(dir string) []string {
+		return []string{"punix:" + filepath.Join(dir, "sb.sock"), "db:OVN_Southbound,SB_Global,connections"}
 	}
 	// script makes the connection read-only and tries each kind of
 	// operation over it; it returns what ovsdb-client printed.
@@ -703,7 +680,9 @@ func TestReadOnlyConnection(t *testing.T) {
 		`[{"details":"delete operation not allowed when database server is in read only mode","error":"not allowed"},null]`,
 		`insert after read_only=false: true`,
 	}
-	srv, sock := startGovn(t, t.TempDir())
+	dir := t.TempDir()
+	srv := startGovnRemotes(t, dir, "sb", sbRemotes(dir), TLSOptions{}).srv
+	sock := filepath.Join(dir, "sb.sock")
 	got := script(t, sock)
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("govn db:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -721,7 +700,9 @@ func TestReadOnlyConnection(t *testing.T) {
 	// listener read-only after its row says read_only=false (until the
 	// target itself changes or the server restarts); govn applies the
 	// change, as the row asks.
-	real := script(t, startReal(t, t.TempDir()))
+	realDir := t.TempDir()
+	startRealRemotes(t, realDir, "sb", sbRemotes(realDir), TLSOptions{})
+	real := script(t, filepath.Join(realDir, "sb.sock"))
 	n := len(want) - 1
 	if strings.Join(got[:n], "\n") != strings.Join(real[:n], "\n") {
 		t.Errorf("govn db:\n%s\novsdb-server:\n%s", strings.Join(got[:n], "\n"), strings.Join(real[:n], "\n"))
@@ -751,7 +732,7 @@ func TestOvsPKI(t *testing.T) {
 	pkiTool("req+sign", "server", "switch")
 	pkiTool("req+sign", "client", "switch")
 	ca := filepath.Join(pkiDir, "switchca", "cacert.pem")
-	rem := startGovnRemotes(t, dir, []string{"pssl:0:127.0.0.1"}, TLSOptions{
+	rem := startGovnRemotes(t, dir, "nb", []string{"pssl:0:127.0.0.1"}, TLSOptions{
 		PrivateKey: filepath.Join(dir, "server-privkey.pem"), Certificate: filepath.Join(dir, "server-cert.pem"), CACert: ca,
 	})
 	addr := rem.Listening()["pssl:0:127.0.0.1"].String()
@@ -780,7 +761,7 @@ func TestSameTargetTwice(t *testing.T) {
 		moving = freePort(t)
 	}
 	fixedTarget, movingTarget := fmt.Sprintf("ptcp:%d:127.0.0.1", fixed), fmt.Sprintf("ptcp:%d:127.0.0.1", moving)
-	rem := startGovnRemotes(t, dir, []string{"punix:" + sock, fixedTarget, "db:OVN_Northbound,NB_Global,connections"}, TLSOptions{})
+	rem := startGovnRemotes(t, dir, "nb", []string{"punix:" + sock, fixedTarget, "db:OVN_Northbound,NB_Global,connections"}, TLSOptions{})
 	unix := "--db=unix:" + sock
 	runTool(t, "ovn-nbctl", unix, "init")
 	runTool(t, "ovn-nbctl", unix, "--inactivity-probe=1000", "set-connection", fixedTarget, movingTarget)
