@@ -139,8 +139,12 @@ func TestOVNCtlStartsGovnDB(t *testing.T) {
 	if err := os.Mkdir(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// ovsdb-server is a link to govn, which then runs as govn db under
+	// that name; ovn-ctl checks the name of the process in the pidfile.
+	if err := os.Symlink(govn, filepath.Join(bin, "ovsdb-server")); err != nil {
+		t.Fatal(err)
+	}
 	wrappers := map[string]string{
-		"ovsdb-server": `exec ` + govn + ` db "$@"`,
 		// ovs-lib runs "ovsdb-tool -vconsole:off create|schema-version|
 		// db-version|needs-conversion|convert ..."; govn db has these.
 		"ovsdb-tool": `for a; do shift; case $a in -v*) ;; *) set -- "$@" "$a";; esac; done
@@ -183,8 +187,11 @@ exec ` + govn + ` db "$@"`,
 	if err != nil {
 		t.Fatalf("pidfile %q: %v", b, err)
 	}
-	if comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); err != nil || strings.TrimSpace(string(comm)) != "govn" {
-		t.Fatalf("pidfile names pid %d, comm %q (%v), want a running govn", pid, comm, err)
+	if comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); err != nil || strings.TrimSpace(string(comm)) != "ovsdb-server" {
+		t.Fatalf("pidfile names pid %d, comm %q (%v), want govn running as ovsdb-server", pid, comm, err)
+	}
+	if exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe"); err != nil || exe != govn {
+		t.Fatalf("pid %d runs %q (%v), want %s", pid, exe, err, govn)
 	}
 	nbctl := func(args ...string) string {
 		t.Helper()
@@ -193,6 +200,11 @@ exec ` + govn + ` db "$@"`,
 			t.Fatalf("ovn-nbctl %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 		return string(out)
+	}
+	// Started again, ovn-ctl finds it running and starts nothing.
+	ovnctl("start_nb_ovsdb")
+	if b, err := os.ReadFile(pidfile); err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(pid) {
+		t.Fatalf("pidfile after a second start_nb_ovsdb: %q, %v; want %d", b, err, pid)
 	}
 	nbctl("ls-add", "sw0")
 	if out := nbctl("show"); !strings.Contains(out, "(sw0)") {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -36,11 +38,11 @@ func runDB(ctx context.Context, args []string) error {
 	}
 	env := os.Environ()
 	if opts.detach && !daemon.IsChild(env) {
-		exe, err := os.Executable()
+		exe, childArgs, err := detachCommand(os.Args[0], args)
 		if err != nil {
-			return fmt.Errorf("--detach: finding govn's executable: %w", err)
+			return fmt.Errorf("--detach: %w", err)
 		}
-		return daemon.Detach(exe, append([]string{"db"}, args...), env)
+		return daemon.Detach(exe, childArgs, env)
 	}
 	ready := daemon.ChildNotifier(env)
 	if err := serveDB(ctx, opts, ready.Ready); err != nil {
@@ -217,4 +219,27 @@ func isVlogArg(a string) bool {
 	}
 	// -v, -vSPEC (not -verbose, which package flag parses).
 	return strings.HasPrefix(a, "-v") && !strings.HasPrefix(a, "-verbose")
+}
+
+// detachCommand returns the program and arguments that run govn db with
+// args in a detached child. Run as ovsdb-server (a link to govn), the child
+// keeps that name, so that ovn-ctl, which checks the name of the process
+// its pidfile names, recognises it.
+func detachCommand(argv0 string, args []string) (exe string, childArgs []string, err error) {
+	if filepath.Base(argv0) == dbProgramName {
+		if strings.Contains(argv0, "/") {
+			exe, err = filepath.Abs(argv0)
+		} else {
+			exe, err = exec.LookPath(argv0)
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("finding %s: %w", argv0, err)
+		}
+		return exe, args, nil
+	}
+	exe, err = os.Executable()
+	if err != nil {
+		return "", nil, fmt.Errorf("finding govn's executable: %w", err)
+	}
+	return exe, append([]string{"db"}, args...), nil
 }

@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 )
 
@@ -41,7 +42,20 @@ var errUsage = errors.New("usage")
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stderr))
+	os.Exit(run(ctx, commandLine(os.Args), os.Stderr))
+}
+
+// dbProgramName is the name under which govn is govn db: a link named
+// ovsdb-server to govn stands in for ovsdb-server, and scripts that look
+// for a process of that name (ovn-ctl) find it.
+const dbProgramName = "ovsdb-server"
+
+// commandLine returns govn's arguments for the process arguments argv.
+func commandLine(argv []string) []string {
+	if len(argv) > 0 && filepath.Base(argv[0]) == dbProgramName {
+		return append([]string{"db"}, argv[1:]...)
+	}
+	return argv[1:]
 }
 
 func run(ctx context.Context, args []string, stderr io.Writer) int {

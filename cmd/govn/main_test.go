@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/govn/govn/unixctl"
@@ -73,5 +74,31 @@ func TestAppctlExitStatus(t *testing.T) {
 		if got := run(context.Background(), tc.args, io.Discard); got != tc.want {
 			t.Errorf("govn %q: exit status %d, want %d", tc.args, got, tc.want)
 		}
+	}
+}
+
+// Run as ovsdb-server (a link to govn), govn is govn db, and a detached
+// child keeps that name.
+func TestProgramName(t *testing.T) {
+	for _, tc := range []struct {
+		argv []string
+		want string
+	}{
+		{[]string{"govn", "db", "x.db"}, "db x.db"},
+		{[]string{"/usr/sbin/ovsdb-server", "--remote=punix:s", "x.db"}, "db --remote=punix:s x.db"},
+		{[]string{"ovsdb-server"}, "db"},
+		{[]string{"/opt/ovsdb-server-old", "db"}, "db"},
+	} {
+		if got := strings.Join(commandLine(tc.argv), " "); got != tc.want {
+			t.Errorf("commandLine(%q) = %q, want %q", tc.argv, got, tc.want)
+		}
+	}
+	exe, args, err := detachCommand("/usr/sbin/ovsdb-server", []string{"--detach", "x.db"})
+	if err != nil || exe != "/usr/sbin/ovsdb-server" || strings.Join(args, " ") != "--detach x.db" {
+		t.Errorf("detachCommand as ovsdb-server = %q %q %v", exe, args, err)
+	}
+	exe, args, err = detachCommand("govn", []string{"x.db"})
+	if err != nil || filepath.Base(exe) == "ovsdb-server" || strings.Join(args, " ") != "db x.db" {
+		t.Errorf("detachCommand as govn = %q %q %v", exe, args, err)
 	}
 }
