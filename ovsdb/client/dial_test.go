@@ -2,15 +2,8 @@ package client
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -18,68 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/govn/govn/internal/testpki"
 	"github.com/govn/govn/ovsdb/server"
 )
-
-// testCA signs certificates for the SSL tests.
-type testCA struct {
-	key  *ecdsa.PrivateKey
-	cert *x509.Certificate
-	file string // the CA certificate's PEM file
-}
-
-func newTestCA(t *testing.T, dir, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	ca := &testCA{key: key, cert: cert, file: filepath.Join(dir, name+"-cacert.pem")}
-	writeTestPEM(t, ca.file, "CERTIFICATE", der)
-	return ca
-}
-
-// issue writes a key and a certificate the CA signed; it returns their
-// file names.
-func (ca *testCA) issue(t *testing.T, dir, name string) (keyFile, certFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, _ := x509.MarshalPKCS8PrivateKey(key)
-	keyFile, certFile = filepath.Join(dir, name+"-privkey.pem"), filepath.Join(dir, name+"-cert.pem")
-	writeTestPEM(t, keyFile, "PRIVATE KEY", kder)
-	writeTestPEM(t, certFile, "CERTIFICATE", der)
-	return keyFile, certFile
-}
-
-func writeTestPEM(t *testing.T, path, kind string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestDialSSL connects the client over SSL to govn's server and to the
 // real ovsdb-server, each with a pssl: remote: a client with a
@@ -88,10 +22,10 @@ func writeTestPEM(t *testing.T, path, kind string, der []byte) {
 // not.
 func TestDialSSL(t *testing.T) {
 	dir := t.TempDir()
-	ca, rogue := newTestCA(t, dir, "ca"), newTestCA(t, dir, "rogue")
-	serverKey, serverCert := ca.issue(t, dir, "server")
-	clientKey, clientCert := ca.issue(t, dir, "client")
-	rogueKey, rogueCert := rogue.issue(t, dir, "rogue")
+	ca, rogue := testpki.NewCA(t, dir, "ca"), testpki.NewCA(t, dir, "rogue")
+	serverKey, serverCert := ca.Issue(t, dir, "server")
+	clientKey, clientCert := ca.Issue(t, dir, "client")
+	rogueKey, rogueCert := rogue.Issue(t, dir, "rogue")
 
 	servers := map[string]func(t *testing.T) string{
 		"govn": func(t *testing.T) string {
@@ -111,7 +45,7 @@ func TestDialSSL(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			rem, err := srv.StartRemotes(ctx, server.RemoteOptions{
 				Remotes: []string{"pssl:0:127.0.0.1"},
-				TLS:     server.TLSOptions{PrivateKey: serverKey, Certificate: serverCert, CACert: ca.file},
+				TLS:     server.TLSOptions{PrivateKey: serverKey, Certificate: serverCert, CACert: ca.File},
 			})
 			if err != nil {
 				cancel()
@@ -141,7 +75,7 @@ func TestDialSSL(t *testing.T) {
 			port := l.Addr().(*net.TCPAddr).Port
 			l.Close()
 			cmd := exec.Command("ovsdb-server", fmt.Sprintf("--remote=pssl:%d:127.0.0.1", port),
-				"--private-key="+serverKey, "--certificate="+serverCert, "--ca-cert="+ca.file,
+				"--private-key="+serverKey, "--certificate="+serverCert, "--ca-cert="+ca.File,
 				"--unixctl="+filepath.Join(d, "ctl"), "--log-file="+filepath.Join(d, "log"), db)
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -176,13 +110,13 @@ func TestDialSSL(t *testing.T) {
 				}
 				return err
 			}
-			if err := connect(clientKey, clientCert, ca.file, 10*time.Second); err != nil {
+			if err := connect(clientKey, clientCert, ca.File, 10*time.Second); err != nil {
 				t.Errorf("client with a certificate of the CA: %v", err)
 			}
-			if err := connect(rogueKey, rogueCert, ca.file, 500*time.Millisecond); err == nil {
+			if err := connect(rogueKey, rogueCert, ca.File, 500*time.Millisecond); err == nil {
 				t.Error("client with a foreign certificate got connected")
 			}
-			if err := connect(clientKey, clientCert, rogue.file, 500*time.Millisecond); err == nil {
+			if err := connect(clientKey, clientCert, rogue.File, 500*time.Millisecond); err == nil {
 				t.Error("client that does not trust the server's CA got connected")
 			}
 		})

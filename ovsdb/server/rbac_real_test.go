@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/govn/govn/internal/testpki"
 )
 
 // rbacSetup is what the test writes over the unix socket: two
@@ -65,11 +67,10 @@ func TestRealRBAC(t *testing.T) {
 		}
 	}
 	certDir := t.TempDir()
-	caKey, caCert, caDER := newCA(t, "test CA")
-	ca := filepath.Join(certDir, "cacert.pem")
-	writePEM(t, ca, "CERTIFICATE", caDER)
-	serverKey, serverCert := issue(t, certDir, "server", caKey, caCert)
-	hv1Key, hv1Cert := issue(t, certDir, "hv1", caKey, caCert)
+	testCA := testpki.NewCA(t, certDir, "test-ca")
+	ca := testCA.File
+	serverKey, serverCert := testCA.Issue(t, certDir, "server")
+	hv1Key, hv1Cert := testCA.Issue(t, certDir, "hv1")
 	tlsOpts := TLSOptions{PrivateKey: serverKey, Certificate: serverCert, CACert: ca}
 
 	remotes := func(dir string) []string {

@@ -2,15 +2,8 @@ package server
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -20,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/govn/govn/internal/testpki"
 	"github.com/govn/govn/ovsdb"
 	"github.com/govn/govn/schema"
 )
@@ -36,76 +30,12 @@ type pki struct {
 // newPKI writes a fresh PKI to dir.
 func newPKI(t *testing.T, dir string) pki {
 	t.Helper()
-	caKey, caCert, caDER := newCA(t, "test CA")
-	rogueCAKey, rogueCA, _ := newCA(t, "rogue CA")
-	p := pki{ca: filepath.Join(dir, "cacert.pem")}
-	writePEM(t, p.ca, "CERTIFICATE", caDER)
-	p.serverKey, p.serverCert = issue(t, dir, "server", caKey, caCert)
-	p.clientKey, p.clientCert = issue(t, dir, "client", caKey, caCert)
-	p.rogueKey, p.rogueCert = issue(t, dir, "rogue", rogueCAKey, rogueCA)
+	ca, rogueCA := testpki.NewCA(t, dir, "test-ca"), testpki.NewCA(t, dir, "rogue-ca")
+	p := pki{ca: ca.File}
+	p.serverKey, p.serverCert = ca.Issue(t, dir, "server")
+	p.clientKey, p.clientCert = ca.Issue(t, dir, "client")
+	p.rogueKey, p.rogueCert = rogueCA.Issue(t, dir, "rogue")
 	return p
-}
-
-func newCA(t *testing.T, name string) (*ecdsa.PrivateKey, *x509.Certificate, []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key, cert, der
-}
-
-// issue writes NAME-privkey.pem and NAME-cert.pem, signed by the CA.
-func issue(t *testing.T, dir, name string, caKey *ecdsa.PrivateKey, ca *x509.Certificate) (keyFile, certFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyFile, certFile = filepath.Join(dir, name+"-privkey.pem"), filepath.Join(dir, name+"-cert.pem")
-	writePEM(t, keyFile, "PRIVATE KEY", kder)
-	writePEM(t, certFile, "CERTIFICATE", der)
-	return keyFile, certFile
-}
-
-func writePEM(t *testing.T, path, kind string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // freePort returns a loopback TCP port that was free a moment ago.
