@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/user"
@@ -38,24 +39,29 @@ func TestParseDBFlags(t *testing.T) {
 				tls: server.TLSOptions{PrivateKey: "db:OVN_Northbound,SSL,private_key", Certificate: "db:OVN_Northbound,SSL,certificate",
 					CACert: "db:OVN_Northbound,SSL,ca_cert", Protocols: "db:OVN_Northbound,SSL,ssl_protocols", Ciphers: "db:OVN_Northbound,SSL,ssl_ciphers"},
 				logFile: "/l/nb.log", pidfile: "/r/nb.pid", unixctl: "/r/nb.ctl", user: "root:root",
-				detach: true, monitor: true, vlog: []string{"-vconsole:off", "-vfile:info"}, files: []string{"/d/nb.db"},
+				detach: true, monitor: true, vlog: []string{"-vconsole:off", "-vfile:info"}, files: []string{"/d/nb.db"}, rundir: "/run/ovs",
 			},
 		},
 		{
 			name: "defaults without values",
 			args: []string{"--pidfile", "--log-file", "-vsyslog:err", "nb.db"},
 			want: dbOptions{pidfile: "/run/ovs/ovsdb-server.pid", logFile: "/log/ovs/ovsdb-server.log",
-				vlog: []string{"-vsyslog:err"}, files: []string{"nb.db"}},
+				vlog: []string{"-vsyslog:err"}, files: []string{"nb.db"}, rundir: "/run/ovs"},
 		},
 		{
 			name: "relative names in the run directory",
 			args: []string{"--pidfile=nb.pid", "--unixctl=nb.ctl", "--log-file=nb.log", "nb.db"},
-			want: dbOptions{pidfile: "/run/ovs/nb.pid", unixctl: "/run/ovs/nb.ctl", logFile: "nb.log", files: []string{"nb.db"}},
+			want: dbOptions{pidfile: "/run/ovs/nb.pid", unixctl: "/run/ovs/nb.ctl", logFile: "nb.log", files: []string{"nb.db"}, rundir: "/run/ovs"},
+		},
+		{
+			name: "no control socket, overwritten pidfile",
+			args: []string{"--unixctl=none", "--pidfile", "--overwrite-pidfile", "nb.db"},
+			want: dbOptions{pidfile: "/run/ovs/ovsdb-server.pid", unixctl: "none", overwrite: true, files: []string{"nb.db"}, rundir: "/run/ovs"},
 		},
 		{
 			name: "pidfile alone does not take the next argument",
 			args: []string{"--pidfile", "a.db", "b.db"},
-			want: dbOptions{pidfile: "/run/ovs/ovsdb-server.pid", files: []string{"a.db", "b.db"}},
+			want: dbOptions{pidfile: "/run/ovs/ovsdb-server.pid", files: []string{"a.db", "b.db"}, rundir: "/run/ovs"},
 		},
 		{name: "sync-from", args: []string{"--sync-from=tcp:1.2.3.4:6641", "nb.db"}, wantErr: "--sync-from: active-backup replication"},
 		{name: "active", args: []string{"--active", "nb.db"}, wantErr: "--active: active-backup replication"},
@@ -79,6 +85,21 @@ func TestParseDBFlags(t *testing.T) {
 				t.Errorf("got  %+v\nwant %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestDBControlSocket(t *testing.T) {
+	for _, tc := range []struct {
+		unixctl, want string
+	}{
+		{"", "/run/ovs/ovsdb-server.4242.ctl"},
+		{"none", ""},
+		{"/r/nb.ctl", "/r/nb.ctl"},
+	} {
+		o := dbOptions{unixctl: tc.unixctl, rundir: "/run/ovs"}
+		if got := o.controlSocket(4242); got != tc.want {
+			t.Errorf("--unixctl=%q: control socket %q, want %q", tc.unixctl, got, tc.want)
+		}
 	}
 }
 
@@ -306,5 +327,133 @@ func TestDBDetachUser(t *testing.T) {
 	}
 	if out, err := exec.Command(bin, "appctl", "-t", ctl, "exit").CombinedOutput(); err != nil {
 		t.Errorf("govn appctl exit: %v\n%s", err, out)
+	}
+}
+
+// TestDBPidfileLockAndDefaultControlSocket runs govn db as ovsdb-server
+// is run without --unixctl: the pidfile is held locked, so that a second
+// govn db (or the real ovsdb-server) refuses to start, the control socket
+// is $OVS_RUNDIR/ovsdb-server.PID.ctl, which the real ovs-appctl finds by
+// name through the pidfile, and a pidfile left by a killed daemon is taken
+// over.
+func TestDBPidfileLockAndDefaultControlSocket(t *testing.T) {
+	bin := buildGovn(t)
+	run := t.TempDir()
+	env := append(os.Environ(), "OVS_RUNDIR="+run, "OVS_LOGDIR="+run)
+	pidfile := filepath.Join(run, "ovsdb-server.pid")
+	db := filepath.Join(run, "nb.db")
+	var started []int
+	t.Cleanup(func() {
+		for _, pid := range started {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	start := func(prog string, args ...string) (int, string, error) {
+		t.Helper()
+		cmd := exec.Command(prog, append(args, "--pidfile", "--detach", "--log-file",
+			"--remote=punix:"+filepath.Join(run, "db.sock"), db)...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return 0, string(out), err
+		}
+		b, err := os.ReadFile(pidfile)
+		if err != nil {
+			return 0, string(out), err
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err == nil {
+			started = append(started, pid)
+		}
+		return pid, string(out), err
+	}
+	gone := func(pid int) bool {
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if syscall.Kill(pid, 0) != nil {
+				return true
+			}
+		}
+		return false
+	}
+
+	pid, out, err := start(bin, "db", "--create=nb")
+	if err != nil {
+		t.Fatalf("govn db --pidfile --detach: %v\n%s", err, out)
+	}
+	ctl := filepath.Join(run, fmt.Sprintf("ovsdb-server.%d.ctl", pid))
+	if fi, err := os.Stat(ctl); err != nil || fi.Mode()&os.ModeSocket == 0 {
+		t.Fatalf("default control socket %s: %v", ctl, err)
+	}
+
+	// A second govn db refuses, naming the first.
+	want := fmt.Sprintf("%s: already running as pid %d, aborting", pidfile, pid)
+	if _, out, err := start(bin, "db"); err == nil || !strings.Contains(out, want) {
+		t.Errorf("second govn db: %v, output %q; want a failure saying %q", err, out, want)
+	}
+	if b, err := os.ReadFile(pidfile); err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(pid) {
+		t.Errorf("pidfile after the refused start: %q, %v; want %d", b, err, pid)
+	}
+	if _, err := exec.LookPath("ovsdb-server"); err == nil {
+		// So does the real ovsdb-server: the locks are the same kind.
+		if _, out, err := start("ovsdb-server", "--no-chdir"); err == nil || !strings.Contains(out, want) {
+			t.Errorf("ovsdb-server while govn db runs: %v, output %q; want a failure saying %q", err, out, want)
+		}
+	}
+
+	appctl := func(target string, args ...string) (string, error) {
+		cmd := exec.Command("ovs-appctl", append([]string{"-t", target}, args...)...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if _, err := exec.LookPath("ovs-appctl"); err != nil {
+		t.Log("ovs-appctl not installed: not checking it finds govn db")
+		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		for _, target := range []string{"ovsdb-server", ctl} {
+			if out, err := appctl(target, "memory/show"); err != nil || !strings.Contains(out, "sessions:") {
+				t.Errorf("ovs-appctl -t %s memory/show: %v\n%s", target, err, out)
+			}
+		}
+		if out, err := appctl("ovsdb-server", "exit"); err != nil {
+			t.Errorf("ovs-appctl -t ovsdb-server exit: %v\n%s", err, out)
+		}
+	}
+	if !gone(pid) {
+		t.Fatalf("govn db (pid %d) still runs after exit", pid)
+	}
+	for _, f := range []string{pidfile, ctl} {
+		if _, err := os.Stat(f); !os.IsNotExist(err) {
+			t.Errorf("%s after a clean exit: %v", f, err)
+		}
+	}
+
+	// A pidfile left by a killed daemon is taken over.
+	pid, out, err = start(bin, "db")
+	if err != nil {
+		t.Fatalf("govn db: %v\n%s", err, out)
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	if !gone(pid) {
+		t.Fatalf("pid %d survived SIGKILL", pid)
+	}
+	if _, err := os.Stat(pidfile); err != nil {
+		t.Fatalf("the killed daemon's pidfile: %v", err)
+	}
+	pid2, out, err := start(bin, "db")
+	if err != nil {
+		t.Fatalf("govn db over a stale pidfile: %v\n%s", err, out)
+	}
+	if pid2 == pid {
+		t.Fatalf("pidfile still names the killed pid %d", pid)
+	}
+	syscall.Kill(pid2, syscall.SIGTERM)
+	if !gone(pid2) {
+		t.Fatalf("govn db (pid %d) still runs after SIGTERM", pid2)
+	}
+	if _, err := os.Stat(pidfile); !os.IsNotExist(err) {
+		t.Errorf("pidfile after SIGTERM: %v", err)
 	}
 }

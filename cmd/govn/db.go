@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"time"
 
@@ -95,6 +94,15 @@ func serveDB(ctx context.Context, opts dbOptions, ready func()) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	// The pidfile comes first: a second govn db on the same pidfile
+	// stops here, before it touches the first one's files and sockets.
+	if opts.pidfile != "" {
+		pf, err := daemon.CreatePidfile(opts.pidfile, opts.overwrite)
+		if err != nil {
+			return err
+		}
+		defer pf.Remove()
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	srv := server.New(server.Options{Logger: logger})
@@ -116,23 +124,17 @@ func serveDB(ctx context.Context, opts dbOptions, ready func()) error {
 		}
 		logger.Info("serving database", "name", db.Schema.Name, "file", path)
 	}
-	if opts.pidfile != "" {
-		if err := os.WriteFile(opts.pidfile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
-			return fmt.Errorf("writing pidfile: %w", err)
-		}
-		defer os.Remove(opts.pidfile)
-	}
 	rem, err := srv.StartRemotes(ctx, server.RemoteOptions{Remotes: opts.remotes, TLS: opts.tls})
 	if err != nil {
 		return err
 	}
 	defer func() { cancel(); rem.Wait() }()
-	if opts.unixctl != "" {
-		l, err := unixctlpkg.Listen(opts.unixctl)
+	if ctl := opts.controlSocket(os.Getpid()); ctl != "" {
+		l, err := unixctlpkg.Listen(ctl)
 		if err != nil {
-			return err
+			return fmt.Errorf("control socket: %w", err)
 		}
-		defer os.Remove(opts.unixctl)
+		defer os.Remove(ctl)
 		cmds := map[string]unixctlpkg.Command{
 			"exit":        func([]string) (string, error) { cancel(); return "", nil },
 			"memory/show": func([]string) (string, error) { return srv.MemoryShow(), nil },

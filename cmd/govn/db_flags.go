@@ -13,8 +13,10 @@ import (
 type dbOptions struct {
 	remotes    multiFlag
 	tls        server.TLSOptions
-	unixctl    string
+	unixctl    string // "" for the default socket, "none" for none
 	pidfile    string
+	overwrite  bool // --overwrite-pidfile
+	rundir     string
 	logFile    string
 	create     string
 	verbose    bool
@@ -26,7 +28,7 @@ type dbOptions struct {
 	files      []string
 }
 
-const dbSynopsis = "govn db [--remote=REMOTE]... [--private-key=FILE --certificate=FILE --ca-cert=FILE] [--unixctl=PATH] [--pidfile[=PATH]] [--log-file[=PATH]] [--detach] [--user=USER[:GROUP]] [--create=SCHEMA] FILE...\n       govn db create FILE SCHEMA\n       " + dbToolUsage + "\n  REMOTE: punix:PATH, ptcp:PORT[:IP], pssl:PORT[:IP] (listen); unix:PATH, tcp:IP:PORT, ssl:IP:PORT (connect out);\n          db:DB,TABLE,COLUMN (the targets in that column, e.g. db:OVN_Northbound,NB_Global,connections, followed as it changes)\n  FILE options: a file name or db:DB,TABLE,COLUMN (e.g. db:OVN_Northbound,SSL,private_key)\n  Relative --pidfile and --unixctl paths are in $OVS_RUNDIR (default /var/run/openvswitch), as for ovsdb-server."
+const dbSynopsis = "govn db [--remote=REMOTE]... [--private-key=FILE --certificate=FILE --ca-cert=FILE] [--unixctl=PATH|none] [--pidfile[=PATH]] [--overwrite-pidfile] [--log-file[=PATH]] [--detach] [--user=USER[:GROUP]] [--create=SCHEMA] FILE...\n       govn db create FILE SCHEMA\n       " + dbToolUsage + "\n  REMOTE: punix:PATH, ptcp:PORT[:IP], pssl:PORT[:IP] (listen); unix:PATH, tcp:IP:PORT, ssl:IP:PORT (connect out);\n          db:DB,TABLE,COLUMN (the targets in that column, e.g. db:OVN_Northbound,NB_Global,connections, followed as it changes)\n  FILE options: a file name or db:DB,TABLE,COLUMN (e.g. db:OVN_Northbound,SSL,private_key)\n  Relative --pidfile and --unixctl paths are in $OVS_RUNDIR (default /var/run/openvswitch), as for ovsdb-server;\n  without --unixctl the control socket is $OVS_RUNDIR/ovsdb-server.PID.ctl, which ovs-appctl -t ovsdb-server finds through the pidfile."
 
 // parseDBFlags parses "govn db" options as ovsdb-server takes them, so that
 // ovn-ctl can start govn in its place. getenv reads OVS_RUNDIR and
@@ -43,8 +45,9 @@ func parseDBFlags(args []string, getenv func(string) string) (dbOptions, error) 
 	fs.StringVar(&o.tls.CACert, "ca-cert", "", "SSL CA certificate `FILE` or db:DB,TABLE,COLUMN; peers must present a certificate it signed")
 	fs.StringVar(&o.tls.Protocols, "ssl-protocols", "", "allowed SSL `PROTOCOLS` (TLSv1,TLSv1.1,TLSv1.2,TLSv1.3; default TLSv1.2 and later) or db:DB,TABLE,COLUMN")
 	fs.StringVar(&o.tls.Ciphers, "ssl-ciphers", "", "accepted (also as db:DB,TABLE,COLUMN) for ovsdb-server compatibility; Go's cipher suites are used")
-	fs.StringVar(&o.unixctl, "unixctl", "", "answer ovs-appctl commands on the unix socket `PATH`")
-	fs.StringVar(&o.pidfile, "pidfile", "", "write the process id to `PATH` (without a value: $OVS_RUNDIR/ovsdb-server.pid)")
+	fs.StringVar(&o.unixctl, "unixctl", "", "answer ovs-appctl commands on the unix socket `PATH` (default $OVS_RUNDIR/ovsdb-server.PID.ctl; none: no control socket)")
+	fs.StringVar(&o.pidfile, "pidfile", "", "write the process id to `PATH` and hold it locked; refuse to start while another process holds it (without a value: $OVS_RUNDIR/ovsdb-server.pid)")
+	fs.BoolVar(&o.overwrite, "overwrite-pidfile", false, "with --pidfile, replace the pidfile even if another process holds it")
 	fs.StringVar(&o.create, "create", "", "create each missing FILE with `SCHEMA` (nb, sb, vswitch or a path)")
 	fs.BoolVar(&o.verbose, "verbose", false, "log debug messages")
 	fs.StringVar(&o.logFile, "log-file", "", "append logs to `PATH` instead of standard error (without a value: $OVS_LOGDIR/ovsdb-server.log)")
@@ -82,11 +85,26 @@ func parseDBFlags(args []string, getenv func(string) string) (dbOptions, error) 
 	if o.pidfile != "" {
 		o.pidfile = inDir(rundir, o.pidfile)
 	}
-	if o.unixctl != "" {
+	if o.unixctl != "" && o.unixctl != "none" {
 		o.unixctl = inDir(rundir, o.unixctl)
 	}
+	o.rundir = rundir
 	o.files = fs.Args()
 	return o, nil
+}
+
+// controlSocket is the control socket's path for the process pid, or ""
+// for none: --unixctl's, or ovsdb-server's default in the run directory
+// (named for ovsdb-server, whatever govn's name, so that "ovs-appctl -t
+// ovsdb-server" finds it from $OVS_RUNDIR/ovsdb-server.pid).
+func (o dbOptions) controlSocket(pid int) string {
+	switch o.unixctl {
+	case "none":
+		return ""
+	case "":
+		return filepath.Join(o.rundir, fmt.Sprintf("%s.%d.ctl", dbProgramName, pid))
+	}
+	return o.unixctl
 }
 
 // defaultOptionalValues gives a value to the flags ovsdb-server takes with

@@ -20,6 +20,7 @@ func TestDBRemotesFromDatabase(t *testing.T) {
 		t.Skip("ovn-nbctl not installed")
 	}
 	dir := t.TempDir()
+	t.Setenv("OVS_RUNDIR", dir) // for the default control socket
 	db, sock := filepath.Join(dir, "nb.db"), filepath.Join(dir, "nb.sock")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -80,7 +81,7 @@ func TestDBBadSSLOptions(t *testing.T) {
 		{"--remote=db:OVN_Northbound,NoTable,connections"},
 		{"--remote=gopher:70"},
 	} {
-		err := runDB(context.Background(), append(args, "--create=nb", "--log-file="+filepath.Join(dir, "log"), filepath.Join(dir, "nb.db")))
+		err := runDB(context.Background(), append(args, "--unixctl=none", "--create=nb", "--log-file="+filepath.Join(dir, "log"), filepath.Join(dir, "nb.db")))
 		if err == nil {
 			t.Errorf("govn db %q: no error", args)
 		}

@@ -11,6 +11,10 @@
 // pipe at end of file, which the parent reports as a failure too. This is
 // what lets a script run "ovsdb-server --detach ..." and use the database
 // on the very next line.
+//
+// CreatePidfile writes and holds a pidfile the way Open vSwitch daemons do
+// (an fcntl lock, which is what tells a live daemon from a stale file; see
+// pidfile.go), and LookupUser and Credentials.Drop implement --user.
 package daemon
 
 import (

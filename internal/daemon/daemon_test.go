@@ -12,6 +12,9 @@ import (
 const helperEnv = "GOVN_DAEMON_TEST_HELPER"
 
 func TestMain(m *testing.M) {
+	if path := os.Getenv(pidfileHelperEnv); path != "" {
+		os.Exit(holdPidfile(path))
+	}
 	mode := os.Getenv(helperEnv)
 	if mode == "" {
 		os.Exit(m.Run())
