@@ -24,9 +24,11 @@ type TLSOptions struct {
 	// db:OVN_Northbound,SSL,ssl_protocols); it bounds the TLS versions
 	// offered. Empty means TLS 1.2 and later.
 	Protocols string
-	// Ciphers is --ssl-ciphers, in OpenSSL's syntax or a db: reference;
-	// it is accepted and not applied (Go chooses among its own secure
-	// cipher suites).
+	// Ciphers is --ssl-ciphers, an OpenSSL cipher list (see
+	// ParseCipherList) or a db: reference to one (ovn-ctl passes
+	// db:OVN_Northbound,SSL,ssl_ciphers); it chooses the cipher suites of
+	// TLS 1.2 and earlier. TLS 1.3 suites cannot be configured in Go and
+	// are not affected. Empty means Go's default suites.
 	Ciphers string
 }
 
@@ -72,6 +74,12 @@ type tlsSource struct {
 	cert   tls.Certificate
 	roots  *x509.CertPool
 	loaded bool
+
+	// The cipher list last parsed, and its suites; a bad list from the
+	// database leaves the last good suites in force, as ovsdb-server
+	// keeps its previous cipher list.
+	cipherText   string
+	cipherSuites []uint16
 }
 
 func newTLSSource(srv *Server, opts TLSOptions) (*tlsSource, error) {
@@ -80,6 +88,13 @@ func newTLSSource(srv *Server, opts TLSOptions) (*tlsSource, error) {
 		if _, _, err := ParseTLSProtocols(opts.Protocols); err != nil {
 			return nil, err
 		}
+	}
+	if opts.Ciphers != "" && !strings.HasPrefix(opts.Ciphers, "db:") {
+		suites, err := ParseCipherList(opts.Ciphers)
+		if err != nil {
+			return nil, fmt.Errorf("--ssl-ciphers: %w", err)
+		}
+		src.cipherText, src.cipherSuites = opts.Ciphers, suites
 	}
 	for _, v := range []string{opts.PrivateKey, opts.Certificate, opts.CACert, opts.Protocols, opts.Ciphers} {
 		if ref, ok := strings.CutPrefix(v, "db:"); ok {
@@ -136,6 +151,35 @@ func (t *tlsSource) versions() (lo, hi uint16) {
 		t.srv.log.Warn("bad SSL protocols; using TLSv1.2 and later", "option", t.opts.Protocols, "err", err)
 	}
 	return tls.VersionTLS12, 0
+}
+
+// ciphers returns the cipher suites to allow now (nil: Go's defaults). A
+// bad list in the database is logged once and the last good one kept.
+func (t *tlsSource) ciphers() []uint16 {
+	list, err := t.value(t.opts.Ciphers)
+	if err != nil {
+		t.srv.log.Warn("reading SSL ciphers; keeping the previous ones", "option", t.opts.Ciphers, "err", err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err != nil || list == t.cipherText {
+		return t.cipherSuites
+	}
+	if list == "" {
+		t.cipherText, t.cipherSuites = "", nil
+		return nil
+	}
+	suites, err := ParseCipherList(list)
+	if err != nil {
+		t.srv.log.Error("bad SSL ciphers; keeping the previous ones", "option", t.opts.Ciphers, "err", err)
+		// Remember the bad text so that it is reported once, not at
+		// every handshake; the suites stay the last good ones.
+		t.cipherText = list
+		return t.cipherSuites
+	}
+	t.cipherText, t.cipherSuites = list, suites
+	t.srv.log.Info("SSL ciphers set", "ciphers", list, "suites", len(suites))
+	return suites
 }
 
 // stamp identifies a file's current contents well enough to notice edits.
@@ -211,6 +255,7 @@ func (t *tlsSource) serverConfig() (*tls.Config, error) {
 		Certificates: []tls.Certificate{cert},
 		MinVersion:   lo,
 		MaxVersion:   hi,
+		CipherSuites: t.ciphers(),
 		// Like ovsdb-server, every peer must present a certificate
 		// signed by the CA (and fit for a client, as OpenSSL checks);
 		// names are not checked. The standard check also sends the
@@ -232,6 +277,7 @@ func (t *tlsSource) clientConfig() (*tls.Config, error) {
 		Certificates:          []tls.Certificate{cert},
 		MinVersion:            lo,
 		MaxVersion:            hi,
+		CipherSuites:          t.ciphers(),
 		InsecureSkipVerify:    true, // verifyChain checks the chain; OVS checks no host name
 		VerifyPeerCertificate: verifyChain(roots),
 	}, nil
