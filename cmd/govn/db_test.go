@@ -78,6 +78,8 @@ func TestDBBadSSLOptions(t *testing.T) {
 	for _, args := range [][]string{
 		{"--remote=pssl:0:127.0.0.1"},
 		{"--remote=ptcp:0:127.0.0.1", "--ssl-protocols=SSLv3"},
+		{"--remote=ptcp:0:127.0.0.1", "--ssl-ciphers=HIGH:NOPE"},
+		{"--remote=ptcp:0:127.0.0.1", "--ssl-ciphers=DHE-RSA-AES128-SHA"},
 		{"--remote=db:OVN_Northbound,NoTable,connections"},
 		{"--remote=gopher:70"},
 	} {

@@ -25,7 +25,8 @@ import (
 // suites it selects that are not yet listed; "-" takes them out of the
 // list, "!" takes them out for good, "+" moves them to the end. DEFAULT
 // may start the list; @STRENGTH sorts by key length, @SECLEVEL=N applies
-// OpenSSL's security level N to the suites.
+// OpenSSL's security level N to the suites (only to them: unlike OpenSSL,
+// it does not also refuse keys, curves or signatures below the level).
 //
 // Names OpenSSL knows but Go does not implement (DHE, PSK, CAMELLIA,
 // ARIA, CCM, RC4, 3DES suites and keywords) select nothing. Unlike OpenSSL,
