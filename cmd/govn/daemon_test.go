@@ -456,4 +456,22 @@ func TestDBPidfileLockAndDefaultControlSocket(t *testing.T) {
 	if _, err := os.Stat(pidfile); !os.IsNotExist(err) {
 		t.Errorf("pidfile after SIGTERM: %v", err)
 	}
+
+	// The other way round: govn db refuses the real ovsdb-server's
+	// pidfile while it runs.
+	if _, err := exec.LookPath("ovsdb-server"); err != nil {
+		return
+	}
+	realPID, out, err := start("ovsdb-server", "--no-chdir")
+	if err != nil {
+		t.Fatalf("ovsdb-server --pidfile --detach: %v\n%s", err, out)
+	}
+	want = fmt.Sprintf("%s: already running as pid %d, aborting", pidfile, realPID)
+	if _, out, err := start(bin, "db"); err == nil || !strings.Contains(out, want) {
+		t.Errorf("govn db while ovsdb-server runs: %v, output %q; want a failure saying %q", err, out, want)
+	}
+	syscall.Kill(realPID, syscall.SIGTERM)
+	if !gone(realPID) {
+		t.Fatalf("ovsdb-server (pid %d) still runs after SIGTERM", realPID)
+	}
 }

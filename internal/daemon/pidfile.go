@@ -218,9 +218,15 @@ func readPID(f *os.File) (int, error) {
 	if err != nil && !errors.Is(err, io.EOF) {
 		return 0, fmt.Errorf("reading: %w", err)
 	}
-	text := strings.TrimSpace(string(b[:n]))
+	return parsePID(b[:n])
+}
+
+// parsePID parses a pidfile's contents: a positive decimal process id,
+// with white space around it.
+func parsePID(b []byte) (int, error) {
+	text := strings.TrimSpace(string(b))
 	pid, err := strconv.Atoi(text)
-	if err != nil || pid <= 0 {
+	if err != nil || pid <= 0 || strings.HasPrefix(text, "+") {
 		return 0, fmt.Errorf("no process id in %q", text)
 	}
 	return pid, nil

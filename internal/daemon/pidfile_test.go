@@ -214,3 +214,52 @@ func TestPidfileRemoveTwice(t *testing.T) {
 		t.Errorf("pidfile after Remove: %v", err)
 	}
 }
+
+func TestParsePID(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int // 0: an error
+	}{
+		{"1234\n", 1234},
+		{"  42  ", 42},
+		{"7", 7},
+		{"", 0},
+		{"0\n", 0},
+		{"-5\n", 0},
+		{"+5\n", 0},
+		{"12 34\n", 0},
+		{"abc", 0},
+		{"99999999999999999999999", 0},
+	} {
+		got, err := parsePID([]byte(tc.in))
+		if tc.want == 0 {
+			if err == nil {
+				t.Errorf("parsePID(%q) = %d, want an error", tc.in, got)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("parsePID(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// FuzzParsePID checks that no pidfile contents crash the parser and that
+// what it accepts is a positive id that prints back as the trimmed input.
+func FuzzParsePID(f *testing.F) {
+	for _, s := range []string{"1234\n", "", "0", "-1", "+1", " 9 ", "1e3"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		pid, err := parsePID(b)
+		if err != nil {
+			return
+		}
+		if pid <= 0 {
+			t.Fatalf("%q: pid %d", b, pid)
+		}
+		if text := strings.TrimSpace(string(b)); strings.TrimLeft(text, "0") != strconv.Itoa(pid) {
+			t.Fatalf("%q: pid %d", b, pid)
+		}
+	})
+}
