@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -129,30 +130,21 @@ func serveDB(ctx context.Context, opts dbOptions, ready func()) error {
 		return err
 	}
 	defer func() { cancel(); rem.Wait() }()
-	if ctl := opts.controlSocket(os.Getpid()); ctl != "" {
-		l, err := unixctlpkg.Listen(ctl)
-		if err != nil {
+	if path := opts.controlSocket(os.Getpid()); path != "" {
+		l, err := unixctlpkg.Listen(path)
+		switch {
+		case err != nil && opts.unixctl == "" && opts.pidfile == "":
+			// ovsdb-server would stop here; govn db, run by hand
+			// without --pidfile (nothing to find the socket by),
+			// goes on without one, as where the run directory is
+			// root's.
+			logger.Warn("no control socket; give --unixctl or set OVS_RUNDIR for one", "err", err)
+		case err != nil:
 			return fmt.Errorf("control socket: %w", err)
+		default:
+			stop := serveControl(ctx, l, srv, cancel, logger)
+			defer func() { stop(); os.Remove(path) }()
 		}
-		defer os.Remove(ctl)
-		cmds := map[string]unixctlpkg.Command{
-			"exit":        func([]string) (string, error) { cancel(); return "", nil },
-			"memory/show": func([]string) (string, error) { return srv.MemoryShow(), nil },
-			// The last word is the Open vSwitch release whose OVSDB govn
-			// db follows; ovn-ctl stops daemons with "exit" only when
-			// it is 2.5.90 or later, and with signals otherwise.
-			"version": func([]string) (string, error) { return "govn db (OVSDB of Open vSwitch) 3.1.0\n", nil },
-		}
-		served := make(chan struct{})
-		go func() {
-			defer close(served)
-			if err := unixctlpkg.Serve(ctx, l, cmds); err != nil {
-				logger.Error("control socket stopped", "err", err)
-			}
-		}()
-		// Serve answers the commands still running (exit's reply) and
-		// closes the socket before the file goes.
-		defer func() { cancel(); <-served }()
 	}
 	compacted := make(chan struct{})
 	go func() {
@@ -164,6 +156,28 @@ func serveDB(ctx context.Context, opts dbOptions, ready func()) error {
 	// A compaction in progress finishes before the logs are closed.
 	<-compacted
 	return nil
+}
+
+// serveControl answers ovs-appctl commands on l until ctx ends; exit
+// calls cancel. The returned stop cancels and waits until the commands
+// still running (exit's reply) are answered and the socket is closed.
+func serveControl(ctx context.Context, l net.Listener, srv *server.Server, cancel context.CancelFunc, logger *slog.Logger) (stop func()) {
+	cmds := map[string]unixctlpkg.Command{
+		"exit":        func([]string) (string, error) { cancel(); return "", nil },
+		"memory/show": func([]string) (string, error) { return srv.MemoryShow(), nil },
+		// The last word is the Open vSwitch release whose OVSDB govn
+		// db follows; ovn-ctl stops daemons with "exit" only when it
+		// is 2.5.90 or later, and with signals otherwise.
+		"version": func([]string) (string, error) { return "govn db (OVSDB of Open vSwitch) 3.1.0\n", nil },
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		if err := unixctlpkg.Serve(ctx, l, cmds); err != nil {
+			logger.Error("control socket stopped", "err", err)
+		}
+	}()
+	return func() { cancel(); <-served }
 }
 
 // createDB writes an empty database file with a named or file schema.

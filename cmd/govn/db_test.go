@@ -99,3 +99,57 @@ func TestSplitVlogArgs(t *testing.T) {
 		t.Errorf("vlog %q, want %q", got, want)
 	}
 }
+
+// TestDBDefaultControlSocketUnavailable checks what happens when the run
+// directory cannot take the default control socket: with --pidfile (a
+// daemon that ovs-appctl -t finds by name) govn db fails as ovsdb-server
+// does; run by hand without it, govn db serves without a control socket.
+func TestDBDefaultControlSocketUnavailable(t *testing.T) {
+	dir := t.TempDir()
+	blocker := filepath.Join(dir, "file")
+	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("OVS_RUNDIR", filepath.Join(blocker, "run")) // under a file: never a directory
+	db, sock := filepath.Join(dir, "nb.db"), filepath.Join(dir, "nb.sock")
+
+	err := runDB(context.Background(), []string{"--create=nb", "--log-file=" + filepath.Join(dir, "log"),
+		"--pidfile=" + filepath.Join(dir, "nb.pid"), "--remote=punix:" + sock, db})
+	if err == nil || !strings.Contains(err.Error(), "control socket") {
+		t.Errorf("with --pidfile: %v, want a control socket error", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "nb.pid")); !os.IsNotExist(err) {
+		t.Errorf("pidfile left by the failed start: %v", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- runDB(ctx, []string{"--create=nb", "--log-file=" + filepath.Join(dir, "log"), "--remote=punix:" + sock, db})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("govn db without --pidfile: %v", err)
+		}
+	}()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			break
+		}
+		select {
+		case err := <-done:
+			done <- err
+			t.Fatalf("govn db without --pidfile stopped: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("govn db without --pidfile does not serve")
+		}
+	}
+	log, _ := os.ReadFile(filepath.Join(dir, "log"))
+	if !strings.Contains(string(log), "no control socket") {
+		t.Errorf("log does not say there is no control socket:\n%s", log)
+	}
+}
