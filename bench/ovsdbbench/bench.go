@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -378,47 +377,12 @@ func transact(ctx context.Context, c *jsonrpc.Conn, params json.RawMessage) (jso
 // insertThroughput runs clients connections that each insert one row per
 // transaction, back to back, until they have made txns transactions
 // together (so that both servers end up holding the same rows) or d has
-// passed.
+// passed (see insertLoad).
 func insertThroughput(ctx context.Context, s *server, clients, txns int, d time.Duration, durable bool) (perSecond float64, total int, err error) {
-	commit := ""
-	if durable {
-		commit = `,{"op":"commit","durable":true}`
+	if err := ctx.Err(); err != nil {
+		return 0, 0, err
 	}
-	conns := make([]*jsonrpc.Conn, clients)
-	for i := range conns {
-		if conns[i], err = s.dial(ctx); err != nil {
-			return 0, 0, err
-		}
-		defer conns[i].Close()
-	}
-	var count, done atomic.Int64 // transactions started, finished
-	var firstErr error
-	var once sync.Once
-	var wg sync.WaitGroup
-	start := time.Now()
-	deadline := start.Add(d)
-	for i, c := range conns {
-		wg.Go(func() {
-			for n := 0; time.Now().Before(deadline); n++ {
-				if count.Add(1) > int64(txns) {
-					return
-				}
-				params := []byte(`["Bench",{"op":"insert","table":"Item","row":{"name":"c` + strconv.Itoa(i) + `-` + strconv.Itoa(n) + `","n":` + strconv.Itoa(n) + `}}` + commit + `]`)
-				if _, err := transact(ctx, c, params); err != nil {
-					once.Do(func() { firstErr = err })
-					return
-				}
-				done.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	if firstErr != nil {
-		return 0, 0, firstErr
-	}
-	n := int(done.Load())
-	return float64(n) / elapsed.Seconds(), n, nil
+	return runInserts(s.sock, clients, txns, d, durable)
 }
 
 // round tracks one fan-out commit: how many monitors have its update.
