@@ -389,8 +389,8 @@ func insertThroughput(ctx context.Context, s *server, clients, txns int, d time.
 type round struct {
 	got   int32 // touched only by the fan-out reader's goroutine
 	want  int32
-	at    time.Time // when the last monitor's update was read
-	first time.Time // when the first was
+	at    time.Time // when the last monitor's update arrived
+	first time.Time // when the first did
 	done  chan struct{}
 }
 
@@ -464,10 +464,10 @@ func newFanout(ctx context.Context, s *server, monitors int) (*fanoutRig, error)
 }
 
 // commits times n commits, each from sending it until every monitor has
-// its update (as read by the fan-out reader). The writer's reply is waited
-// for after the timing, not in it: a server may notify monitors before its
-// commit is durable and reply to the writer only after, and the figure is
-// the monitors' latency.
+// its update (its socket readable with it, as the fan-out reader saw).
+// The writer's reply is waited for after the timing, not in it: a server
+// may notify monitors before its commit is durable and reply to the
+// writer only after, and the figure is the monitors' latency.
 func (f *fanoutRig) commits(ctx context.Context, n int) ([]time.Duration, error) {
 	lat := make([]time.Duration, 0, n)
 	defer f.current.Store(nil)

@@ -14,14 +14,19 @@
 //     "default" (plain transactions) and "durable" (each ends with
 //     {"op":"commit","durable":true});
 //   - fan-out latency: the time from sending a commit until all of 200
-//     monitoring clients have received its update, p50 and p99 over 50
-//     commits made one after another (spread over the rounds), and the
-//     median time until the first of them has it. The writer's reply is
-//     awaited after the timing, not in it. The 200 monitor connections are
-//     read by one goroutine waiting in epoll, which only frames messages
-//     and looks at their method: 200 goroutines with a full JSON-RPC
-//     client each would compete with the server for the same CPUs and
-//     make the bench, not the server, the figure;
+//     monitoring clients have its update, p50 and p99 over 50 commits made
+//     one after another (spread over the rounds), and the median time
+//     until the first of them has it. The writer's reply is awaited after
+//     the timing, not in it. A monitor has the update when its socket
+//     becomes readable with it: one goroutine waits in epoll
+//     (edge-triggered) for all 200 sockets, notes when each becomes
+//     readable, and reads and checks them only once all are (a socket
+//     woken by an inactivity probe or part of a message is waited for
+//     again). 200 real monitors are 200 processes, each reading its own
+//     socket; one reader reading 200 sockets in turn would add its own
+//     serial reads (a few microseconds each here) to the figure, and 200
+//     goroutines with a JSON-RPC client each would compete with the
+//     server for the same CPUs;
 //   - the server's CPU time (all threads, from /proc/PID/task/*/schedstat)
 //     per fan-out commit and per insert transaction from N clients: its
 //     own cost, which load from elsewhere disturbs less than latency;

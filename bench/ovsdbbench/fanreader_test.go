@@ -3,6 +3,9 @@ package ovsdbbench
 import (
 	"bytes"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // frames splits stream into the values the framer finds, feeding it
@@ -92,4 +95,97 @@ func FuzzFramer(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFanReaderArrivals checks that the reader reports one update per
+// monitor with the time its socket became readable, waits for every
+// monitor before reading, and answers a probe without taking it for an
+// update.
+func TestFanReaderArrivals(t *testing.T) {
+	const n = 5
+	var server [n]int
+	var conns []*monConn
+	for i := range n {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.SetNonblock(fds[1], true); err != nil {
+			t.Fatal(err)
+		}
+		server[i] = fds[0]
+		t.Cleanup(func() { unix.Close(fds[0]) })
+		conns = append(conns, &monConn{fd: fds[1]})
+	}
+	got := make(chan time.Time, 2*n)
+	r, err := newFanReader(conns, func(at time.Time) { got <- at })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.close)
+	update := []byte(`{"id":null,"method":"update2","params":["fan",{"Fan":{}}]}`)
+	var sent [n]time.Time
+	for i := 1; i < n; i++ {
+		sent[i] = time.Now()
+		if err := writeAll(server[i], update); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	select {
+	case at := <-got:
+		t.Fatalf("an update was reported (at %v) before every monitor had something", at)
+	case <-time.After(50 * time.Millisecond):
+	}
+	var ats []time.Time
+	wait := func(k int) {
+		t.Helper()
+		for range k {
+			select {
+			case at := <-got:
+				ats = append(ats, at)
+			case <-time.After(5 * time.Second):
+				t.Fatalf("only %d of %d updates reported; reader error: %v", len(ats), n, r.Err())
+			}
+		}
+	}
+	// Monitor 0 hears a probe: every socket is readable, so the reader
+	// reads them, reports the updates, answers the probe, and waits for
+	// monitor 0's update.
+	if err := writeAll(server[0], []byte(`{"id":"p","method":"echo","params":[]}`)); err != nil {
+		t.Fatal(err)
+	}
+	wait(n - 1)
+	if err := unix.SetNonblock(server[0], false); err != nil {
+		t.Fatal(err)
+	}
+	answer := make([]byte, 256)
+	k, err := unix.Read(server[0], answer)
+	if err != nil || !bytes.Contains(answer[:k], []byte(`"id":"p"`)) {
+		t.Fatalf("probe answer %q, %v", answer[:k], err)
+	}
+	// Half an update first: the monitor has it only when the rest comes.
+	if err := writeAll(server[0], update[:10]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	sent[0] = time.Now()
+	if err := writeAll(server[0], update[10:]); err != nil {
+		t.Fatal(err)
+	}
+	wait(1)
+	for i := 1; i < n; i++ {
+		if ats[i-1].After(ats[i]) {
+			t.Errorf("arrivals not in order: %v", ats)
+		}
+		if ats[i-1].Before(sent[i]) {
+			t.Errorf("update %d reported at %v, before it was sent at %v", i, ats[i-1], sent[i])
+		}
+		if ats[i-1].Sub(sent[i]) > time.Millisecond+sent[n-1].Sub(sent[1]) {
+			t.Errorf("update %d reported %v after it was sent: the time it was read, not when it arrived", i, ats[i-1].Sub(sent[i]))
+		}
+	}
+	if last := ats[n-1]; last.Before(sent[0]) {
+		t.Errorf("monitor 0's update reported at %v, before its second half was sent at %v", last, sent[0])
+	}
 }

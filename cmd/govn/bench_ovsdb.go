@@ -16,7 +16,7 @@ import (
 // runBenchOVSDB implements "govn bench ovsdb [--json]": govn db and the
 // real ovsdb-server side by side (see package ovsdbbench).
 func runBenchOVSDB(ctx context.Context, args []string) error {
-	const synopsis = "govn bench ovsdb [--json] [--quick] [--subject=govn|ovsdb-server] [--inserts=both|default|durable] [--durable] [--measure=inserts,fanout,initial] [--rounds=N] [-v] [--keep]"
+	const synopsis = "govn bench ovsdb [--json] [--quick] [--subject=govn|ovsdb-server] [--inserts=both|default|durable] [--durable] [--measure=inserts,fanout,initial] [--rounds=N] [--commits=N] [--inserts-count=N] [-v] [--keep]"
 	fs := flag.NewFlagSet("govn bench ovsdb", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
 	subject := fs.String("subject", "govn", "server to measure against ovsdb-server: `govn` or ovsdb-server (to check the bench itself)")
@@ -26,6 +26,8 @@ func runBenchOVSDB(ctx context.Context, args []string) error {
 	inserts := fs.String("inserts", "both", "insert modes to measure: `both`, default (plain transactions) or durable")
 	measure := fs.String("measure", "", "comma-separated measurements to run: inserts, fanout, initial (default all)")
 	rounds := fs.Int("rounds", 0, "alternating rounds of each measurement (default 3)")
+	commits := fs.Int("commits", 0, "fan-out commits to time, spread over the rounds (default 50)")
+	insertCount := fs.Int("inserts-count", 0, "insert transactions per throughput measurement (default 4000)")
 	keep := fs.Bool("keep", false, "keep the servers' directories (databases, logs) for inspection")
 	if err := parseFlags(fs, args, synopsis); err != nil {
 		return err
@@ -60,6 +62,12 @@ func runBenchOVSDB(ctx context.Context, args []string) error {
 	}
 	if *rounds > 0 {
 		cfg.Rounds = *rounds
+	}
+	if *commits > 0 {
+		cfg.Commits = *commits
+	}
+	if *insertCount > 0 {
+		cfg.Inserts = *insertCount
 	}
 	switch {
 	case *durable || *inserts == ovsdbbench.ModeDurable:
