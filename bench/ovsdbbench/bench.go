@@ -143,9 +143,15 @@ type Report struct {
 	InsertModes []string `json:"insert_modes"`
 	// CPUs and LoadAverage describe the machine when the run started:
 	// figures from a busy machine vary more.
-	CPUs        int       `json:"cpus"`
-	LoadAverage float64   `json:"load_average"`
-	Results     [2]Result `json:"-"`
+	CPUs        int     `json:"cpus"`
+	LoadAverage float64 `json:"load_average"`
+	// DiskSyncUs is the median time to append a 250-byte record to a file
+	// in the servers' directory and fdatasync it (measured with inserts):
+	// no transaction acknowledged after its fsync can take less, so one
+	// client waiting for each reply makes at most 1e6/DiskSyncUs per
+	// second, on any server.
+	DiskSyncUs float64   `json:"disk_sync_us,omitempty"`
+	Results    [2]Result `json:"-"`
 }
 
 // Run starts both targets and measures them alternately. It stops both
@@ -226,6 +232,11 @@ func Run(ctx context.Context, subject, baseline Target, cfg Config) (*Report, er
 	}
 	if cfg.measures(MeasureInserts) {
 		r.InsertModes = cfg.InsertModes
+		d, err := syncLatency(dir, 200, 250)
+		if err != nil {
+			return nil, fmt.Errorf("timing the disk: %w", err)
+		}
+		r.DiskSyncUs = float64(d) / float64(time.Microsecond)
 	}
 	for _, what := range cfg.Measure {
 		if what != MeasureInserts && what != MeasureFanout && what != MeasureInitial {

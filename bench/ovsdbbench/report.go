@@ -74,6 +74,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		out += fmt.Sprintf("%-*s%*s%*s%8.2fx  %s\n", width, m.label, col, format(m.value(s)), col, format(m.value(b)), ratio(m.value(s), m.value(b)), better)
 	}
 	out += modeNote
+	if r.DiskSyncUs > 0 {
+		out += fmt.Sprintf("(this disk: appending a record and fdatasync take %.0f us, median: one client waiting for\n each fsync makes at most %.0f transactions/s, on any server)\n", r.DiskSyncUs, 1e6/r.DiskSyncUs)
+	}
 	if r.CPUs > 0 {
 		out += fmt.Sprintf("(ratio = %s / %s; %d CPUs, load average %.2f at the start)\n", s.Server, b.Server, r.CPUs, r.LoadAverage)
 	}
