@@ -60,7 +60,12 @@ func (m *Message) Kind() Kind {
 // notification or a response. It does not retain b: the raw members of the
 // result share one copy of it.
 func ParseMessage(b []byte) (*Message, error) {
-	b = append([]byte(nil), b...)
+	return parseOwned(append([]byte(nil), b...))
+}
+
+// parseOwned is ParseMessage for bytes that the caller gives up: the
+// message's raw members share b.
+func parseOwned(b []byte) (*Message, error) {
 	sc := scanner{b: b}
 	start := sc.ws(0)
 	if start >= len(b) || b[start] != '{' {

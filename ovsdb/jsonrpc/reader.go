@@ -188,6 +188,22 @@ func (r *Reader) fill() error {
 	return io.ErrNoProgress
 }
 
+// handOffMin is the size from which ReadMessage gives up its buffer to the
+// message it returns instead of copying the message.
+const handOffMin = 1 << 20
+
+// handOff gives up the buffer, whose bytes before r.start then belong to
+// the caller: the unread bytes after them move to a new buffer no larger
+// than they need.
+func (r *Reader) handOff() {
+	rest := r.buf[r.start:r.end]
+	nb := make([]byte, max(4096, len(rest)))
+	r.end = copy(nb, rest)
+	r.scan -= r.start
+	r.start = 0
+	r.buf = nb
+}
+
 func isSpace(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r'
 }
@@ -200,7 +216,16 @@ func (r *Reader) ReadMessage() (*Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := ParseMessage(b)
+	var m *Message
+	if len(b) >= handOffMin {
+		// Give the buffer to the message rather than copying the message
+		// out of it: a large message then costs its size once, not twice,
+		// and the connection does not keep a buffer that large.
+		r.handOff()
+		m, err = parseOwned(b)
+	} else {
+		m, err = ParseMessage(b)
+	}
 	if err != nil {
 		r.err = err
 		return nil, err

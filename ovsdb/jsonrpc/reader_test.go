@@ -204,3 +204,42 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// TestReaderHandsOffLargeMessages checks that a message large enough to
+// take the Reader's buffer keeps its bytes while the Reader goes on with the
+// messages behind it, and that the Reader then holds a small buffer again.
+func TestReaderHandsOffLargeMessages(t *testing.T) {
+	big := `{"id":1,"method":"echo","params":["` + strings.Repeat("x", 2*handOffMin) + `"]}`
+	small := `{"id":2,"method":"echo","params":["y"]}`
+	for _, r := range []io.Reader{
+		strings.NewReader(big + small + big + small),
+		iotest.OneByteReader(strings.NewReader(big + small)),
+		iotest.HalfReader(strings.NewReader(small + big + small)),
+	} {
+		rd := NewReader(r, 0)
+		var msgs []*Message
+		for {
+			m, err := rd.ReadMessage()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs = append(msgs, m)
+			// The new buffer holds what was read beyond the message.
+			if len(m.Params) > handOffMin && len(rd.buf) > max(4096, rd.end) {
+				t.Errorf("after a message of %d bytes the reader keeps a buffer of %d for %d unread bytes", len(m.Params), len(rd.buf), rd.end)
+			}
+		}
+		for _, m := range msgs {
+			want := `["y"]`
+			if string(m.ID) == "1" {
+				want = `["` + strings.Repeat("x", 2*handOffMin) + `"]`
+			}
+			if string(m.Params) != want {
+				t.Errorf("message %s has params %.40s..., want %.40s...", m.ID, m.Params, want)
+			}
+		}
+	}
+}
