@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -46,16 +48,62 @@ func syntaxErr(v any, format string, args ...any) *Error {
 	return &Error{Tag: ErrSyntax, Details: msg}
 }
 
-// abbrevJSON renders v for an error message, cut short when long.
+// abbrevJSON renders v for an error message, cut short when long. It
+// stops rendering once past the cut, so that a huge value costs no more
+// than a small one.
 func abbrevJSON(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Sprint(v)
-	}
-	if len(b) > 200 {
-		return string(b[:200]) + "..."
+	const limit = 200
+	b := appendAbbrev(nil, v, limit)
+	if len(b) > limit {
+		return string(b[:limit]) + "..."
 	}
 	return string(b)
+}
+
+// appendAbbrev appends v's JSON encoding, as encoding/json writes it, to b
+// until b is longer than limit.
+func appendAbbrev(b []byte, v any, limit int) []byte {
+	switch v := v.(type) {
+	case []any:
+		b = append(b, '[')
+		for i, e := range v {
+			if len(b) > limit {
+				return b
+			}
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendAbbrev(b, e, limit)
+		}
+		return append(b, ']')
+	case map[string]any:
+		b = append(b, '{')
+		for i, k := range slices.Sorted(maps.Keys(v)) {
+			if len(b) > limit {
+				return b
+			}
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendAbbrev(b, k, limit)
+			b = append(b, ':')
+			b = appendAbbrev(b, v[k], limit)
+		}
+		return append(b, '}')
+	case *rawArray:
+		return append(b, v.text[:min(len(v.text), limit+1)]...)
+	case *rawObject:
+		return append(b, v.text[:min(len(v.text), limit+1)]...)
+	case string:
+		if len(v) > limit {
+			v = v[:limit+1]
+		}
+	}
+	e, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Append(b, v)
+	}
+	return append(b, e...)
 }
 
 // DecodeAtom decodes a JSON atom of base type bt and checks bt's
@@ -227,43 +275,44 @@ func enumForMsg(d *Datum) string {
 func DecodeDatum(v any, ct *ColumnType, names NameResolver) (Datum, error) {
 	var d Datum
 	if ct.IsMap() {
-		inner, err := unwrap(v, "map")
+		inner, raw, err := unwrap(v, "map")
 		if err != nil {
 			return Datum{}, err
 		}
-		keys := make([]Atom, len(inner))
-		values := make([]Atom, len(inner))
-		for i, e := range inner {
-			pair, ok := e.([]any)
-			if !ok || len(pair) != 2 {
-				return Datum{}, syntaxErr(e, "expected [key, value] pair in map")
-			}
-			if keys[i], err = DecodeAtom(pair[0], &ct.Key, names); err != nil {
-				return Datum{}, err
-			}
-			if values[i], err = DecodeAtom(pair[1], ct.Value, names); err != nil {
-				return Datum{}, err
-			}
+		var keys, values []Atom
+		if raw != nil {
+			keys, values, err = raw.decodeMap(ct, names)
+		} else {
+			keys, values, err = decodePairs(inner, ct, names)
+		}
+		if err != nil {
+			return Datum{}, err
 		}
 		if !isSortedUnique(keys) {
-			d = Map(keys, values)
-			if len(d.Keys) != len(keys) {
+			sortPairs(keys, values)
+			if !isSortedUnique(keys) {
 				return Datum{}, syntaxErr(v, "map contains duplicate key")
 			}
-		} else {
-			d = Datum{Keys: keys, Values: values}
 		}
+		d = Datum{Keys: keys, Values: values}
 	} else if arr, ok := v.([]any); ok && len(arr) == 2 && arr[0] == "set" {
-		inner, ok := arr[1].([]any)
-		if !ok {
-			return Datum{}, syntaxErr(v, "expected [\"set\", [ELEMENTS]]")
-		}
-		keys := make([]Atom, len(inner))
-		for i, e := range inner {
+		var keys []Atom
+		switch inner := arr[1].(type) {
+		case []any:
+			keys = make([]Atom, len(inner))
+			for i, e := range inner {
+				var err error
+				if keys[i], err = DecodeAtom(e, &ct.Key, names); err != nil {
+					return Datum{}, err
+				}
+			}
+		case *rawArray:
 			var err error
-			if keys[i], err = DecodeAtom(e, &ct.Key, names); err != nil {
+			if keys, err = inner.decodeSet(&ct.Key, names); err != nil {
 				return Datum{}, err
 			}
+		default:
+			return Datum{}, syntaxErr(v, "expected [\"set\", [ELEMENTS]]")
 		}
 		d = Set(keys...)
 		if len(d.Keys) != len(keys) {
@@ -282,6 +331,25 @@ func DecodeDatum(v any, ct *ColumnType, names NameResolver) (Datum, error) {
 	return d, nil
 }
 
+// decodePairs decodes the generic [key, value] pairs of a map.
+func decodePairs(inner []any, ct *ColumnType, names NameResolver) (keys, values []Atom, err error) {
+	keys = make([]Atom, len(inner))
+	values = make([]Atom, len(inner))
+	for i, e := range inner {
+		pair, ok := e.([]any)
+		if !ok || len(pair) != 2 {
+			return nil, nil, syntaxErr(e, "expected [key, value] pair in map")
+		}
+		if keys[i], err = DecodeAtom(pair[0], &ct.Key, names); err != nil {
+			return nil, nil, err
+		}
+		if values[i], err = DecodeAtom(pair[1], ct.Value, names); err != nil {
+			return nil, nil, err
+		}
+	}
+	return keys, values, nil
+}
+
 func (t *ColumnType) describeKind() string {
 	if t.IsMap() {
 		return "map"
@@ -296,16 +364,20 @@ func maxString(n int) string {
 	return strconv.Itoa(n)
 }
 
-func unwrap(v any, tag string) ([]any, error) {
+// unwrap returns the array of [tag, [...]]: generic, or as text when
+// DecodeJSON left it so.
+func unwrap(v any, tag string) ([]any, *rawArray, error) {
 	arr, ok := v.([]any)
 	if !ok || len(arr) != 2 || arr[0] != tag {
-		return nil, syntaxErr(v, "expected [\"%s\", [...]]", tag)
+		return nil, nil, syntaxErr(v, "expected [\"%s\", [...]]", tag)
 	}
-	inner, ok := arr[1].([]any)
-	if !ok {
-		return nil, syntaxErr(v, "expected [\"%s\", [...]]", tag)
+	switch inner := arr[1].(type) {
+	case []any:
+		return inner, nil, nil
+	case *rawArray:
+		return nil, inner, nil
 	}
-	return inner, nil
+	return nil, nil, syntaxErr(v, "expected [\"%s\", [...]]", tag)
 }
 
 // AppendJSON appends d's JSON encoding for a column of type ct: a map as

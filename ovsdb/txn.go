@@ -310,6 +310,12 @@ func (t *txn) where(op map[string]any, ts *TableSchema) ([]Condition, error) {
 }
 
 func (t *txn) execute(b []byte, v any) ([]byte, error) {
+	if r, ok := v.(*rawObject); ok {
+		var err error
+		if v, err = r.decode(); err != nil {
+			return b, err
+		}
+	}
 	op, ok := v.(map[string]any)
 	if !ok {
 		return b, syntaxErr(v, "operation must be a JSON object")

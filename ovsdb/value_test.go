@@ -196,6 +196,12 @@ func FuzzDecodeDatum(f *testing.F) {
 		for _, tbl := range s.Tables {
 			for _, c := range tbl.Columns {
 				d, err := DecodeDatum(v, &c.Type, func(string) (UUID, error) { return UUID{}, nil })
+				// Decoding from text gives the same datum, or fails too.
+				if raw, rerr := parseJSONWith([]byte(in), 1, 1); rerr != nil {
+					t.Fatalf("%q: with raw arrays: %v", in, rerr)
+				} else if rd, rerr := DecodeDatum(raw, &c.Type, func(string) (UUID, error) { return UUID{}, nil }); (rerr == nil) != (err == nil) || !rd.Equal(d) {
+					t.Fatalf("%q as %s: from text %v, %v; generic %v, %v", in, c.Type.String(), rd, rerr, d, err)
+				}
 				if err != nil {
 					continue
 				}
@@ -244,6 +250,14 @@ func FuzzDecodeJSON(f *testing.F) {
 		}
 		if err == nil && !reflect.DeepEqual(got, want) {
 			t.Fatalf("%q: got %#v, reference %#v", in, got, want)
+		}
+		// Keeping every datum's array as text changes nothing but that.
+		raw, rerr := parseJSONWith([]byte(in), 1, 1)
+		if (rerr == nil) != (werr == nil) {
+			t.Fatalf("%q: with raw arrays, error %v, reference error %v", in, rerr, werr)
+		}
+		if rerr == nil && !reflect.DeepEqual(expandRaw(t, raw), want) {
+			t.Fatalf("%q: with raw arrays, got %#v, reference %#v", in, raw, want)
 		}
 	})
 }
