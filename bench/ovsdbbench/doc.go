@@ -9,8 +9,9 @@
 //
 //   - single-row insert transactions per second, from 1 client and from 16
 //     clients each sending its next transaction when the previous is
-//     answered, 4000 transactions in all (so that both servers end up with
-//     the same rows, which makes their memory comparable), in two modes:
+//     answered, 4000 transactions from one client and 16000 from 16 (so
+//     that both servers end up with the same rows, which makes their memory
+//     comparable), in two modes:
 //     "default" (plain transactions) and "durable" (each ends with
 //     {"op":"commit","durable":true});
 //   - fan-out latency: the time from sending a commit until all of 200
