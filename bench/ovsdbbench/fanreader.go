@@ -265,8 +265,8 @@ func newFanReader(conns []*monConn, onUpdate func(time.Time)) (*fanReader, error
 }
 
 // loop notes when monitors become readable and, once all have, reads
-// them, until close. Sockets with data left from before (the end of a
-// monitor_cond reply) are read at the start.
+// them, until close. It starts with what dialMonitor left in the buffers
+// past the monitor_cond replies.
 func (r *fanReader) loop() {
 	defer close(r.done)
 	for _, c := range r.conns {
