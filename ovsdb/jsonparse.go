@@ -12,10 +12,12 @@ import (
 // []any, json.Number, string, bool, nil) that transactions are parsed
 // from. It produces what encoding/json's Decoder with UseNumber produces
 // (FuzzDecodeJSON checks this), at a fraction of the cost: it is the first
-// thing every request goes through. Two differences bound the memory a
+// thing every request goes through. Three differences bound the memory a
 // request can cost (see memory.go): the array inside a large ["set", [...]]
 // or ["map", [...]] stays undecoded text (a *rawArray) for DecodeDatum to
-// turn straight into atoms, and a value whose tree would take more than
+// turn straight into atoms; in a large value, the operations of a
+// transaction stay text (a *rawObject) for Database.Transact to decode one
+// at a time; and a value whose tree would take more than
 // maxTreeBytes(len(data)) of memory is refused.
 
 // maxJSONDepth bounds nesting, as encoding/json does, so hostile input
@@ -339,8 +341,8 @@ func (p *jsonParser) skipOperation() (isOp bool, err error) {
 		p.pos++
 		p.skipSpace()
 		if isOpKey && p.pos < len(p.data) && p.data[p.pos] == '"' {
-			if w, ok := p.word(); ok && isOperationName(w) {
-				isOp = true
+			if w, ok := p.word(); ok {
+				isOp = isOperationName(w)
 			} else if err := p.skipString(); err != nil {
 				return false, err
 			}

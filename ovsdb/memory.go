@@ -15,21 +15,29 @@ import (
 // 50 bytes of heap per byte of JSON: each value is boxed in an interface,
 // each array element is a 16-byte slot, each object a hash map, each set
 // element a 40-byte Atom. One such request would take gigabytes and get the
-// whole database server killed, losing every client. Two rules keep the
+// whole database server killed, losing every client. Three rules keep the
 // cost of decoding a request within a small multiple of its size:
 //
 //   - Bulk data, the elements of a large set or map, never goes through the
 //     generic tree: DecodeJSON keeps the array inside a large ["set", [...]]
 //     or ["map", [...]] as text (a *rawArray), and DecodeDatum decodes it
 //     straight into atoms. Before it allocates them it checks that they take
-//     at most atomBytesPerByte times the array's text (or atomBytesFloor):
-//     a valid set is never that dense, as its elements are distinct, so this
-//     refuses only inputs such as a set of a million "0"s, which would fail
-//     on duplicates anyway, and it refuses them before paying for them.
+//     at most atomBytesPerByte times the array's text (or atomBytesFloor).
+//     Distinct elements need distinct text, so a valid set is seldom that
+//     dense: this refuses inputs such as a set of a million "0"s, which
+//     would fail on duplicates anyway, before paying for them. (The densest
+//     valid data it refuses: a map of more than 13000 small integers to
+//     one-digit integers.)
+//   - In a value of rawOperationsMin bytes or more, the operations of a
+//     transaction (objects in the top-level array with an "op" member that
+//     names one) stay text (a *rawObject) until Database.Transact executes
+//     them: only one operation's tree exists at a time, and each is bounded
+//     by its own size as below.
 //   - The rest of the tree is charged, as DecodeJSON builds it, with an
 //     estimate of the heap it takes, and refused with a *TooComplexError once
 //     that is over maxTreeBytes(len(data)). Real requests (transactions,
-//     monitor conditions) cost 3 to 5.5 bytes per byte (TestDecodeJSONRealRequestsFit).
+//     monitor conditions) cost 3 to 6 bytes per byte
+//     (TestDecodeJSONRealRequestsFit).
 
 const (
 	// Estimated heap bytes of the parts of a generic tree (64-bit).

@@ -96,8 +96,9 @@ func TestDecodeJSONKeepsOperationsRaw(t *testing.T) {
 	}{
 		{`["db",{"op":"insert","table":"T","row":{}},{"table":"T","op":"comment"},{"op":"select"},` + pad + `]`, 3},
 		{`["db",{"op":"insert","table":"T","row":{}}]`, 0}, // small
-		{`["db",{"op":"nonsense"},{"op":1},{"name":"x"},{},` + pad + `]`, 0},
-		{`["db",["x",{"op":"insert"}],` + pad + `]`, 0}, // not a top-level element
+		{`["db",{"op":"nonsense"},{"op":1},{"op":"uuid","table":"T"},{"name":"x"},{},` + pad + `]`, 0},
+		{`["db",{"op":"uuid","op":"insert"},{"op":"insert","op":"uuid"},` + pad + `]`, 1}, // the last "op" counts
+		{`["db",["x",{"op":"insert"}],` + pad + `]`, 0},                                   // not a top-level element
 		{`{"a":{"op":"insert"},"b":` + pad + `}`, 0},
 	} {
 		v, err := DecodeJSON([]byte(tc.in))
