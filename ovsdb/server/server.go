@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/govn/govn/internal/readpoll"
 	"github.com/govn/govn/ovsdb"
 	"github.com/govn/govn/ovsdb/jsonrpc"
 	"github.com/govn/govn/ovsdb/storage"
@@ -250,6 +251,16 @@ type connOptions struct {
 
 // serveListener is Serve with the listener's own session options.
 func (s *Server) serveListener(ctx context.Context, l net.Listener, opts connOptions) error {
+	if ul, ok := l.(*net.UnixListener); ok {
+		// Go's poller would wake on every read of a unix session's
+		// peer (see package readpoll): with many monitors, once per
+		// monitor per commit.
+		if rl, err := readpoll.Listen(ul); err == nil {
+			l = rl
+		} else {
+			s.log.Warn("serving unix sessions through Go's poller", "err", err)
+		}
+	}
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
 	defer l.Close()
