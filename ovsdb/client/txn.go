@@ -280,12 +280,18 @@ func decodeTransactResult(s *ovsdb.Schema, ops []Operation, raw json.RawMessage)
 			if t == nil {
 				continue
 			}
-			v, err := ovsdb.DecodeJSON(obj.Rows)
-			if err != nil {
+			// One row at a time: DecodeJSON bounds the memory a value
+			// may cost for its size, which a server's answer to a
+			// select of many small rows may exceed as a whole.
+			var rows []json.RawMessage
+			if err := json.Unmarshal(obj.Rows, &rows); err != nil {
 				return nil, fmt.Errorf("transact reply rows: %w", err)
 			}
-			rows, _ := v.([]any)
-			for _, rv := range rows {
+			for _, text := range rows {
+				rv, err := ovsdb.DecodeJSON(text)
+				if err != nil {
+					return nil, fmt.Errorf("transact reply row: %w", err)
+				}
 				ro, _ := rv.(map[string]any)
 				row := make(map[string]ovsdb.Datum, len(ro))
 				for name, val := range ro {

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net"
 	"os"
 	"runtime"
@@ -223,5 +224,28 @@ func TestOversizeRequestMemory(t *testing.T) {
 				t.Errorf("another client's echo got %s", got)
 			}
 		})
+	}
+}
+
+// TestTooComplexParams checks that params whose decoded form would cost
+// too much memory for their size are answered "resources exhausted", as
+// ovsdb-server answers requests beyond its means, not "syntax error".
+func TestTooComplexParams(t *testing.T) {
+	_, sock := startServer(t, nil)
+	c := dial(t, sock)
+	defer c.conn.Close()
+	params := []byte{'['}
+	for len(params) < 1<<20 {
+		params = append(params, "[],"...)
+	}
+	params = append(params, "[]]"...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := c.conn.CallRaw(ctx, "echo", json.RawMessage(params))
+	if err == nil || !strings.Contains(err.Error(), ovsdb.ErrResourcesExhausted) {
+		t.Fatalf("echo of a million empty arrays: %v, want %q", err, ovsdb.ErrResourcesExhausted)
+	}
+	if _, err := c.conn.CallRaw(ctx, "echo", json.RawMessage(`["still here"]`)); err != nil {
+		t.Fatalf("the session did not go on: %v", err)
 	}
 }

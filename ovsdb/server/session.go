@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -49,6 +50,11 @@ func (s *session) handle(ctx context.Context, c *jsonrpc.Conn, m *jsonrpc.Messag
 	var params []any
 	if len(m.Params) > 0 {
 		v, err := ovsdb.DecodeJSON(m.Params)
+		var tooComplex *ovsdb.TooComplexError
+		if errors.As(err, &tooComplex) {
+			s.replyError(m.ID, errorJSON(ovsdb.ErrResourcesExhausted, "params: %v", err))
+			return
+		}
 		if err != nil {
 			s.replyError(m.ID, errorJSON(ovsdb.ErrSyntax, "params: %v", err))
 			return
