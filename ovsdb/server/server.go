@@ -369,6 +369,19 @@ func (s *Server) Stats() Stats {
 // in the history, notifies monitors and submits it to the log. It returns
 // the log's Commit to wait on (nil without a log). Callers hold d.mu.
 func (d *dbState) commitLocked(cs *ovsdb.ChangeSet) (*storage.Commit, error) {
+	return d.commitDeferLocked(cs, false)
+}
+
+// deferringLog is a Log whose writing a committer can do itself, after
+// releasing the database lock (see storage.Log.SubmitDeferred).
+type deferringLog interface {
+	SubmitDeferred(rec storage.Record) (*storage.Commit, error)
+	FlushNow()
+}
+
+// commitDeferLocked is commitLocked; with deferred, and a log that allows
+// it, the caller must call flushLog after releasing d.mu.
+func (d *dbState) commitDeferLocked(cs *ovsdb.ChangeSet, deferred bool) (*storage.Commit, error) {
 	d.db.Apply(cs)
 	id := d.uuids.New()
 	d.lastTxn = id
@@ -379,7 +392,11 @@ func (d *dbState) commitLocked(cs *ovsdb.ChangeSet) (*storage.Commit, error) {
 	if d.log != nil {
 		rec := storage.Record{Date: time.Now(), Comment: cs.Comment, Tables: cs.Record(d.db.Schema)}
 		if len(rec.Tables) > 0 {
-			c, err = d.log.Submit(rec)
+			if dl, ok := d.log.(deferringLog); ok && deferred {
+				c, err = dl.SubmitDeferred(rec)
+			} else {
+				c, err = d.log.Submit(rec)
+			}
 		}
 	}
 	d.retryBlockedLocked()

@@ -139,6 +139,11 @@ type blockedTxn struct {
 	timer  *time.Timer // fires when the wait's timeout expires
 	queued bool        // in d.blocked, awaiting a commit
 	done   bool
+	// settle says that the caller of runLocked makes the commit durable
+	// and replies (dbState.settle): runLocked leaves the reply in held
+	// instead of queueing it.
+	settle bool
+	held   *pendingReply
 }
 
 func (s *session) hasLock(name string) bool { return s.srv.locks.owns(s, name) }
@@ -149,10 +154,32 @@ func (s *session) transact(id json.RawMessage, params []any) {
 		s.replyError(id, errv)
 		return
 	}
-	b := &blockedTxn{sess: s, d: d, id: id, ops: params[1:]}
+	b := &blockedTxn{sess: s, d: d, id: id, ops: params[1:], settle: true}
 	d.mu.Lock()
 	b.runLocked(false)
+	held := b.held
+	b.held, b.settle = nil, false // a retry after a wait is settled by the queue
 	d.unlock()
+	if held != nil {
+		d.settle(held)
+	}
+}
+
+// settle makes a commit durable and answers its transaction on the
+// caller's goroutine when the log is idle, as it is for a lone client:
+// the write, the fsync and the reply then need no other goroutine, and no
+// other thread woken and waited for. Otherwise the log's writer and the
+// reply queue take over.
+func (d *dbState) settle(p *pendingReply) {
+	if dl, ok := d.log.(deferringLog); ok {
+		dl.FlushNow()
+	}
+	select {
+	case <-p.commit.Done():
+		p.send()
+	default:
+		d.replies.push(*p)
+	}
 }
 
 // runLocked executes the transaction; when it blocks in "wait" it is queued
@@ -186,13 +213,15 @@ func (b *blockedTxn) runLocked(expired bool) (blocked bool) {
 		b.sess.conn.Reply(b.id, reply)
 		return false
 	}
-	commit, err := d.commitLocked(res.Changes)
+	commit, err := d.commitDeferLocked(res.Changes, b.settle)
 	switch {
 	case err != nil:
 		d.srv.log.Error("database log refused a commit", "db", d.name, "err", err)
 		b.sess.conn.Reply(b.id, json.RawMessage(ioErrorReply(len(b.ops), err)))
 	case commit == nil:
 		b.sess.conn.Reply(b.id, reply)
+	case b.settle:
+		b.held = &pendingReply{commit: commit, conn: b.sess.conn, id: b.id, reply: reply, nOps: len(b.ops), d: d}
 	default:
 		d.replies.push(pendingReply{commit: commit, conn: b.sess.conn, id: b.id, reply: reply, nOps: len(b.ops), d: d})
 	}

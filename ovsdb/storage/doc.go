@@ -38,6 +38,9 @@
 // fsynced. Submit calls that arrive while a write is in progress share the
 // next write and fsync (group commit), so throughput grows with the number
 // of concurrent committers rather than being bounded by one fsync each.
+// A committer may instead call SubmitDeferred under its lock and FlushNow
+// after it: when no write is under way, its own goroutine then writes and
+// fsyncs, which spares a lone client two thread hand-offs per commit.
 // After a failed write or fsync the Log refuses further records: what the
 // disk holds is then unknown, and only a restart (which re-reads the file)
 // can tell.
