@@ -60,6 +60,8 @@ func (c *Conn) waitReadable() error {
 		return nil
 	case <-c.closed:
 		return net.ErrClosed
+	case <-c.p.broken:
+		return c.p.err
 	}
 }
 
@@ -83,6 +85,8 @@ func (c *Conn) waitWritable() error {
 		return nil
 	case <-c.closed:
 		return net.ErrClosed
+	case <-c.p.broken:
+		return c.p.err
 	case <-timeout:
 		return os.ErrDeadlineExceeded
 	}

@@ -39,6 +39,10 @@ type Poller struct {
 	shut   bool // no Conn will be added; close when conns is empty
 	closed bool // ep is closed
 	done   chan struct{}
+	// broken is closed if waiting on the set failed for good; Conns then
+	// fail instead of waiting (err says why).
+	broken chan struct{}
+	err    error
 }
 
 // New starts a Poller.
@@ -57,7 +61,7 @@ func New() (*Poller, error) {
 		ep.Close()
 		return nil, err
 	}
-	p := &Poller{ep: ep, epfd: epfd, raw: raw, conns: map[int32]*Conn{}, done: make(chan struct{})}
+	p := &Poller{ep: ep, epfd: epfd, raw: raw, conns: map[int32]*Conn{}, done: make(chan struct{}), broken: make(chan struct{})}
 	go p.loop()
 	return p, nil
 }
@@ -90,17 +94,25 @@ func (p *Poller) loop() {
 	events := make([]unix.EpollEvent, 128)
 	for {
 		var n int
+		var werr error
 		err := p.raw.Read(func(fd uintptr) bool {
-			var werr error
-			n, werr = unix.EpollWait(int(fd), events, 0)
-			if werr != nil {
-				n = 0
-				// EINTR: look again; anything else cannot happen
-				// to a valid set, and the next call tells.
-				return werr != unix.EINTR && werr != unix.EAGAIN
+			for {
+				n, werr = unix.EpollWait(int(fd), events, 0)
+				if werr == unix.EINTR {
+					continue
+				}
+				// None: wait until Go's poller sees the set
+				// readable, which it does for every new event.
+				return n > 0 || werr != nil
 			}
-			return n > 0
 		})
+		if err == nil && werr != nil {
+			// Not expected of a valid set: fail the Conns rather
+			// than leave them waiting.
+			p.err = fmt.Errorf("readpoll: epoll_wait: %w", werr)
+			close(p.broken)
+			return
+		}
 		if err != nil {
 			return // closed
 		}
