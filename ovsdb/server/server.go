@@ -380,7 +380,7 @@ type deferringLog interface {
 }
 
 // commitDeferLocked is commitLocked; with deferred, and a log that allows
-// it, the caller must call flushLog after releasing d.mu.
+// it, the caller must call settle after releasing d.mu.
 func (d *dbState) commitDeferLocked(cs *ovsdb.ChangeSet, deferred bool) (*storage.Commit, error) {
 	d.db.Apply(cs)
 	id := d.uuids.New()
