@@ -43,7 +43,7 @@ type Config struct {
 	Rounds       int           // alternating rounds of each measurement (median taken); 3
 	Clients      int           // concurrent inserting clients; 16
 	Monitors     int           // monitoring clients for fan-out; 200
-	Commits      int           // commits timed for fan-out; 50
+	Commits      int           // commits timed for fan-out; 300
 	BigRows      int           // rows of the initial-monitor table; 100000
 	MonitorRuns  int           // initial monitors timed per round; 1
 	Logger       *slog.Logger  // progress; discarded if nil
@@ -92,7 +92,7 @@ func (c *Config) defaults() {
 		c.Monitors = 200
 	}
 	if c.Commits <= 0 {
-		c.Commits = 50
+		c.Commits = 300
 	}
 	if c.BigRows <= 0 {
 		c.BigRows = 100000

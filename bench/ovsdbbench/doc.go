@@ -15,7 +15,7 @@
 //     "default" (plain transactions) and "durable" (each ends with
 //     {"op":"commit","durable":true});
 //   - fan-out latency: the time from sending a commit until all of 200
-//     monitoring clients have its update, p50 and p99 over 50 commits made
+//     monitoring clients have its update, p50 and p99 over 300 commits made
 //     one after another (spread over the rounds), and the median time
 //     until the first of them has it. The writer's reply is awaited after
 //     the timing, not in it. A monitor has the update when its socket

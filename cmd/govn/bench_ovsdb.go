@@ -26,7 +26,7 @@ func runBenchOVSDB(ctx context.Context, args []string) error {
 	inserts := fs.String("inserts", "both", "insert modes to measure: `both`, default (plain transactions) or durable")
 	measure := fs.String("measure", "", "comma-separated measurements to run: inserts, fanout, initial (default all)")
 	rounds := fs.Int("rounds", 0, "alternating rounds of each measurement (default 3)")
-	commits := fs.Int("commits", 0, "fan-out commits to time, spread over the rounds (default 50)")
+	commits := fs.Int("commits", 0, "fan-out commits to time, spread over the rounds (default 300)")
 	insertCount := fs.Int("inserts-count", 0, "insert transactions per throughput measurement from one client, 4x that from many (default 4000)")
 	keep := fs.Bool("keep", false, "keep the servers' directories (databases, logs) for inspection")
 	if err := parseFlags(fs, args, synopsis); err != nil {
