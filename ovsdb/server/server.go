@@ -44,6 +44,10 @@ type Options struct {
 	// server sends an "echo" to check that the peer is alive, and how long
 	// the peer then has to answer; 0 means 5 s, negative disables probes.
 	ProbeInterval time.Duration
+	// LargeRequestBudget bounds the bytes of requests of 1 MiB or more
+	// that sessions decode and execute at once (each may cost several
+	// times its size); others wait their turn. 0 means 128 MiB.
+	LargeRequestBudget int64
 }
 
 // Server serves OVSDB databases. Add databases with AddDatabase, then call
@@ -61,6 +65,8 @@ type Server struct {
 
 	sessMu   sync.Mutex
 	sessions map[*session]struct{}
+
+	large *byteBudget // see Options.LargeRequestBudget
 }
 
 // New returns a Server serving only _Server.
@@ -77,7 +83,11 @@ func New(opts Options) *Server {
 	if opts.ProbeInterval == 0 {
 		opts.ProbeInterval = 5 * time.Second
 	}
-	s := &Server{opts: opts, log: opts.Logger, sid: ovsdb.NewUUID(), dbs: map[string]*dbState{}, sessions: map[*session]struct{}{}}
+	if opts.LargeRequestBudget <= 0 {
+		opts.LargeRequestBudget = 128 << 20
+	}
+	s := &Server{opts: opts, log: opts.Logger, sid: ovsdb.NewUUID(), dbs: map[string]*dbState{}, sessions: map[*session]struct{}{},
+		large: newByteBudget(opts.LargeRequestBudget)}
 	s.locks.waiters = map[string][]*session{}
 	s.locks.owner = map[string]*session{}
 	s.server = s.newDBState(ovsdb.NewDatabase(ovsdb.MustParseSchema([]byte(serverSchemaJSON))), nil)

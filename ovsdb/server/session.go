@@ -47,6 +47,15 @@ func (s *session) handle(ctx context.Context, c *jsonrpc.Conn, m *jsonrpc.Messag
 	s.mu.Lock()
 	s.lastRecv = time.Now()
 	s.mu.Unlock()
+	if n := int64(len(m.Params)); n >= largeRequest {
+		// Decoded and executed, a large request may take several
+		// times its size: a few at a time (see byteBudget).
+		n = min(n, s.srv.large.capacity)
+		if !s.srv.large.acquire(ctx, n) {
+			return // the session is ending
+		}
+		defer s.srv.large.release(n)
+	}
 	var params []any
 	if len(m.Params) > 0 {
 		v, err := ovsdb.DecodeJSON(m.Params)
