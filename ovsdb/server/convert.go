@@ -153,6 +153,7 @@ func (d *dbState) replaceLocked(nd *ovsdb.Database) []canceledMonitor {
 	var canceled []canceledMonitor
 	for m := range d.monitors {
 		delete(d.monitors, m)
+		d.monitorsChangedLocked()
 		d.unwatchLocked(m)
 		if m.sess == nil {
 			continue

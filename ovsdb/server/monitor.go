@@ -689,6 +689,7 @@ func (s *session) monitorCancel(id json.RawMessage, params []any) {
 		return
 	}
 	delete(m.d.monitors, m)
+	m.d.monitorsChangedLocked()
 	m.d.unwatchLocked(m)
 	m.d.unlock()
 	s.mu.Lock()

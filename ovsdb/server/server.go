@@ -11,8 +11,11 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/govn/govn/internal/readpoll"
 	"github.com/govn/govn/ovsdb"
@@ -118,11 +121,11 @@ type dbState struct {
 	replies     replyQueue
 	uuids       *ovsdb.UUIDSource
 	// notified lists the connections holding queued monitor updates,
-	// which unlock sends once the lock is released; with many monitors
-	// they go to stream instead, whose helper goroutine starts writing
-	// while the commit is still queueing (see queuedLocked).
+	// which unlock sends once the lock is released; with many monitors a
+	// helper shares the writes (shared, helper; see queuedLocked).
 	notified []*jsonrpc.Conn
-	stream   chan *jsonrpc.Conn
+	shared   *sharedWrites
+	helper   *writeHelper // started once the database has many monitors
 	// shapes holds the encodings monitors share, by monitor.shapeKey.
 	shapes map[string]*sharedEnc
 	// notifyGen counts notified commits; it tells a sharedEnc or monitor
@@ -135,48 +138,152 @@ type dbState struct {
 // outside the lock, without waking a writer goroutine per connection.
 // Every holder of d.mu releases it with unlock.
 func (d *dbState) unlock() {
-	conns, stream := d.notified, d.stream
-	d.notified, d.stream = nil, nil
+	conns, shared := d.notified, d.shared
+	d.notified, d.shared = nil, nil
 	d.mu.Unlock()
-	if stream != nil {
-		// Share the rest of the writes with the helper.
-		close(stream)
-		flushFrom(stream)
+	if shared != nil {
+		shared.start(conns)
+		shared.write()
+		return
 	}
 	for _, c := range conns {
 		c.Flush()
 	}
 }
 
-// streamFrom is how many monitors make it worth a helper goroutine that
-// writes updates while the commit is still queueing them, as a
-// single-threaded server writes each as it goes: the first monitors hear
-// of a commit sooner, and two CPUs share the system calls.
-const streamFrom = 32
+// shareFrom is how many monitors make it worth a second thread that
+// shares the writes of a commit's updates: two CPUs then share the system
+// calls, which are most of a large fan-out's cost. Below shareFrom/2 the
+// thread stops.
+const shareFrom = 32
+
+// helperSpin is how long the write helper waits for a commit's list of
+// updates before it sleeps instead.
+const helperSpin = 5 * time.Millisecond
+
+// sharedWrites is the list of connections whose queued updates the
+// committer and the helper write, each taking the next one not yet taken.
+type sharedWrites struct {
+	conns []*jsonrpc.Conn
+	next  atomic.Int64
+	ready chan struct{} // closed once conns is complete
+}
+
+// start publishes the complete list.
+func (w *sharedWrites) start(conns []*jsonrpc.Conn) {
+	w.conns = conns
+	close(w.ready)
+}
+
+// write writes queued updates until none is left.
+func (w *sharedWrites) write() {
+	for {
+		i := int(w.next.Add(1) - 1)
+		if i >= len(w.conns) {
+			return
+		}
+		w.conns[i].Flush()
+	}
+}
+
+// writeHelper is a goroutine that shares the writes of large fan-outs. It
+// is woken when a commit starts queueing updates, so that its waking up
+// overlaps the queueing, and it sleeps in a blocking read of an eventfd
+// rather than on a channel: the kernel then wakes its own thread, where a
+// readied goroutine would wait on the committer's run queue until another
+// thread steals it, which (instrumented) sometimes did not happen before
+// the committer had written all 200 updates alone.
+type writeHelper struct {
+	efd  int
+	next atomic.Pointer[sharedWrites] // the work it is woken for; nil to stop
+	done chan struct{}                // closed when run returns
+}
+
+// startWriteHelper starts a helper, or returns nil if there are no
+// eventfds.
+func startWriteHelper() *writeHelper {
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		return nil
+	}
+	h := &writeHelper{efd: efd, done: make(chan struct{})}
+	go h.run()
+	return h
+}
+
+func (h *writeHelper) run() {
+	defer close(h.done)
+	defer unix.Close(h.efd)
+	var buf [8]byte
+	for {
+		if _, err := unix.Read(h.efd, buf[:]); err == unix.EINTR {
+			continue
+		} else if err != nil {
+			return
+		}
+		w := h.next.Swap(nil)
+		if w == nil {
+			return // stopped
+		}
+		// The committer is still queueing: wait for the list, yielding
+		// both to goroutines and to threads (if the committer's thread
+		// shares this CPU, spinning would hold it up for a whole
+		// time slice), for as long as queueing a few hundred updates
+		// takes; then sleep.
+		deadline := time.Now().Add(helperSpin)
+		for ready := false; !ready; {
+			select {
+			case <-w.ready:
+				ready = true
+			default:
+				if time.Now().After(deadline) {
+					<-w.ready
+					ready = true
+				} else {
+					runtime.Gosched()
+					unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+				}
+			}
+		}
+		w.write()
+	}
+}
+
+// help wakes the helper to share w.
+func (h *writeHelper) help(w *sharedWrites) {
+	h.next.Store(w)
+	one := [8]byte{1}
+	unix.Write(h.efd, one[:])
+}
+
+// stop ends the helper.
+func (h *writeHelper) stop() {
+	h.next.Store(nil)
+	one := [8]byte{1}
+	unix.Write(h.efd, one[:])
+}
+
+// monitorsChangedLocked stops the write helper once few monitors are left.
+// Callers hold d.mu and call it after removing monitors.
+func (d *dbState) monitorsChangedLocked() {
+	if d.helper != nil && len(d.monitors) < shareFrom/2 {
+		d.helper.stop()
+		d.helper = nil
+	}
+}
 
 // queuedLocked records that c holds a queued update. Callers hold d.mu.
 func (d *dbState) queuedLocked(c *jsonrpc.Conn) {
-	if d.stream == nil && len(d.monitors) >= streamFrom && runtime.GOMAXPROCS(0) >= 2 {
-		// Room for every monitor of a commit or two; beyond that
-		// (commits retried after a wait) the list below takes over.
-		d.stream = make(chan *jsonrpc.Conn, 2*len(d.monitors))
-		go flushFrom(d.stream)
-	}
-	if d.stream != nil {
-		select {
-		case d.stream <- c:
-			return
-		default:
+	if d.shared == nil && len(d.monitors) >= shareFrom && runtime.GOMAXPROCS(0) >= 2 {
+		if d.helper == nil {
+			d.helper = startWriteHelper()
+		}
+		if d.helper != nil {
+			d.shared = &sharedWrites{ready: make(chan struct{})}
+			d.helper.help(d.shared)
 		}
 	}
 	d.notified = append(d.notified, c)
-}
-
-// flushFrom flushes the connections from stream until it is closed.
-func flushFrom(stream <-chan *jsonrpc.Conn) {
-	for c := range stream {
-		c.Flush()
-	}
 }
 
 type commitEntry struct {

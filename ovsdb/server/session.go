@@ -396,6 +396,7 @@ func (s *session) close() {
 	for _, m := range mons {
 		m.d.mu.Lock()
 		delete(m.d.monitors, m)
+		m.d.monitorsChangedLocked()
 		m.d.unwatchLocked(m)
 		m.d.unlock()
 	}

@@ -49,8 +49,7 @@ func (v *view) String() string {
 
 // TestConcurrentClients runs writers and monitors at once and checks that
 // every monitor's replayed view ends equal to the database. With 40
-// monitors (at least streamFrom) the updates are written by a helper
-// goroutine while commits still queue them.
+// monitors (at least shareFrom) a write helper shares the writes.
 func TestConcurrentClients(t *testing.T) {
 	for _, monitors := range []int{4, 40} {
 		t.Run(fmt.Sprint(monitors, " monitors"), func(t *testing.T) { testConcurrentClients(t, monitors) })
@@ -173,5 +172,49 @@ func testConcurrentClients(t *testing.T, monitors int) {
 		if got.String() != want.String() {
 			t.Errorf("monitor %d's view differs from the database:\n got %s\nwant %s", i, got, want)
 		}
+	}
+}
+
+// TestWriteHelperLifecycle checks that a database with many monitors gets
+// a write helper on its first fan-out, that every monitor still gets the
+// update, and that the helper stops once few monitors are left.
+func TestWriteHelperLifecycle(t *testing.T) {
+	srv, sock := startServer(t, nil)
+	d := srv.database("Test")
+	var monitors []*client
+	for i := range shareFrom + 4 {
+		c := dial(t, sock)
+		c.call("monitor_cond", fmt.Sprintf(`["Test","m%d",{"Box":[{"columns":["name"]}]}]`, i))
+		monitors = append(monitors, c)
+	}
+	w := dial(t, sock)
+	defer w.conn.Close()
+	w.call("transact", `["Test",{"op":"insert","table":"Box","row":{"name":"x"}}]`)
+	for i, c := range monitors {
+		select {
+		case m := <-c.notes:
+			if m.Method != "update2" {
+				t.Fatalf("monitor %d got %s", i, m.Method)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("monitor %d got no update", i)
+		}
+	}
+	d.mu.Lock()
+	h := d.helper
+	d.mu.Unlock()
+	if h == nil {
+		t.Fatal("no write helper for a database with many monitors")
+	}
+	for _, c := range monitors[:len(monitors)-shareFrom/2+1] {
+		c.conn.Close()
+	}
+	select {
+	case <-h.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write helper did not stop once few monitors were left")
+	}
+	for _, c := range monitors[len(monitors)-shareFrom/2+1:] {
+		c.conn.Close()
 	}
 }
