@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -55,6 +56,16 @@ func runDB(ctx context.Context, args []string) error {
 // serveDB serves opts.files until ctx ends or ovs-appctl exit; it calls
 // ready once every remote listens and the control socket answers.
 func serveDB(ctx context.Context, opts dbOptions, ready func()) error {
+	if os.Getenv("GOMAXPROCS") == "" {
+		// One P more than CPUs: a thread that wakes from a blocking
+		// system call (an fsync, or the fan-out write helper's wait)
+		// then finds a P free instead of queueing its goroutine behind
+		// the committer until the commit's writes are done.
+		// govn bench ovsdb, eight alternating runs: fan-out p50 ratio
+		// 0.52 -> 0.48, p99 0.63 -> 0.52, CPU per commit -20%; inserts
+		// unchanged or better.
+		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
+	}
 	if opts.user != "" {
 		cred, err := daemon.LookupUser(opts.user)
 		if err != nil {
