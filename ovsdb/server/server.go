@@ -142,9 +142,8 @@ func (d *dbState) unlock() {
 	d.notified, d.shared = nil, nil
 	d.mu.Unlock()
 	if shared != nil {
-		shared.start(conns)
-		shared.write()
-		return
+		close(shared.complete)
+		shared.write(nil)
 	}
 	for _, c := range conns {
 		c.Flush()
@@ -157,30 +156,56 @@ func (d *dbState) unlock() {
 // thread stops.
 const shareFrom = 32
 
-// helperSpin is how long the write helper waits for a commit's list of
-// updates before it sleeps instead.
+// helperSpin is how long the write helper waits for more of a commit's
+// updates to be queued before it sleeps instead.
 const helperSpin = 5 * time.Millisecond
 
-// sharedWrites is the list of connections whose queued updates the
+// sharedWrites is the list of connections with queued updates that the
 // committer and the helper write, each taking the next one not yet taken.
+// The committer publishes connections as it queues their updates, so the
+// helper starts writing while the commit is still queueing, as a
+// single-threaded server writes each update as it goes.
 type sharedWrites struct {
-	conns []*jsonrpc.Conn
-	next  atomic.Int64
-	ready chan struct{} // closed once conns is complete
+	conns     []*jsonrpc.Conn // fixed length; entries below published are set
+	published atomic.Int64
+	next      atomic.Int64
+	complete  chan struct{} // closed once nothing more is published
 }
 
-// start publishes the complete list.
-func (w *sharedWrites) start(conns []*jsonrpc.Conn) {
-	w.conns = conns
-	close(w.ready)
+func newSharedWrites(capacity int) *sharedWrites {
+	return &sharedWrites{conns: make([]*jsonrpc.Conn, capacity), complete: make(chan struct{})}
 }
 
-// write writes queued updates until none is left.
-func (w *sharedWrites) write() {
+// add publishes c, or reports false when the list is full.
+func (w *sharedWrites) add(c *jsonrpc.Conn) bool {
+	n := w.published.Load()
+	if int(n) == len(w.conns) {
+		return false
+	}
+	w.conns[n] = c
+	w.published.Store(n + 1)
+	return true
+}
+
+// write writes published updates, the next not yet taken each time, until
+// the list is complete and none is left. While more may come it waits by
+// calling idle (the committer, which publishes, passes nil: it calls
+// write only once the list is complete).
+func (w *sharedWrites) write(idle func() bool) {
 	for {
-		i := int(w.next.Add(1) - 1)
-		if i >= len(w.conns) {
-			return
+		i := w.next.Add(1) - 1
+		for i >= w.published.Load() {
+			select {
+			case <-w.complete:
+				if i >= w.published.Load() {
+					return
+				}
+				continue
+			default:
+			}
+			if idle == nil || !idle() {
+				<-w.complete
+			}
 		}
 		w.conns[i].Flush()
 	}
@@ -225,27 +250,19 @@ func (h *writeHelper) run() {
 		if w == nil {
 			return // stopped
 		}
-		// The committer is still queueing: wait for the list, yielding
-		// both to goroutines and to threads (if the committer's thread
-		// shares this CPU, spinning would hold it up for a whole
-		// time slice), for as long as queueing a few hundred updates
-		// takes; then sleep.
+		// Between updates queued, wait yielding both to goroutines and
+		// to threads (if the committer's thread shares this CPU,
+		// spinning would hold it up for a whole time slice), for as long
+		// as queueing a few hundred updates takes; then sleep.
 		deadline := time.Now().Add(helperSpin)
-		for ready := false; !ready; {
-			select {
-			case <-w.ready:
-				ready = true
-			default:
-				if time.Now().After(deadline) {
-					<-w.ready
-					ready = true
-				} else {
-					runtime.Gosched()
-					unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
-				}
+		w.write(func() bool {
+			if time.Now().After(deadline) {
+				return false
 			}
-		}
-		w.write()
+			runtime.Gosched()
+			unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+			return true
+		})
 	}
 }
 
@@ -279,9 +296,14 @@ func (d *dbState) queuedLocked(c *jsonrpc.Conn) {
 			d.helper = startWriteHelper()
 		}
 		if d.helper != nil {
-			d.shared = &sharedWrites{ready: make(chan struct{})}
+			// Room for every monitor of a commit; beyond that
+			// (commits retried after a wait) notified takes over.
+			d.shared = newSharedWrites(len(d.monitors))
 			d.helper.help(d.shared)
 		}
+	}
+	if d.shared != nil && d.shared.add(c) {
+		return
 	}
 	d.notified = append(d.notified, c)
 }
