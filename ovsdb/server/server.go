@@ -291,7 +291,7 @@ func (d *dbState) monitorsChangedLocked() {
 
 // queuedLocked records that c holds a queued update. Callers hold d.mu.
 func (d *dbState) queuedLocked(c *jsonrpc.Conn) {
-	if d.shared == nil && len(d.monitors) >= shareFrom && runtime.GOMAXPROCS(0) >= 2 {
+	if d.shared == nil && len(d.monitors) >= shareFrom && runtime.NumCPU() >= 2 {
 		if d.helper == nil {
 			d.helper = startWriteHelper()
 		}
