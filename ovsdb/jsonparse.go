@@ -185,19 +185,10 @@ func (p *jsonParser) object() (any, error) {
 			return nil, err
 		}
 		m[k] = v
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			return nil, p.errorf("unexpected end of input in object")
-		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case '}':
-			p.pos++
-			p.depth--
+		if last, err := p.afterElement('}', " in object"); err != nil {
+			return nil, err
+		} else if last {
 			return m, nil
-		default:
-			return nil, p.errorf("expected ',' or '}'")
 		}
 	}
 }
@@ -238,25 +229,38 @@ func (p *jsonParser) array() (any, error) {
 			}
 		}
 		p.stack = append(p.stack, v)
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			return nil, p.errorf("unexpected end of input in array")
+		last, err := p.afterElement(']', " in array")
+		if err != nil {
+			return nil, err
 		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case ']':
-			p.pos++
-			p.depth--
+		if last {
 			n := len(p.stack) - base
 			if err := p.charge(sliceBoxBytes + n*ifaceBytes); err != nil {
 				return nil, err
 			}
 			return append([]any(nil), p.stack[base:]...), nil
-		default:
-			return nil, p.errorf("expected ',' or ']'")
 		}
 	}
+}
+
+// afterElement steps past what follows an element of an array or object
+// that closer ends: a comma, or closer, which makes it the last element.
+// in completes the message for input that ends there.
+func (p *jsonParser) afterElement(closer byte, in string) (last bool, err error) {
+	p.skipSpace()
+	if p.pos >= len(p.data) {
+		return false, p.errorf("unexpected end of input%s", in)
+	}
+	switch p.data[p.pos] {
+	case ',':
+		p.pos++
+		return false, nil
+	case closer:
+		p.pos++
+		p.depth--
+		return true, nil
+	}
+	return false, p.errorf("expected ',' or %q", closer)
 }
 
 // keep returns data[start:end] for a value kept as text, charging for the
@@ -349,19 +353,10 @@ func (p *jsonParser) skipOperation() (isOp bool, err error) {
 		} else if _, err := p.skipValue(); err != nil {
 			return false, err
 		}
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			return false, p.errorf("unexpected end of input")
-		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case '}':
-			p.pos++
-			p.depth--
+		if last, err := p.afterElement('}', ""); err != nil {
+			return false, err
+		} else if last {
 			return isOp, nil
-		default:
-			return false, p.errorf("expected ',' or '}'")
 		}
 	}
 }
@@ -470,19 +465,10 @@ func (p *jsonParser) skipContainer() (int, error) {
 		if _, err := p.skipValue(); err != nil {
 			return 0, err
 		}
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			return 0, p.errorf("unexpected end of input")
-		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case closer:
-			p.pos++
-			p.depth--
+		if last, err := p.afterElement(closer, ""); err != nil {
+			return 0, err
+		} else if last {
 			return n, nil
-		default:
-			return 0, p.errorf("expected ',' or %q", closer)
 		}
 	}
 }
