@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -58,14 +57,8 @@ func TestLargeRequestsTakeTurns(t *testing.T) {
 	if err := srv.AddDatabase(ovsdb.NewDatabase(ovsdb.MustParseSchema([]byte(testSchema))), nil); err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(t.TempDir(), "db.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	l, err := Listen(ctx, "punix:"+sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ctx, l)
+	sock := serve(t, srv, nil)
+	ctx := t.Context()
 	params := []byte(`["`)
 	params = append(params, bytes.Repeat([]byte("x"), 2<<20)...)
 	params = append(params, `"]`...)

@@ -178,15 +178,7 @@ func TestOversizeRequestMemory(t *testing.T) {
 	if err := srv.AddDatabase(ovsdb.NewDatabase(ovsdb.MustParseSchema([]byte(oversizeSchema))), nil); err != nil {
 		t.Fatal(err)
 	}
-	sock := t.TempDir() + "/db.sock"
-	ctx, cancel := context.WithCancel(context.Background())
-	l, err := Listen(ctx, "punix:"+sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { srv.Serve(ctx, l); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	sock := serve(t, srv, nil)
 
 	other := dial(t, sock)
 	size := oversizeBytes()

@@ -51,16 +51,28 @@ func startServerWith(t *testing.T, log Log, wrap func(net.Listener) net.Listener
 	if err := srv.AddDatabase(ovsdb.NewDatabase(ovsdb.MustParseSchema([]byte(testSchema))), log); err != nil {
 		t.Fatal(err)
 	}
+	return srv, serve(t, srv, wrap)
+}
+
+// serve serves srv on a unix socket in a temporary directory, through
+// wrap's replacement for the listener (nil: as it is), until the test
+// ends, and returns the socket path.
+func serve(t *testing.T, srv *Server, wrap func(net.Listener) net.Listener) string {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "db.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	l, err := Listen(ctx, "punix:"+sock)
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
+	if wrap != nil {
+		l = wrap(l)
+	}
 	done := make(chan struct{})
-	go func() { srv.Serve(ctx, wrap(l)); close(done) }()
+	go func() { srv.Serve(ctx, l); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return srv, sock
+	return sock
 }
 
 // client is a test client that records notifications.
