@@ -105,17 +105,14 @@ func (f *framer) next(buf []byte) (int, error) {
 // connection is then switched to non-blocking. Bytes that arrived after
 // the reply stay in its buffer.
 func dialMonitor(sock string, request []byte) (*monConn, error) {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	fd, err := connectUnix(sock)
 	if err != nil {
-		return nil, fmt.Errorf("socket: %w", err)
+		return nil, err
 	}
 	c := &monConn{fd: fd}
 	fail := func(err error) (*monConn, error) {
 		unix.Close(fd)
 		return nil, err
-	}
-	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: sock}); err != nil {
-		return fail(fmt.Errorf("connect %s: %w", sock, err))
 	}
 	// A receive timeout keeps a silent server from hanging the bench.
 	tv := unix.NsecToTimeval(int64(30 * time.Second))
@@ -146,6 +143,19 @@ func dialMonitor(sock string, request []byte) (*monConn, error) {
 		return fail(err)
 	}
 	return c, nil
+}
+
+// connectUnix returns a blocking socket connected to the unix socket sock.
+func connectUnix(sock string) (int, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("socket: %w", err)
+	}
+	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: sock}); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("connect %s: %w", sock, err)
+	}
+	return fd, nil
 }
 
 // readBlocking returns the next message of a blocking connection.

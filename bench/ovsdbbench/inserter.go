@@ -93,13 +93,9 @@ func runInserts(sock string, clients, txns int, d time.Duration, durable bool) (
 // dialInserter connects client number id to sock, blocking, then
 // switches the socket to non-blocking.
 func dialInserter(sock string, id int) (*insertConn, error) {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	fd, err := connectUnix(sock)
 	if err != nil {
-		return nil, fmt.Errorf("socket: %w", err)
-	}
-	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: sock}); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("connect %s: %w", sock, err)
+		return nil, err
 	}
 	if err := unix.SetNonblock(fd, true); err != nil {
 		unix.Close(fd)
