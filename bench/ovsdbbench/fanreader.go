@@ -314,9 +314,7 @@ func (r *fanReader) loop() {
 		if len(r.arrived)+r.updated < len(r.conns) {
 			continue
 		}
-		arrived := r.arrived
-		r.arrived = r.arrived[:0:0]
-		for _, c := range arrived {
+		for _, c := range r.arrived {
 			at := c.readyAt
 			c.readyAt = time.Time{}
 			updated, err := r.consume(c, at)
@@ -329,6 +327,7 @@ func (r *fanReader) loop() {
 				r.updated++
 			}
 		}
+		r.arrived = r.arrived[:0]
 		if r.updated == len(r.conns) {
 			for _, c := range r.conns {
 				c.updated = false
