@@ -194,15 +194,21 @@ func TestWriteHelperLifecycle(t *testing.T) {
 	w := dial(t, sock)
 	defer w.conn.Close()
 	w.call("transact", `["Test",{"op":"insert","table":"Box","row":{"name":"x"}}]`)
+	// Every monitor is checked, so that a failure says which missed.
+	deadline := time.After(10 * time.Second)
+	var missed []int
 	for i, c := range monitors {
 		select {
 		case m := <-c.notes:
 			if m.Method != "update2" {
-				t.Fatalf("monitor %d got %s", i, m.Method)
+				t.Errorf("monitor %d got %s", i, m.Method)
 			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("monitor %d got no update", i)
+		case <-deadline:
+			missed = append(missed, i)
 		}
+	}
+	if len(missed) > 0 {
+		t.Fatalf("monitors %v of %d got no update within 10s", missed, len(monitors))
 	}
 	d.mu.Lock()
 	h := d.helper
