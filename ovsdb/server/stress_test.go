@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"runtime"
@@ -195,7 +196,8 @@ func TestWriteHelperLifecycle(t *testing.T) {
 	defer w.conn.Close()
 	w.call("transact", `["Test",{"op":"insert","table":"Box","row":{"name":"x"}}]`)
 	// Every monitor is checked, so that a failure says which missed.
-	deadline := time.After(10 * time.Second)
+	wait, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	var missed []int
 	for i, c := range monitors {
 		select {
@@ -203,7 +205,7 @@ func TestWriteHelperLifecycle(t *testing.T) {
 			if m.Method != "update2" {
 				t.Errorf("monitor %d got %s", i, m.Method)
 			}
-		case <-deadline:
+		case <-wait.Done():
 			missed = append(missed, i)
 		}
 	}
