@@ -1,0 +1,647 @@
+package northd
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/govn/govn/ovsdb"
+)
+
+// TxnBuilder receives the operations that bring the Southbound up to date
+// (client.Txn implements it). Insert returns a placeholder UUID that other
+// operations of the same transaction may use to refer to the new row.
+type TxnBuilder interface {
+	Insert(table string, row map[string]ovsdb.Datum) ovsdb.UUID
+	Update(table string, id ovsdb.UUID, row map[string]ovsdb.Datum)
+	Delete(table string, id ovsdb.UUID)
+}
+
+// recordTables lists the Southbound tables whose rows are records, in the
+// order WriteSB writes them: a table comes after the tables its rows refer
+// to, so that a reference to a row inserted in the same transaction finds
+// its placeholder.
+var recordTables = []string{
+	"SB_Global",
+	"RBAC_Permission",
+	"RBAC_Role",
+	"Datapath_Binding",
+	"HA_Chassis_Group",
+	"Port_Binding",
+	"Multicast_Group",
+	"IP_Multicast",
+	"Load_Balancer",
+	"Address_Set",
+	"Port_Group",
+	"DHCP_Options",
+	"DHCPv6_Options",
+	"DNS",
+	"Meter",
+	"Service_Monitor",
+	"BFD",
+	"Static_MAC_Binding",
+}
+
+func isRecordTable(t string) bool { return slices.Contains(recordTables, t) }
+
+// sbIndex finds the Southbound rows that stand for records and logical
+// flows.
+type sbIndex struct {
+	s      *State
+	byKey  map[recordKey][]ovsdb.UUID
+	rowKey map[ovsdb.UUID]recordKey
+	flows  map[flowKey][]ovsdb.UUID
+	flowOf map[ovsdb.UUID]flowKey
+	// groups finds an existing Logical_DP_Group by its datapaths, so that
+	// a flow moving to a set of datapaths some group already has reuses it.
+	groups  map[string]ovsdb.UUID
+	groupOf map[ovsdb.UUID]string
+	// resync makes the next WriteSB delete every row that stands for no
+	// record or flow.
+	resync bool
+}
+
+func newSBIndex(s *State) *sbIndex {
+	return &sbIndex{
+		s:       s,
+		byKey:   make(map[recordKey][]ovsdb.UUID),
+		rowKey:  make(map[ovsdb.UUID]recordKey),
+		flows:   make(map[flowKey][]ovsdb.UUID),
+		flowOf:  make(map[ovsdb.UUID]flowKey),
+		groups:  make(map[string]ovsdb.UUID),
+		groupOf: make(map[ovsdb.UUID]string),
+	}
+}
+
+// groupKey is the key of a set of Southbound datapath rows in
+// sbIndex.groups.
+func groupKey(dps ovsdb.Datum) string {
+	var b strings.Builder
+	for _, a := range dps.Keys {
+		b.WriteString(a.UUID().String())
+		b.WriteByte(',')
+	}
+	return b.String()
+}
+
+func (x *sbIndex) apply(table string, old, new *ovsdb.Row) {
+	switch {
+	case table == "Logical_DP_Group":
+		if old != nil {
+			if k, ok := x.groupOf[old.UUID]; ok {
+				if x.groups[k] == old.UUID {
+					delete(x.groups, k)
+				}
+				delete(x.groupOf, old.UUID)
+			}
+		}
+		if new != nil {
+			dps, _ := x.s.sb.column(table, new, "datapaths")
+			k := groupKey(dps)
+			if _, taken := x.groups[k]; !taken {
+				x.groups[k] = new.UUID
+			}
+			x.groupOf[new.UUID] = k
+		}
+	case table == "Logical_Flow":
+		if old != nil {
+			if k, ok := x.flowOf[old.UUID]; ok {
+				x.flows[k] = deleteUUID(x.flows[k], old.UUID)
+				if len(x.flows[k]) == 0 {
+					delete(x.flows, k)
+				}
+				delete(x.flowOf, old.UUID)
+			}
+		}
+		if new != nil {
+			if k, ok := x.s.sbFlowKey(new); ok {
+				x.flows[k] = append(x.flows[k], new.UUID)
+				x.flowOf[new.UUID] = k
+			} else {
+				x.flowOf[new.UUID] = flowKey{}
+				x.flows[flowKey{}] = append(x.flows[flowKey{}], new.UUID)
+			}
+		}
+	case isRecordTable(table):
+		if old != nil {
+			if k, ok := x.rowKey[old.UUID]; ok {
+				x.byKey[k] = deleteUUID(x.byKey[k], old.UUID)
+				if len(x.byKey[k]) == 0 {
+					delete(x.byKey, k)
+				}
+				delete(x.rowKey, old.UUID)
+			}
+		}
+		if new != nil {
+			key, _ := x.s.sbRowKey(table, new)
+			k := recordKey{table, key}
+			x.byKey[k] = append(x.byKey[k], new.UUID)
+			x.rowKey[new.UUID] = k
+		}
+	}
+}
+
+func deleteUUID(s []ovsdb.UUID, id ovsdb.UUID) []ovsdb.UUID {
+	for i, x := range s {
+		if x == id {
+			return append(s[:i:i], s[i+1:]...)
+		}
+	}
+	return s
+}
+
+// sbRowKey returns the record key of a Southbound row northd writes. A row
+// whose key cannot be found gets "" (and is deleted on a resync, unless a
+// record has that key).
+func (s *State) sbRowKey(table string, r *ovsdb.Row) (string, bool) {
+	d := s.sb
+	str := func(col string) string { return stringColumn(d, table, r, col) }
+	ext := func(k string) string {
+		v, _ := d.column(table, r, "external_ids")
+		a, ok := v.Lookup(ovsdb.String(k))
+		if !ok {
+			return ""
+		}
+		return a.Str()
+	}
+	dpKey := func(col string) string {
+		v, _ := d.column(table, r, col)
+		if len(v.Keys) != 1 {
+			return ""
+		}
+		id, ok := datapathNBID(d, d.row("Datapath_Binding", v.Keys[0].UUID()))
+		if !ok {
+			return ""
+		}
+		return id.String()
+	}
+	switch table {
+	case "SB_Global":
+		return "", true
+	case "Datapath_Binding":
+		id, ok := datapathNBID(d, r)
+		if !ok {
+			return "", false
+		}
+		return id.String(), true
+	case "Port_Binding":
+		return str("logical_port"), true
+	case "Multicast_Group":
+		return dpKey("datapath") + "/" + str("name"), true
+	case "IP_Multicast":
+		return dpKey("datapath"), true
+	case "Load_Balancer":
+		return ext("lb_id"), true
+	case "DNS":
+		return ext("dns_id"), true
+	case "RBAC_Permission":
+		return str("table"), true
+	case "Service_Monitor":
+		port := intColumn(d, table, r, "port")
+		return fmt.Sprintf("%s/%s/%d/%s", str("logical_port"), str("ip"), port, str("protocol")), true
+	case "BFD", "Static_MAC_Binding":
+		return str("logical_port") + "/" + str("dst_ip") + str("ip"), true
+	}
+	return str("name"), true
+}
+
+// sbFlowKey returns the flowKey of a Southbound Logical_Flow row.
+func (s *State) sbFlowKey(r *ovsdb.Row) (flowKey, bool) {
+	d := s.sb
+	const t = "Logical_Flow"
+	kind := Switch
+	dp := s.sb.row("Datapath_Binding", firstUUID(d, t, r, "logical_datapath"))
+	if dp == nil {
+		g := d.row("Logical_DP_Group", firstUUID(d, t, r, "logical_dp_group"))
+		if g == nil {
+			return flowKey{}, false
+		}
+		dps, _ := d.column("Logical_DP_Group", g, "datapaths")
+		if len(dps.Keys) == 0 {
+			return flowKey{}, false
+		}
+		dp = d.row("Datapath_Binding", dps.Keys[0].UUID())
+		if dp == nil {
+			return flowKey{}, false
+		}
+	}
+	ext, _ := d.column("Datapath_Binding", dp, "external_ids")
+	if ext.Contains(ovsdb.String("logical-router")) {
+		kind = Router
+	}
+	pipeline := Ingress
+	if stringColumn(d, t, r, "pipeline") == "egress" {
+		pipeline = Egress
+	}
+	st, ok := stageByTable(kind, pipeline, uint8(intColumn(d, t, r, "table_id")))
+	if !ok {
+		return flowKey{}, false
+	}
+	meter := ""
+	if v, _ := d.column(t, r, "controller_meter"); len(v.Keys) == 1 {
+		meter = v.Keys[0].Str()
+	}
+	hint := ""
+	if v, _ := d.column(t, r, "external_ids"); true {
+		if a, ok := v.Lookup(ovsdb.String("stage-hint")); ok {
+			hint = a.Str()
+		}
+	}
+	return flowKey{
+		stage:    st,
+		priority: uint16(intColumn(d, t, r, "priority")),
+		match:    stringColumn(d, t, r, "match"),
+		actions:  stringColumn(d, t, r, "actions"),
+		meter:    meter,
+		hint:     hint,
+	}, true
+}
+
+func firstUUID(d *rowDB, table string, r *ovsdb.Row, col string) ovsdb.UUID {
+	v, _ := d.column(table, r, col)
+	if len(v.Keys) == 0 {
+		return ovsdb.UUID{}
+	}
+	return v.Keys[0].UUID()
+}
+
+// resyncSB makes the next WriteSB compare every record, flow and
+// Southbound row, not only those that changed.
+func (s *State) resyncSB() {
+	for k := range s.records {
+		s.dirtyRecords[k] = struct{}{}
+	}
+	for k := range s.sbIndex.byKey {
+		s.dirtyRecords[k] = struct{}{}
+	}
+	for _, e := range s.flows.entries {
+		s.flows.markDirty(e)
+	}
+	s.sbIndex.resync = true
+}
+
+// Resync is for the daemon after a Southbound transaction failed: the next
+// WriteSB compares everything again.
+func (s *State) Resync() { s.resyncSB() }
+
+// WriteSB adds to b the operations that make the Southbound match what the
+// owners want, for everything that changed since the last call (everything,
+// after Recompute or Resync), and returns how many it added. Anything it
+// cannot write yet (a flow on a datapath whose binding is not there) stays
+// pending for the next call.
+func (s *State) WriteSB(b TxnBuilder) int {
+	w := &sbWriter{s: s, b: b, inserted: make(map[recordKey]ovsdb.UUID), groups: make(map[string]ovsdb.UUID)}
+	w.records()
+	w.flows()
+	s.sbIndex.resync = false
+	return w.ops
+}
+
+type sbWriter struct {
+	s        *State
+	b        TxnBuilder
+	ops      int
+	inserted map[recordKey]ovsdb.UUID
+	groups   map[string]ovsdb.UUID // dp set key -> group row (existing or inserted)
+	retry    []recordKey
+}
+
+func (w *sbWriter) records() {
+	s := w.s
+	byTable := make(map[string][]string)
+	for k := range s.dirtyRecords {
+		byTable[k.table] = append(byTable[k.table], k.key)
+	}
+	s.dirtyRecords = make(map[recordKey]struct{})
+	for _, table := range recordTables {
+		keys := byTable[table]
+		sort.Strings(keys)
+		for _, key := range keys {
+			w.record(recordKey{table, key})
+		}
+	}
+	for _, k := range w.retry {
+		s.dirtyRecords[k] = struct{}{}
+	}
+}
+
+// resolve replaces placeholders in d by real or named UUIDs; ok is false
+// when one refers to a row that does not exist yet (it is left out).
+func (w *sbWriter) resolve(d ovsdb.Datum) (ovsdb.Datum, bool) {
+	ok := true
+	fix := func(as []ovsdb.Atom) []ovsdb.Atom {
+		var out []ovsdb.Atom
+		for i, a := range as {
+			if a.Type() != ovsdb.TypeUUID {
+				continue
+			}
+			k, isRef := w.s.refs[a.UUID()]
+			if !isRef {
+				continue
+			}
+			if out == nil {
+				out = slices.Clone(as[:i])
+			}
+			if id, found := w.rowOf(k); found {
+				out = append(out, ovsdb.UUIDAtom(id))
+			} else {
+				ok = false
+			}
+		}
+		if out == nil {
+			return as
+		}
+		return out
+	}
+	if d.Values == nil {
+		ks := fix(d.Keys)
+		if len(ks) != len(d.Keys) || (len(ks) > 0 && &ks[0] != &d.Keys[0]) {
+			return ovsdb.Set(ks...), ok
+		}
+		return d, ok
+	}
+	// Maps with references (none that northd writes keep them as keys).
+	vals := fix(d.Values)
+	if len(vals) != len(d.Values) {
+		return ovsdb.Datum{}, false
+	}
+	return ovsdb.Datum{Keys: d.Keys, Values: vals}, ok
+}
+
+// rowOf returns the UUID (real, or placeholder of this transaction's
+// insert) of the Southbound row for record k.
+func (w *sbWriter) rowOf(k recordKey) (ovsdb.UUID, bool) {
+	if id, ok := w.inserted[k]; ok {
+		return id, true
+	}
+	if ids := w.s.sbIndex.byKey[k]; len(ids) > 0 && w.s.records[k] != nil {
+		return ids[0], true
+	}
+	return ovsdb.UUID{}, false
+}
+
+func (w *sbWriter) record(k recordKey) {
+	s := w.s
+	r := s.records[k]
+	existing := s.sbIndex.byKey[k]
+	if r == nil {
+		for _, id := range existing {
+			w.b.Delete(k.table, id)
+			w.ops++
+		}
+		return
+	}
+	cols := make(map[string]ovsdb.Datum, len(r.cols)+len(r.children))
+	complete := true
+	for c, d := range r.cols {
+		rd, ok := w.resolve(d)
+		complete = complete && ok
+		cols[c] = rd
+	}
+	if !complete {
+		w.retry = append(w.retry, k)
+	}
+	if len(existing) == 0 {
+		for c, ch := range r.children {
+			cols[c] = w.insertChildren(ch)
+		}
+		w.inserted[k] = w.b.Insert(k.table, cols)
+		w.ops++
+		return
+	}
+	id := existing[0]
+	for _, extra := range existing[1:] {
+		w.b.Delete(k.table, extra)
+		w.ops++
+	}
+	cur := s.sb.row(k.table, id)
+	changed := make(map[string]ovsdb.Datum)
+	for c, d := range cols {
+		if v, ok := s.sb.column(k.table, cur, c); !ok || !v.Equal(d) {
+			changed[c] = d
+		}
+	}
+	for c, ch := range r.children {
+		if !w.sameChildren(k.table, cur, c, ch) {
+			changed[c] = w.insertChildren(ch)
+		}
+	}
+	if len(changed) > 0 {
+		w.b.Update(k.table, id, changed)
+		w.ops++
+	}
+}
+
+func (w *sbWriter) insertChildren(ch childRows) ovsdb.Datum {
+	atoms := make([]ovsdb.Atom, 0, len(ch.rows))
+	for _, row := range ch.rows {
+		resolved := make(map[string]ovsdb.Datum, len(row))
+		for c, d := range row {
+			resolved[c], _ = w.resolve(d)
+		}
+		atoms = append(atoms, ovsdb.UUIDAtom(w.b.Insert(ch.table, resolved)))
+		w.ops++
+	}
+	return ovsdb.Set(atoms...)
+}
+
+// sameChildren says whether the rows that column col of cur refers to have
+// the contents of ch (in any order).
+func (w *sbWriter) sameChildren(table string, cur *ovsdb.Row, col string, ch childRows) bool {
+	v, _ := w.s.sb.column(table, cur, col)
+	if len(v.Keys) != len(ch.rows) {
+		return false
+	}
+	var have, want []string
+	for _, a := range v.Keys {
+		r := w.s.sb.row(ch.table, a.UUID())
+		if r == nil {
+			return false
+		}
+		m := make(map[string]ovsdb.Datum)
+		for c := range ch.rows[0] {
+			m[c], _ = w.s.sb.column(ch.table, r, c)
+		}
+		have = append(have, canonicalRow(m))
+	}
+	for _, row := range ch.rows {
+		resolved := make(map[string]ovsdb.Datum, len(row))
+		for c, d := range row {
+			resolved[c], _ = w.resolve(d)
+		}
+		want = append(want, canonicalRow(resolved))
+	}
+	sort.Strings(have)
+	sort.Strings(want)
+	return slices.Equal(have, want)
+}
+
+func canonicalRow(m map[string]ovsdb.Datum) string {
+	cols := make([]string, 0, len(m))
+	for c := range m {
+		cols = append(cols, c)
+	}
+	sort.Strings(cols)
+	var b strings.Builder
+	for _, c := range cols {
+		fmt.Fprintf(&b, "%s=%v;", c, m[c])
+	}
+	return b.String()
+}
+
+func (w *sbWriter) flows() {
+	s := w.s
+	idx := s.sbIndex
+	dirty := s.flows.takeDirty()
+	var again []*flowEntry
+	for _, e := range dirty {
+		if !w.flow(e) {
+			again = append(again, e)
+		}
+	}
+	if idx.resync {
+		for k, ids := range idx.flows {
+			if _, ok := s.flows.entries[k]; ok && k != (flowKey{}) {
+				continue
+			}
+			for _, id := range ids {
+				w.b.Delete("Logical_Flow", id)
+				w.ops++
+			}
+		}
+	}
+	for _, e := range again {
+		s.flows.markDirty(e)
+	}
+}
+
+// flow writes one flow entry; false means it must be tried again later.
+func (w *sbWriter) flow(e *flowEntry) bool {
+	s := w.s
+	existing := s.sbIndex.flows[e.key]
+	if len(e.dps) == 0 {
+		for _, id := range existing {
+			w.b.Delete("Logical_Flow", id)
+			w.ops++
+		}
+		return true
+	}
+	var dps []ovsdb.Atom
+	complete := true
+	for _, r := range e.dps {
+		id, ok := w.rowOf(recordKey{"Datapath_Binding", s.dpNB[r.dp].String()})
+		if !ok {
+			complete = false
+			continue
+		}
+		dps = append(dps, ovsdb.UUIDAtom(id))
+	}
+	if len(dps) == 0 {
+		for _, id := range existing {
+			w.b.Delete("Logical_Flow", id)
+			w.ops++
+		}
+		return !complete
+	}
+	var dpCol, groupCol ovsdb.Datum
+	if len(dps) == 1 {
+		dpCol = ovsdb.Scalar(dps[0])
+	} else {
+		groupCol = ovsdb.Scalar(ovsdb.UUIDAtom(w.group(e)))
+	}
+	if len(existing) > 0 {
+		id := existing[0]
+		for _, extra := range existing[1:] {
+			w.b.Delete("Logical_Flow", extra)
+			w.ops++
+		}
+		cur := s.sb.row("Logical_Flow", id)
+		curDP, _ := s.sb.column("Logical_Flow", cur, "logical_datapath")
+		curGroup, _ := s.sb.column("Logical_Flow", cur, "logical_dp_group")
+		upd := make(map[string]ovsdb.Datum)
+		if !curDP.Equal(dpCol) {
+			upd["logical_datapath"] = dpCol
+		}
+		if len(dps) == 1 {
+			if len(curGroup.Keys) > 0 {
+				upd["logical_dp_group"] = ovsdb.Datum{}
+			}
+		} else if !w.groupHolds(curGroup, dps) {
+			upd["logical_dp_group"] = groupCol
+		}
+		if len(upd) > 0 {
+			w.b.Update("Logical_Flow", id, upd)
+			w.ops++
+		}
+		return complete
+	}
+	k := e.key
+	ext := []ovsdb.Atom{ovsdb.String("stage-name")}
+	vals := []ovsdb.Atom{ovsdb.String(k.stage.Name())}
+	if k.hint != "" {
+		ext = append(ext, ovsdb.String("stage-hint"))
+		vals = append(vals, ovsdb.String(k.hint))
+	}
+	row := map[string]ovsdb.Datum{
+		"pipeline":     ovsdb.Scalar(ovsdb.String(k.stage.Pipeline().String())),
+		"table_id":     ovsdb.Scalar(ovsdb.Integer(int64(k.stage.Table()))),
+		"priority":     ovsdb.Scalar(ovsdb.Integer(int64(k.priority))),
+		"match":        ovsdb.Scalar(ovsdb.String(k.match)),
+		"actions":      ovsdb.Scalar(ovsdb.String(k.actions)),
+		"external_ids": ovsdb.Map(ext, vals),
+	}
+	if k.meter != "" {
+		row["controller_meter"] = ovsdb.Scalar(ovsdb.String(k.meter))
+	}
+	if len(dps) == 1 {
+		row["logical_datapath"] = dpCol
+	} else {
+		row["logical_dp_group"] = groupCol
+	}
+	w.b.Insert("Logical_Flow", row)
+	w.ops++
+	return complete
+}
+
+// groupHolds says whether the group column cur refers to a group of
+// exactly dps.
+func (w *sbWriter) groupHolds(cur ovsdb.Datum, dps []ovsdb.Atom) bool {
+	if len(cur.Keys) != 1 {
+		return false
+	}
+	g := w.s.sb.row("Logical_DP_Group", cur.Keys[0].UUID())
+	if g == nil {
+		return false
+	}
+	have, _ := w.s.sb.column("Logical_DP_Group", g, "datapaths")
+	return have.Equal(ovsdb.Set(slices.Clone(dps)...))
+}
+
+// group returns a Logical_DP_Group row for e's datapaths: one this
+// transaction inserted for the same set, or a new one. (Groups are not
+// root rows: the database drops one as soon as no flow refers to it.)
+func (w *sbWriter) group(e *flowEntry) ovsdb.UUID {
+	var b strings.Builder
+	for _, r := range e.dps {
+		fmt.Fprintf(&b, "%d,", r.dp)
+	}
+	key := b.String()
+	if id, ok := w.groups[key]; ok {
+		return id
+	}
+	var dps []ovsdb.Atom
+	for _, r := range e.dps {
+		if id, ok := w.rowOf(recordKey{"Datapath_Binding", w.s.dpNB[r.dp].String()}); ok {
+			dps = append(dps, ovsdb.UUIDAtom(id))
+		}
+	}
+	if id, ok := w.s.sbIndex.groups[groupKey(ovsdb.Set(slices.Clone(dps)...))]; ok {
+		w.groups[key] = id
+		return id
+	}
+	id := w.b.Insert("Logical_DP_Group", map[string]ovsdb.Datum{"datapaths": ovsdb.Set(dps...)})
+	w.ops++
+	w.groups[key] = id
+	return id
+}

@@ -1,0 +1,319 @@
+package northd
+
+import (
+	"log/slog"
+	"slices"
+
+	"github.com/govn/govn/ovsdb"
+)
+
+// State is northd's incremental state machine: it holds the snapshot of
+// both databases it has been told about, every owner's output, and what
+// has changed since the Southbound was last written. It does no I/O and is
+// not safe for concurrent use; the daemon (or a test) feeds it events with
+// Apply, runs Process or Recompute, and writes what WriteSB yields.
+type State struct {
+	log   *slog.Logger
+	nb    *rowDB
+	sb    *rowDB
+	kinds []ownerKindInfo
+
+	owners map[ownerKey]*owner
+	deps   depIndex
+	dirty  []*owner
+
+	flows   *flowTable
+	records map[recordKey]*record
+	// dirtyRecords lists the records (and Southbound rows) to reconcile.
+	dirtyRecords map[recordKey]struct{}
+	refs         map[ovsdb.UUID]recordKey // placeholder UUID -> record
+
+	dpIDs   map[ovsdb.UUID]dpID // Northbound datapath row -> number
+	dpNB    []ovsdb.UUID        // number -> Northbound row
+	keys    map[ovsdb.UUID]*keySpace
+	seeded  bool
+	sbIndex *sbIndex
+
+	stats Stats
+}
+
+// Stats counts State's work, for inc-engine/show-stats and tests.
+type Stats struct {
+	Recomputes  uint64 // full recomputes
+	Generations uint64 // owners generated
+}
+
+// Options configure a State.
+type Options struct {
+	Logger *slog.Logger
+}
+
+// New returns an empty State for the given Northbound and Southbound
+// schemas.
+func New(nbSchema, sbSchema *ovsdb.Schema, opts Options) *State {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &State{
+		log:          log,
+		nb:           newRowDB(NB, nbSchema),
+		sb:           newRowDB(SB, sbSchema),
+		kinds:        ownerKinds(),
+		owners:       make(map[ownerKey]*owner),
+		deps:         make(depIndex),
+		flows:        newFlowTable(),
+		records:      make(map[recordKey]*record),
+		dirtyRecords: make(map[recordKey]struct{}),
+		refs:         make(map[ovsdb.UUID]recordKey),
+		dpIDs:        make(map[ovsdb.UUID]dpID),
+		keys:         make(map[ovsdb.UUID]*keySpace),
+	}
+	s.sbIndex = newSBIndex(s)
+	return s
+}
+
+func (s *State) db(which DB) *rowDB {
+	if which == SB {
+		return s.sb
+	}
+	return s.nb
+}
+
+// Stats returns the work counters.
+func (s *State) Stats() Stats { return s.stats }
+
+// Apply installs changes to either database and marks stale every owner
+// that read something they change. Nothing is generated until Process.
+func (s *State) Apply(events []Event) {
+	for _, ev := range events {
+		d := s.db(ev.DB)
+		d.apply(ev.Table, ev.Old, ev.New, s.touch)
+		if ev.DB == SB {
+			s.sbIndex.apply(ev.Table, ev.Old, ev.New)
+			continue
+		}
+		s.ownerRows(ev.Table, ev.Old, ev.New)
+	}
+}
+
+// touch marks stale the owners that read k.
+func (s *State) touch(k depKey) {
+	for o := range s.deps[k] {
+		s.markDirty(o)
+	}
+}
+
+func (s *State) markDirty(o *owner) {
+	if !o.dirty {
+		o.dirty = true
+		s.dirty = append(s.dirty, o)
+	}
+}
+
+// ownerRows creates and retires the owners that Northbound rows stand for.
+func (s *State) ownerRows(table string, old, new *ovsdb.Row) {
+	for k, info := range s.kinds {
+		if info.table != table {
+			continue
+		}
+		switch {
+		case old == nil && new != nil:
+			key := ownerKey{ownerKind(k), new.UUID}
+			if o := s.owners[key]; o != nil {
+				o.gone = false
+				s.markDirty(o)
+				continue
+			}
+			o := &owner{key: key}
+			s.owners[key] = o
+			s.markDirty(o)
+		case old != nil && new == nil:
+			if o := s.owners[ownerKey{ownerKind(k), old.UUID}]; o != nil {
+				o.gone = true
+				s.markDirty(o)
+			}
+		}
+	}
+}
+
+// Process generates every stale owner again and returns how many it
+// generated.
+func (s *State) Process() int {
+	s.seedKeys()
+	n := 0
+	for len(s.dirty) > 0 {
+		batch := s.dirty
+		s.dirty = nil
+		// Generate in a fixed order, so that tunnel keys are handed out
+		// the same way whatever order the changes came in.
+		slices.SortFunc(batch, func(a, b *owner) int {
+			if a.key.kind != b.key.kind {
+				return int(a.key.kind) - int(b.key.kind)
+			}
+			return a.key.id.Compare(b.key.id)
+		})
+		for _, o := range batch {
+			if !o.dirty {
+				continue
+			}
+			o.dirty = false
+			s.generate(o)
+			n++
+		}
+	}
+	s.stats.Generations += uint64(n)
+	return n
+}
+
+// Recompute generates every owner again from the current snapshot, as a
+// freshly started northd would, and returns how many it generated. The
+// Southbound is then reconciled in full by the next WriteSB.
+func (s *State) Recompute() int {
+	s.stats.Recomputes++
+	s.ensureOwners()
+	for _, o := range s.owners {
+		s.markDirty(o)
+	}
+	s.resyncSB()
+	return s.Process()
+}
+
+// ensureOwners creates the owners of every row present, and the singletons.
+func (s *State) ensureOwners() {
+	for k, info := range s.kinds {
+		if info.table == "" {
+			key := ownerKey{kind: ownerKind(k)}
+			if s.owners[key] == nil {
+				s.owners[key] = &owner{key: key}
+			}
+			continue
+		}
+		for id := range s.nb.rows[info.table] {
+			key := ownerKey{ownerKind(k), id}
+			if s.owners[key] == nil {
+				s.owners[key] = &owner{key: key}
+			}
+		}
+	}
+}
+
+// generate replaces o's output with a fresh generation (or removes it, for
+// an owner whose row is gone).
+func (s *State) generate(o *owner) {
+	oldFlows, oldRecords, oldKeys := o.flows, o.records, o.keys
+	for _, k := range o.deps {
+		s.deps.remove(k, o)
+	}
+	o.flows, o.records, o.deps, o.keys = nil, nil, nil, nil
+
+	if !o.gone {
+		s.kinds[o.key.kind].gen(&gen{s: s, o: o})
+	}
+
+	// Add before removing, so that a flow the owner makes again keeps its
+	// entry (and its Southbound row) instead of being deleted and reinserted.
+	for _, c := range oldFlows {
+		s.flows.remove(c.e, c.dp)
+	}
+	kept := make(map[recordKey]bool, len(o.records))
+	for _, k := range o.records {
+		kept[k] = true
+	}
+	for _, k := range oldRecords {
+		if !kept[k] {
+			if r := s.records[k]; r != nil && r.owner == o {
+				delete(s.records, k)
+				s.dirtyRecords[k] = struct{}{}
+			}
+		}
+	}
+	heldNow := make(map[keyClaim]bool, len(o.keys))
+	for _, c := range o.keys {
+		heldNow[c] = true
+	}
+	for _, c := range oldKeys {
+		if !heldNow[c] {
+			s.keySpace(c.space).release(c.holder)
+		}
+	}
+	if o.gone {
+		delete(s.owners, o.key)
+	}
+}
+
+// datapath returns the number of the datapath for Northbound row id.
+func (s *State) datapath(id ovsdb.UUID) dpID {
+	if n, ok := s.dpIDs[id]; ok {
+		return n
+	}
+	n := dpID(len(s.dpNB))
+	s.dpNB = append(s.dpNB, id)
+	s.dpIDs[id] = n
+	return n
+}
+
+// seedKeys takes, once, the tunnel keys the Southbound already has, so
+// that datapaths and ports keep them across a restart of northd.
+func (s *State) seedKeys() {
+	if s.seeded || s.sb.schema == nil {
+		return
+	}
+	s.seeded = true
+	for _, r := range s.sb.rows["Datapath_Binding"] {
+		nbID, ok := datapathNBID(s.sb, r)
+		if !ok {
+			continue
+		}
+		key := intColumn(s.sb, "Datapath_Binding", r, "tunnel_key")
+		s.keySpace(ovsdb.UUID{}).seed(nbID.String(), uint32(key))
+	}
+	for _, r := range s.sb.rows["Port_Binding"] {
+		dpv, _ := s.sb.column("Port_Binding", r, "datapath")
+		if len(dpv.Keys) != 1 {
+			continue
+		}
+		dp := s.sb.row("Datapath_Binding", dpv.Keys[0].UUID())
+		nbID, ok := datapathNBID(s.sb, dp)
+		if !ok {
+			continue
+		}
+		name := stringColumn(s.sb, "Port_Binding", r, "logical_port")
+		key := intColumn(s.sb, "Port_Binding", r, "tunnel_key")
+		s.keySpace(nbID).seed(name, uint32(key))
+	}
+}
+
+// datapathNBID returns the Northbound row a Datapath_Binding stands for
+// (its external_ids:logical-switch or logical-router).
+func datapathNBID(d *rowDB, r *ovsdb.Row) (ovsdb.UUID, bool) {
+	if r == nil {
+		return ovsdb.UUID{}, false
+	}
+	ext, _ := d.column("Datapath_Binding", r, "external_ids")
+	for _, k := range []string{"logical-switch", "logical-router"} {
+		if v, ok := ext.Lookup(ovsdb.String(k)); ok {
+			id, err := ovsdb.ParseUUID(v.Str())
+			if err == nil {
+				return id, true
+			}
+		}
+	}
+	return ovsdb.UUID{}, false
+}
+
+func intColumn(d *rowDB, table string, r *ovsdb.Row, col string) int64 {
+	v, _ := d.column(table, r, col)
+	if len(v.Keys) != 1 {
+		return 0
+	}
+	return v.Keys[0].Int()
+}
+
+func stringColumn(d *rowDB, table string, r *ovsdb.Row, col string) string {
+	v, _ := d.column(table, r, col)
+	if len(v.Keys) != 1 {
+		return ""
+	}
+	return v.Keys[0].Str()
+}
