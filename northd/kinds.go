@@ -114,7 +114,6 @@ func genSwitchPort(g *gen) {
 	switchPort(g, sw, &lsp)
 }
 
-func genGlobal(g *gen)         {}
 func genACL(g *gen)            {}
 func genPortGroup(g *gen)      {}
 func genAddressSet(g *gen)     {}
