@@ -280,9 +280,47 @@ func FieldByName(name string) (Field, bool) {
 			return f, true
 		}
 	}
-	f, ok := aliases[name]
+	if f, ok := aliases[name]; ok {
+		return f, true
+	}
+	f, ok := nxmNames[name]
 	return f, ok
 }
+
+// nxmNames are the NXM and OXM names ovs-ofctl prints in actions
+// ("move:NXM_NX_REG0[]->NXM_OF_ETH_DST[]").
+var nxmNames = func() map[string]Field {
+	m := map[string]Field{
+		"NXM_OF_IN_PORT": InPort, "NXM_OF_ETH_DST": EthDst, "NXM_OF_ETH_SRC": EthSrc,
+		"NXM_OF_ETH_TYPE": EthType, "NXM_OF_VLAN_TCI": VLANTCI, "NXM_OF_IP_TOS": NWTOS,
+		"NXM_OF_IP_PROTO": NWProto, "NXM_OF_IP_SRC": NWSrc, "NXM_OF_IP_DST": NWDst,
+		"NXM_OF_TCP_SRC": TPSrc, "NXM_OF_TCP_DST": TPDst, "NXM_OF_UDP_SRC": TPSrc,
+		"NXM_OF_UDP_DST": TPDst, "NXM_OF_ICMP_TYPE": ICMPType, "NXM_OF_ICMP_CODE": ICMPCode,
+		"NXM_OF_ARP_OP": ARPOp, "NXM_OF_ARP_SPA": ARPSPA, "NXM_OF_ARP_TPA": ARPTPA,
+		"NXM_NX_TUN_ID": TunID, "NXM_NX_ARP_SHA": ARPSHA, "NXM_NX_ARP_THA": ARPTHA,
+		"NXM_NX_IPV6_SRC": IPv6Src, "NXM_NX_IPV6_DST": IPv6Dst, "NXM_NX_ICMPV6_TYPE": ICMPType,
+		"NXM_NX_ICMPV6_CODE": ICMPCode, "NXM_NX_ND_TARGET": NDTarget, "NXM_NX_ND_SLL": NDSLL,
+		"NXM_NX_ND_TLL": NDTLL, "NXM_NX_IP_FRAG": NWFrag, "NXM_NX_IPV6_LABEL": IPv6Label,
+		"NXM_NX_IP_ECN": NWECN, "NXM_NX_IP_TTL": NWTTL, "NXM_NX_TUN_IPV4_SRC": TunSrc,
+		"NXM_NX_TUN_IPV4_DST": TunDst, "NXM_NX_PKT_MARK": PktMark, "NXM_NX_TCP_FLAGS": TCPFlags,
+		"NXM_NX_DP_HASH": DPHash, "NXM_NX_RECIRC_ID": RecircID, "NXM_NX_CONJ_ID": ConjID,
+		"NXM_NX_CT_STATE": CTState, "NXM_NX_CT_ZONE": CTZone, "NXM_NX_CT_MARK": CTMark,
+		"NXM_NX_CT_LABEL": CTLabel, "NXM_NX_CT_NW_PROTO": CTNWProto, "NXM_NX_CT_NW_SRC": CTNWSrc,
+		"NXM_NX_CT_NW_DST": CTNWDst, "NXM_NX_CT_TP_SRC": CTTPSrc, "NXM_NX_CT_TP_DST": CTTPDst,
+		"NXM_NX_CT_IPV6_SRC": CTIPv6Src, "NXM_NX_CT_IPV6_DST": CTIPv6Dst,
+		"OXM_OF_METADATA": Metadata, "OXM_OF_SCTP_SRC": TPSrc, "OXM_OF_SCTP_DST": TPDst,
+	}
+	for i := range 16 {
+		m[fmt.Sprintf("NXM_NX_REG%d", i)] = Reg0 + Field(i)
+	}
+	for i := range 8 {
+		m[fmt.Sprintf("OXM_OF_PKT_REG%d", i)] = XReg0 + Field(i)
+	}
+	for i := range 4 {
+		m[fmt.Sprintf("NXM_NX_XXREG%d", i)] = XXReg0 + Field(i)
+	}
+	return m
+}()
 
 // fieldOnes returns the mask of a whole field in its own bit space.
 func fieldOnes(f Field) U128 { return OnesU128(fieldInfo[f].Bits) }
@@ -416,6 +454,9 @@ func ParseFieldRange(s string) (FieldRange, error) {
 		body, ok := strings.CutSuffix(sub, "]")
 		if !ok {
 			return FieldRange{}, fmt.Errorf("%q: missing ]", s)
+		}
+		if body == "" { // NXM_NX_REG0[]: the whole field
+			return r, nil
 		}
 		lo, hi, isRange := strings.Cut(body, "..")
 		a, err := strconv.ParseUint(lo, 10, 8)

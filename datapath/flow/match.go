@@ -66,11 +66,33 @@ func (m *Match) String() string {
 		if b.Len() > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(f.String())
+		name := m.contextName(f, mask)
+		b.WriteString(name.String())
 		b.WriteByte('=')
-		b.WriteString(FormatValue(f, m.Key.GetU128(f), mask))
+		b.WriteString(FormatValue(name, m.Key.GetU128(name), m.Mask.Get(name)))
 	}
 	return b.String()
+}
+
+// contextName returns the name under which f, a field that shares its
+// storage, is written in m: the ICMP type and code for the transport ports
+// of an ICMP match, the ARP addresses for the IPv4 addresses of an ARP
+// one, so that the text has the prerequisites ParseRule asks for.
+func (m *Match) contextName(f Field, mask U128) Field {
+	v := matchView{m}
+	switch {
+	case (f == TPSrc || f == TPDst) && v.icmp() && mask.Lo&^0xff == 0:
+		if f == TPSrc {
+			return ICMPType
+		}
+		return ICMPCode
+	case (f == NWSrc || f == NWDst) && v.arp():
+		if f == NWSrc {
+			return ARPSPA
+		}
+		return ARPTPA
+	}
+	return f
 }
 
 // isAliasSlot reports whether f shares storage with an earlier field or is a

@@ -9,28 +9,44 @@ import (
 	"strings"
 )
 
+// DefaultPriority is the priority of a rule that names none, as in
+// ovs-ofctl (OpenFlow's OFP_DEFAULT_PRIORITY).
+const DefaultPriority = 32768
+
 // ParseRule parses a rule written as ovs-ofctl writes flows, e.g.
 //
 //	table=1,priority=120,tcp,nw_dst=10.0.0.100,tp_dst=80 actions=load:0x1->reg10[3],resubmit(,2)
 //
-// It reads what Rule.String writes. Besides field=value[/mask] terms it
-// takes table=, priority=, cookie= and the protocol shorthands ip, ipv6,
-// arp, rarp, tcp, udp, sctp, icmp, icmp6, tcp6, udp6, sctp6. Values are
-// decimal or 0x-hex integers, IPv4 and IPv6 addresses (with /prefix),
-// Ethernet addresses, and ct_state flags (+trk-new).
+// It reads what Rule.String writes, with ovs-ofctl's defaults: table 0,
+// priority 32768 (DefaultPriority), cookie 0. Besides field=value[/mask]
+// terms it takes table=, priority=, cookie=, idle_timeout= and
+// hard_timeout= (only 0, never expiring: govn's tables do not expire rules)
+// and the protocol shorthands ip, ipv6, arp, rarp, tcp, udp, sctp, icmp,
+// icmp6, tcp6, udp6, sctp6. Values are decimal or 0x-hex integers, IPv4 and
+// IPv6 addresses (with /prefix), Ethernet addresses, and ct_state flags
+// (+trk-new).
+//
+// Every field matched or written must have its prerequisites in the match
+// (ovs-fields(7)): "tp_dst=80" alone is refused. ovs-ofctl would drop such
+// a field and install a rule that matches more than was written.
 func ParseRule(s string) (Rule, error) {
-	var r Rule
+	r := Rule{Priority: DefaultPriority}
 	matchPart, actPart, ok := strings.Cut(s, "actions=")
 	if !ok {
 		return r, fmt.Errorf("%q: no actions=", s)
 	}
-	for _, term := range splitTop(strings.ReplaceAll(matchPart, " ", ",")) {
-		if err := r.parseTerm(term); err != nil {
-			return Rule{}, err
-		}
+	named, err := r.parseTerms(matchPart, true)
+	if err != nil {
+		return Rule{}, err
+	}
+	if err := finishMatch(&r.Match, named); err != nil {
+		return Rule{}, err
 	}
 	as, err := ParseActions(actPart)
 	if err != nil {
+		return Rule{}, err
+	}
+	if err := checkActionPrerequisites(&r.Match, as); err != nil {
 		return Rule{}, err
 	}
 	r.Actions = as
@@ -38,6 +54,54 @@ func ParseRule(s string) (Rule, error) {
 		return Rule{}, err
 	}
 	return r, nil
+}
+
+// ParseMatch parses the match part of a rule ("tcp,nw_dst=10.0.0.1"),
+// without table, priority or cookie.
+func ParseMatch(s string) (Match, error) {
+	var r Rule
+	named, err := r.parseTerms(s, false)
+	if err != nil {
+		return Match{}, err
+	}
+	if err := finishMatch(&r.Match, named); err != nil {
+		return Match{}, err
+	}
+	return r.Match, nil
+}
+
+// parseTerms parses the comma- or space-separated terms of a match into r,
+// returning the fields named; rule says whether table=, priority= and the
+// other rule attributes are allowed.
+func (r *Rule) parseTerms(s string, rule bool) ([]Field, error) {
+	var named []Field
+	for _, term := range splitTop(strings.ReplaceAll(s, " ", ",")) {
+		f, err := r.parseTerm(term, rule)
+		if err != nil {
+			return nil, err
+		}
+		if f != FieldInvalid {
+			named = append(named, f)
+		}
+	}
+	return named, nil
+}
+
+// finishMatch checks the prerequisites of the fields named. nw_proto in
+// an ARP match is the ARP opcode, as in OVS.
+func finishMatch(m *Match, named []Field) error {
+	v := matchView{m}
+	for i, f := range named {
+		if f == NWProto && v.arp() {
+			// OVS keeps the opcode in nw_proto's 8 bits.
+			op := m.Key.GetU128(NWProto)
+			setU128(&m.Key.W, NWProto, U128{}, fieldOnes(NWProto))
+			setU128(&m.Mask.W, NWProto, U128{}, fieldOnes(NWProto))
+			m.SetMaskedU128(ARPOp, op, fieldOnes(ARPOp))
+			named[i] = ARPOp
+		}
+	}
+	return checkMatchPrerequisites(named, m)
 }
 
 var shorthands = map[string][][2]uint64{
@@ -55,18 +119,41 @@ var shorthands = map[string][][2]uint64{
 	"sctp6": {{uint64(EthType), 0x86dd}, {uint64(NWProto), 132}},
 }
 
-func (r *Rule) parseTerm(term string) error {
+// parseTerm parses one term into r and returns the field it matches
+// (FieldInvalid for a rule attribute).
+func (r *Rule) parseTerm(term string, rule bool) (Field, error) {
 	name, val, hasVal := strings.Cut(term, "=")
 	if !hasVal {
 		sh, ok := shorthands[name]
 		if !ok {
-			return fmt.Errorf("unknown match keyword %q", name)
+			return FieldInvalid, fmt.Errorf("unknown match keyword %q", name)
 		}
 		for _, fv := range sh {
 			r.Match.Set(Field(fv[0]), fv[1])
 		}
-		return nil
+		return FieldInvalid, nil
 	}
+	switch name {
+	case "table", "priority", "cookie", "idle_timeout", "hard_timeout":
+		if !rule {
+			return FieldInvalid, fmt.Errorf("%s: not a match field", name)
+		}
+		return FieldInvalid, r.parseAttribute(name, val)
+	}
+	f, ok := FieldByName(name)
+	if !ok {
+		return FieldInvalid, fmt.Errorf("unknown field %q", name)
+	}
+	v, m, err := ParseValue(f, val)
+	if err != nil {
+		return FieldInvalid, err
+	}
+	r.Match.SetMaskedU128(f, v, m)
+	return f, nil
+}
+
+// parseAttribute parses a rule attribute other than a match field.
+func (r *Rule) parseAttribute(name, val string) error {
 	switch name {
 	case "table":
 		n, err := strconv.ParseUint(val, 0, 8)
@@ -74,31 +161,27 @@ func (r *Rule) parseTerm(term string) error {
 			return fmt.Errorf("bad table %q", val)
 		}
 		r.Table = uint8(n)
-		return nil
 	case "priority":
 		n, err := strconv.ParseUint(val, 0, 16)
 		if err != nil {
 			return fmt.Errorf("bad priority %q", val)
 		}
 		r.Priority = uint16(n)
-		return nil
 	case "cookie":
 		n, err := strconv.ParseUint(val, 0, 64)
 		if err != nil {
 			return fmt.Errorf("bad cookie %q", val)
 		}
 		r.Cookie = n
-		return nil
+	case "idle_timeout", "hard_timeout":
+		n, err := strconv.ParseUint(val, 0, 16)
+		if err != nil {
+			return fmt.Errorf("bad %s %q", name, val)
+		}
+		if n != 0 {
+			return fmt.Errorf("%s=%d: govn's flow tables do not expire rules (only %s=0 is accepted)", name, n, name)
+		}
 	}
-	f, ok := FieldByName(name)
-	if !ok {
-		return fmt.Errorf("unknown field %q", name)
-	}
-	v, m, err := ParseValue(f, val)
-	if err != nil {
-		return err
-	}
-	r.Match.SetMaskedU128(f, v, m)
 	return nil
 }
 
@@ -110,7 +193,10 @@ func ParseValue(f Field, s string) (v, mask U128, err error) {
 	}
 	full := fieldOnes(f)
 	if f == CTState && (strings.HasPrefix(s, "+") || strings.HasPrefix(s, "-")) {
-		return parseCTState(s)
+		return parseFlags(f, s, ctStateNames[:])
+	}
+	if f == TCPFlags && (strings.HasPrefix(s, "+") || strings.HasPrefix(s, "-")) {
+		return parseFlags(f, s, tcpFlagNames[:])
 	}
 	vs, ms, hasMask := strings.Cut(s, "/")
 	if v, err = parseScalar(f, vs); err != nil {
@@ -169,11 +255,16 @@ func parseScalar(f Field, s string) (U128, error) {
 	return U128{Hi: new(big.Int).Rsh(n, 64).Uint64(), Lo: lo.Uint64()}, nil
 }
 
-func parseCTState(s string) (v, m U128, err error) {
+// tcpFlagNames are the TCP flags in bit order, as ovs-fields(7) names them.
+var tcpFlagNames = [9]string{"fin", "syn", "rst", "psh", "ack", "urg", "ece", "cwr", "ns"}
+
+// parseFlags parses flags written as "+trk-new": names, in bit order, are
+// the flags of f; a flag with + must be set, one with - clear.
+func parseFlags(f Field, s string, names []string) (v, m U128, err error) {
 	for s != "" {
 		sign := s[0]
 		if sign != '+' && sign != '-' {
-			return v, m, fmt.Errorf("ct_state: expected + or - in %q", s)
+			return v, m, fmt.Errorf("%s: expected + or - in %q", f, s)
 		}
 		s = s[1:]
 		i := strings.IndexAny(s, "+-")
@@ -181,13 +272,13 @@ func parseCTState(s string) (v, m U128, err error) {
 			i = len(s)
 		}
 		bit := uint64(0)
-		for j, name := range ctStateNames {
+		for j, name := range names {
 			if name == s[:i] {
 				bit = 1 << j
 			}
 		}
 		if bit == 0 {
-			return v, m, fmt.Errorf("ct_state: unknown flag %q", s[:i])
+			return v, m, fmt.Errorf("%s: unknown flag %q", f, s[:i])
 		}
 		m.Lo |= bit
 		if sign == '+' {
@@ -296,6 +387,9 @@ func parseAction(s string) (Action, error) {
 			if err1 != nil || err2 != nil || err3 != nil {
 				return nil, fmt.Errorf("bad conjunction")
 			}
+			if c < 2 || c > 64 || b < 1 || b > c {
+				return nil, fmt.Errorf("conjunction(%d,%d/%d): the clause count must be 2 to 64 and the clause 1 to it", a, b, c)
+			}
 			return Conjunction{ID: uint32(a), Clause: uint8(b), NClauses: uint8(c)}, nil
 		case "controller":
 			var c Controller
@@ -323,7 +417,7 @@ func parseAction(s string) (Action, error) {
 		return Drop{}, nil
 	case "ct_clear":
 		return CTClear{}, nil
-	case "pop_vlan":
+	case "pop_vlan", "strip_vlan":
 		return PopVLAN{}, nil
 	case "dec_ttl":
 		return DecTTL{}, nil
@@ -331,7 +425,7 @@ func parseAction(s string) (Action, error) {
 		return Exit{}, nil
 	case "controller":
 		return Controller{}, nil
-	case "in_port":
+	case "in_port", "IN_PORT":
 		return Output{Port: PortInPort}, nil
 	case "output":
 		if n, err := parseUint(arg, 32); err == nil {
@@ -363,7 +457,9 @@ func parseAction(s string) (Action, error) {
 				return nil, err
 			}
 			if m != fieldOnes(dst.Field) {
-				return nil, fmt.Errorf("masked set_field is written as a subfield load")
+				// set_field:V/M->F, as ovs-ofctl prints a
+				// subfield load: M must be one run of ones.
+				return maskedLoad(dst.Field, v, m)
 			}
 			return Load{Dst: dst, Value: v}, nil
 		}
@@ -391,6 +487,26 @@ func parseAction(s string) (Action, error) {
 		return Move{Src: src, Dst: dst}, err
 	}
 	return nil, fmt.Errorf("unknown action")
+}
+
+// maskedLoad returns the load of v into the bits of f that m selects,
+// which must be contiguous.
+func maskedLoad(f Field, v, m U128) (Action, error) {
+	if m.IsZero() {
+		return nil, fmt.Errorf("set_field to %s with an empty mask", f)
+	}
+	ofs := uint(0)
+	for m.Shr(ofs).And(OnesU128(1)).IsZero() {
+		ofs++
+	}
+	width := uint(0)
+	for ofs+width < f.Bits() && !m.Shr(ofs+width).And(OnesU128(1)).IsZero() {
+		width++
+	}
+	if m != OnesU128(width).Shl(ofs) {
+		return nil, fmt.Errorf("set_field to %s: mask is not one run of bits", f)
+	}
+	return Load{Dst: FieldRange{Field: f, Ofs: ofs, Bits: width}, Value: v.Shr(ofs)}, nil
 }
 
 func parseCT(args string) (Action, error) {

@@ -199,17 +199,14 @@ func ParseFlowSpec(s string) (flow.Key, error) {
 	if strings.TrimSpace(s) == "" {
 		return flow.Key{}, errors.New("empty flow")
 	}
-	r, err := flow.ParseRule(s + " actions=drop")
+	m, err := flow.ParseMatch(s)
 	if err != nil {
 		return flow.Key{}, err
 	}
-	if r.Table != 0 || r.Priority != 0 || r.Cookie != 0 {
-		return flow.Key{}, errors.New("a flow to trace has no table, priority or cookie")
-	}
 	for f := flow.Field(1); f.Valid(); f++ {
-		if m := r.Match.Mask.Get(f); !m.IsZero() && m != flow.OnesU128(f.Bits()) {
+		if mask := m.Mask.Get(f); !mask.IsZero() && mask != flow.OnesU128(f.Bits()) {
 			return flow.Key{}, fmt.Errorf("%s: a flow to trace takes exact values, not masks", f)
 		}
 	}
-	return r.Match.Key, nil
+	return m.Key, nil
 }

@@ -462,7 +462,7 @@ func TestControlSocket(t *testing.T) {
 	if err != nil || !strings.Contains(out, "in_port=1,") || !strings.Contains(out, "ruled out") {
 		t.Errorf("dpctl/dump-flows over the socket: %q, %v", out, err)
 	}
-	_, err = unixctl.Call(ctx, path, "ofproto/trace", "in_port=1,nw_src=10.0.0.0/8")
+	_, err = unixctl.Call(ctx, path, "ofproto/trace", "in_port=1,ip,nw_src=10.0.0.0/8")
 	var ce *unixctl.CommandError
 	if !errors.As(err, &ce) || !strings.Contains(ce.Message, "masks") {
 		t.Errorf("bad trace over the socket: %v", err)
