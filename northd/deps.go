@@ -22,6 +22,9 @@ const (
 	depName
 	// depTable: which rows a table has (inserts and deletes, not updates).
 	depTable
+	// depDerived: a value State derives from many rows (Features), named
+	// by depKey.name, invalidated only when the value changes.
+	depDerived
 )
 
 // depKey is one thing a generator read. Changes to the databases are

@@ -34,6 +34,8 @@ type State struct {
 	seeded  bool
 	sbIndex *sbIndex
 
+	featureCount featureCount
+
 	stats Stats
 }
 
@@ -91,6 +93,9 @@ func (s *State) Apply(events []Event) {
 		d.apply(ev.Table, ev.Old, ev.New, s.touch)
 		if ev.DB == SB {
 			s.sbIndex.apply(ev.Table, ev.Old, ev.New)
+			if ev.Table == "Chassis" {
+				s.applyChassis(ev.Old, ev.New)
+			}
 			continue
 		}
 		s.ownerRows(ev.Table, ev.Old, ev.New)

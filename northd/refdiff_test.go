@@ -1,0 +1,289 @@
+package northd
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/govn/govn/internal/refovn"
+	"github.com/govn/govn/ovsdb"
+	"github.com/govn/govn/ovsdb/client"
+)
+
+// The reference comparison: for each Northbound script in
+// testdata/refdiff/*.sh, the real ovn-northd writes a Southbound; govn's
+// State computes one from the same Northbound (read from the real
+// ovsdb-server); the logical flows of both, per datapath name, are compared
+// line by line. The differences that remain are kept in
+// testdata/refdiff/NAME.diff ("-" a flow only ovn-northd has, "+" one only
+// govn has); the test fails when the differences change, so that progress
+// (or a regression) shows in that file's history. Regenerate with
+//
+//	go test ./northd -run TestReferenceFlows -update-refdiff
+//
+// A difference is acceptable only where govn's flows mean the same (the
+// trace harness in internal/difftrace checks meaning); the goal is none.
+var updateRefdiff = flag.Bool("update-refdiff", false, "rewrite testdata/refdiff/*.diff")
+
+func TestReferenceFlows(t *testing.T) {
+	scripts, _ := filepath.Glob("testdata/refdiff/*.sh")
+	if len(scripts) == 0 {
+		t.Fatal("no scripts in testdata/refdiff")
+	}
+	refovn.SkipUnlessInstalled(t)
+	for _, script := range scripts {
+		name := strings.TrimSuffix(filepath.Base(script), ".sh")
+		t.Run(name, func(t *testing.T) {
+			ref, govn := referenceAndGovnFlows(t, script)
+			diff := diffFlows(ref, govn)
+			golden := strings.TrimSuffix(script, ".sh") + ".diff"
+			got := strings.Join(diff, "\n")
+			if got != "" {
+				got += "\n"
+			}
+			if *updateRefdiff {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("%s: %d flows in ovn-northd's Southbound, %d in govn's, %d differences", name, len(ref), len(govn), len(diff))
+				return
+			}
+			want, _ := os.ReadFile(golden)
+			if got != string(want) {
+				t.Errorf("%s: the differences from ovn-northd changed (%d now); run with -update-refdiff and read the diff:\n%s",
+					name, len(diff), firstLines(unifiedChange(string(want), got), 60))
+			}
+		})
+	}
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = append(lines[:n], fmt.Sprintf("... %d more", len(lines)-n))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// unifiedChange lists the lines added to and removed from the golden diff.
+func unifiedChange(want, got string) string {
+	w := strings.Split(strings.TrimSpace(want), "\n")
+	g := strings.Split(strings.TrimSpace(got), "\n")
+	var out []string
+	for _, l := range g {
+		if l != "" && !slices.Contains(w, l) {
+			out = append(out, "new: "+l)
+		}
+	}
+	for _, l := range w {
+		if l != "" && !slices.Contains(g, l) {
+			out = append(out, "gone: "+l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// referenceAndGovnFlows runs script against the real OVN and returns the
+// real ovn-northd's logical flows and govn's, as normalized lines.
+func referenceAndGovnFlows(t *testing.T, script string) (ref, govn []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	env := refovn.Start(t, refovn.RealNorthd)
+	// Chassis as a 23.03 ovn-controller registers them: with every feature
+	// it supports (Features), so that the reference writes the flows of a
+	// current deployment.
+	if err := env.AddChassis(ctx, "hv1", "hv2", "hv3"); err != nil {
+		t.Fatal(err)
+	}
+	for _, hv := range []string{"hv1", "hv2", "hv3"} {
+		args := []string{"set", "Chassis", hv}
+		for _, f := range featureNames {
+			args = append(args, "other_config:"+f+"=true")
+		}
+		if _, err := env.SBCtl(ctx, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	abs, _ := filepath.Abs(script)
+	if err := env.RunScript(ctx, abs); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	env.StopNorthd()
+	out, err := env.SBCtl(ctx, "lflow-list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref = parseLflowList(out)
+
+	nbEvents, nbSchema := loadEvents(t, ctx, env.NBRemote(), "OVN_Northbound", NB, nil)
+	sbEvents, sbSchema := loadEvents(t, ctx, env.SBRemote(), "OVN_Southbound", SB, func(table string) bool {
+		return !isRecordTable(table) && table != "Logical_Flow" && table != "Logical_DP_Group"
+	})
+	s := New(nbSchema, sbSchema, Options{})
+	s.Apply(nbEvents)
+	s.Apply(sbEvents)
+	sb := &memDB{t: t, which: SB, schema: sbSchema, rows: map[string]map[ovsdb.UUID]*ovsdb.Row{}}
+	for _, ev := range sbEvents {
+		if sb.rows[ev.Table] == nil {
+			sb.rows[ev.Table] = map[ovsdb.UUID]*ovsdb.Row{}
+		}
+		sb.rows[ev.Table][ev.New.UUID] = ev.New
+	}
+	s.Recompute()
+	for i := 0; ; i++ {
+		if i == 5 {
+			t.Fatal("Southbound writes did not settle")
+		}
+		if s.WriteSB(sb) == 0 {
+			break
+		}
+		s.Apply(sb.commit())
+		s.Process()
+	}
+	return ref, memLflowList(sb)
+}
+
+// loadEvents reads a whole database (the tables keep selects) as insert
+// events.
+func loadEvents(t *testing.T, ctx context.Context, remote, db string, which DB, keep func(string) bool) ([]Event, *ovsdb.Schema) {
+	c, err := client.Connect(ctx, client.Options{Endpoints: []string{remote}, Database: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cache := c.Cache()
+	schema := cache.Schema()
+	var tables []string
+	for name := range schema.Tables {
+		if keep == nil || keep(name) {
+			tables = append(tables, name)
+		}
+	}
+	sort.Strings(tables)
+	var evs []Event
+	for _, table := range tables {
+		for _, r := range cache.Rows(table) {
+			evs = append(evs, Event{DB: which, Table: table, New: r})
+		}
+	}
+	return evs, schema
+}
+
+var lflowLine = regexp.MustCompile(`^\s+table=(\d+)\s*\(([^)]*)\)\s*, priority=(\d+)\s*, match=\((.*)\), action=\((.*)\)$`)
+var lflowDatapath = regexp.MustCompile(`^Datapath: "?([^" ]*)"? \(([^)]*)\)\s+Pipeline: (\w+)`)
+
+// parseLflowList turns `ovn-sbctl lflow-list` into normalized lines.
+func parseLflowList(out string) []string {
+	var lines []string
+	var dp, pipeline string
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		l := sc.Text()
+		if m := lflowDatapath.FindStringSubmatch(l); m != nil {
+			dp, pipeline = m[1], m[3]
+			continue
+		}
+		if m := lflowLine.FindStringSubmatch(l); m != nil {
+			lines = append(lines, flowLine(dp, pipeline, m[1], strings.TrimSpace(m[2]), m[3], m[4], m[5]))
+		}
+	}
+	sort.Strings(lines)
+	return lines
+}
+
+func flowLine(dp, pipeline, table, stage, priority, match, actions string) string {
+	return fmt.Sprintf("%s %s %s(%s) %s (%s) (%s)", dp, pipeline[:2], table, stage, priority, normalizeFlowText(match), normalizeFlowText(actions))
+}
+
+// normalizeFlowText removes what ovn-northd writes arbitrarily:
+// generated address set numbers and the numbers of ECMP members.
+func normalizeFlowText(s string) string {
+	s = generatedAS.ReplaceAllString(s, "$$_rtr_lb_N_")
+	return ecmpMember.ReplaceAllString(s, "reg8[16..31] == M")
+}
+
+var (
+	generatedAS = regexp.MustCompile(`\$_rtr_lb_\d+_`)
+	ecmpMember  = regexp.MustCompile(`reg8\[16\.\.31\] == \d+`)
+)
+
+// memLflowList lists the logical flows of a memDB Southbound as
+// normalized lines.
+func memLflowList(sb *memDB) []string {
+	dpName := map[ovsdb.UUID]string{}
+	tdp := sb.schema.Tables["Datapath_Binding"]
+	for id, r := range sb.rows["Datapath_Binding"] {
+		ext := r.Get(tdp.Column("external_ids"))
+		if v, ok := ext.Lookup(ovsdb.String("name")); ok {
+			dpName[id] = v.Str()
+		}
+	}
+	tf := sb.schema.Tables["Logical_Flow"]
+	tg := sb.schema.Tables["Logical_DP_Group"]
+	col := func(r *ovsdb.Row, c string) ovsdb.Datum { return r.Get(tf.Column(c)) }
+	var lines []string
+	for _, r := range sb.rows["Logical_Flow"] {
+		var dps []ovsdb.UUID
+		for _, a := range col(r, "logical_datapath").Keys {
+			dps = append(dps, a.UUID())
+		}
+		for _, a := range col(r, "logical_dp_group").Keys {
+			if g := sb.rows["Logical_DP_Group"][a.UUID()]; g != nil {
+				for _, d := range g.Get(tg.Column("datapaths")).Keys {
+					dps = append(dps, d.UUID())
+				}
+			}
+		}
+		ext := col(r, "external_ids")
+		stage, _ := ext.Lookup(ovsdb.String("stage-name"))
+		for _, dp := range dps {
+			lines = append(lines, flowLine(dpName[dp], col(r, "pipeline").Keys[0].Str(),
+				fmt.Sprint(col(r, "table_id").Keys[0].Int()), stage.Str(),
+				fmt.Sprint(col(r, "priority").Keys[0].Int()),
+				col(r, "match").Keys[0].Str(), col(r, "actions").Keys[0].Str()))
+		}
+	}
+	sort.Strings(lines)
+	return lines
+}
+
+// diffFlows returns "-" lines for flows only ref has and "+" lines for
+// flows only govn has, sorted by the flow.
+func diffFlows(ref, govn []string) []string {
+	count := map[string]int{}
+	for _, l := range ref {
+		count[l]++
+	}
+	for _, l := range govn {
+		count[l]--
+	}
+	var out []string
+	for l, n := range count {
+		for ; n > 0; n-- {
+			out = append(out, "- "+l)
+		}
+		for ; n < 0; n++ {
+			out = append(out, "+ "+l)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i][2:] != out[j][2:] {
+			return out[i][2:] < out[j][2:]
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
