@@ -68,61 +68,61 @@ func (e *Engine) ClearStats() {
 }
 
 // ShowStats writes the counters as ovn-northd 23.03 answers
-// inc-engine/show-stats [NODE [STAT]], byte for byte: with node empty,
-// every node's block ("Node: NAME" and its recompute, compute and abort
-// lines); with a node, that node's block, or nothing if there is no such
-// node; with a stat too, that counter's value alone, or "Invalid stat type
-// : STAT" for a stat other than recompute, compute and abort. An empty
-// node with a non-empty stat writes nothing, as no node has an empty name.
+// inc-engine/show-stats [NODE [STAT]], byte for byte; an empty node or
+// stat stands for one not given. Without a node, it writes every node's
+// block ("Node: NAME" and its recompute, compute and abort lines); with a
+// node, that node's block, or nothing if there is no such node; with a
+// stat too, that counter's value alone, or "Invalid stat type : STAT" for
+// a stat other than recompute, compute and abort.
 func (e *Engine) ShowStats(w io.Writer, node, stat string) error {
-	var b strings.Builder
-	for _, s := range e.Stats() {
-		if node != "" && s.Name != node {
-			continue
-		}
-		if node == "" && stat != "" {
-			break
-		}
-		if stat == "" {
-			fmt.Fprintf(&b, "Node: %s\n- recompute: %12d\n- compute:   %12d\n- abort:     %12d\n",
-				s.Name, s.Recompute, s.Compute, s.Cancel)
-			continue
-		}
-		switch stat {
-		case "recompute":
-			fmt.Fprintf(&b, "%d\n", s.Recompute)
-		case "compute":
-			fmt.Fprintf(&b, "%d\n", s.Compute)
-		case "abort":
-			fmt.Fprintf(&b, "%d\n", s.Cancel)
-		default:
-			fmt.Fprintf(&b, "Invalid stat type : %s\n", stat)
-		}
-		break
+	if node == "" && stat != "" {
+		return nil // as for any node that does not exist
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return e.showStats(w, node != "", node, stat != "", stat)
 }
 
 // ShowStatsCommand is inc-engine/show-stats as a unixctl.Command: at most
-// two arguments, NODE and STAT, answered as ovn-northd 23.03 answers.
+// two arguments, NODE and STAT, answered as ovn-northd 23.03 answers
+// (where an empty argument is a given one: no node is named "", and ""
+// is an invalid stat type).
 func (e *Engine) ShowStatsCommand(args []string) (string, error) {
 	if len(args) > 2 {
 		return "", fmt.Errorf("%q command takes at most 2 arguments", "inc-engine/show-stats")
 	}
-	var node, stat string
-	if len(args) > 0 {
-		if args[0] == "" {
-			return "", nil // no node has an empty name
-		}
-		node = args[0]
-	}
-	if len(args) > 1 {
-		stat = args[1]
-	}
+	n := len(args)
+	args = append(args, "", "")
 	var b strings.Builder
-	err := e.ShowStats(&b, node, stat)
+	err := e.showStats(&b, n > 0, args[0], n > 1, args[1])
 	return b.String(), err
+}
+
+func (e *Engine) showStats(w io.Writer, byNode bool, node string, byStat bool, stat string) error {
+	var b strings.Builder
+	for _, s := range e.Stats() {
+		if byNode && s.Name != node {
+			continue
+		}
+		if !byStat {
+			fmt.Fprintf(&b, "Node: %s\n- recompute: %12d\n- compute:   %12d\n- abort:     %12d\n",
+				s.Name, s.Recompute, s.Compute, s.Cancel)
+		} else {
+			switch stat {
+			case "recompute":
+				fmt.Fprintf(&b, "%d\n", s.Recompute)
+			case "compute":
+				fmt.Fprintf(&b, "%d\n", s.Compute)
+			case "abort":
+				fmt.Fprintf(&b, "%d\n", s.Cancel)
+			default:
+				fmt.Fprintf(&b, "Invalid stat type : %s\n", stat)
+			}
+		}
+		if byNode {
+			break
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // Commands returns the engine's control socket commands, named as
