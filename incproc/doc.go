@@ -52,37 +52,49 @@
 //   - otherwise, for each changed input, in order, its handler is called;
 //     when all return true the node was computed incrementally;
 //   - a changed input without a handler, or a handler that returns false,
-//     makes the node recompute (after ClearTracked); the other nodes are
-//     not affected by that decision;
+//     makes the node recompute; the other nodes are not affected by that
+//     decision;
 //   - a node that must recompute for another reason (the first run, a
-//     forced recompute, a cancelled run) recomputes.
+//     forced recompute, a failure in an earlier run) recomputes.
 //
 // A Compute or Handler calls Run.SetUpdated when the node's data changed;
 // only then do the nodes that read it run. Each fallback to recompute is
 // logged with the node and the input (or reason) that caused it.
 //
+// # Tracked data
+//
+// A node's tracked data is the set of changes it made that its readers
+// have not all consumed yet. Handlers and Computes add to it; the engine
+// clears it (ClearTracked) once every node that reads the node has
+// consumed it, which is at the end of the Run that made the changes
+// unless that Run was cancelled first. An output node's (one no node
+// reads) tracked data is for the caller: it is cleared when the next Run
+// starts after a completed one. A Compute that runs after a handler of the
+// same node failed, or after a cancelled run, finds the tracked data that
+// is already there and must leave it describing every change since the
+// readers last saw the node: a Compute that rebuilds from scratch
+// typically replaces it with "everything changed" (so that the readers'
+// handlers return false and they recompute too) or with the difference
+// from what the readers last saw.
+//
 // # The caller's contract
 //
 // Between runs, for each input node whose data changed, the caller
-// updates the data and its tracked changes, then calls MarkUpdated. Then:
+// updates the data, adds the changes to its tracked data (merging them
+// with those already there: the engine may not have cleared them yet),
+// and calls MarkUpdated. Then:
 //
 //	res, err := e.Run(ctx, incproc.RunOptions{AllowRecompute: canCommit})
 //	switch {
 //	case err != nil:
 //		// a Compute or Handler failed (or ctx is done): log it; the run
-//		// was cancelled, the next Run repairs the nodes involved.
+//		// was cancelled, and the next Run recomputes the failed node.
 //	case res.Cancelled:
 //		// do not commit; run again later (NeedsRun is true).
 //	default:
 //		// for each output node with e.Updated(out), commit its tracked
 //		// data (or its data).
 //	}
-//
-// Every Run consumes the input nodes' changes, completed or not: it calls
-// their ClearTracked before it returns, so the caller feeds only new
-// changes before the next Run. The tracked data of the other nodes lives
-// until the next Run starts, so that the caller can read the output
-// nodes' changes after Run returns.
 //
 // Handlers must treat input data as read-only, and must not call Run,
 // AddNode or MarkUpdated.
@@ -92,7 +104,8 @@
 // A run is cancelled, and stops at the node concerned, when
 //
 //   - a node cannot finish now and says so with Run.Cancel (it has no
-//     transaction to write to, say): its result must not be committed;
+//     transaction to write to, say): its result must not be committed. A
+//     Handler that cancels must leave the node's data as it found it;
 //   - a node would recompute but RunOptions.AllowRecompute is false: the
 //     caller cannot use a recompute's result now, e.g. because a
 //     transaction is in flight. Changes that handlers can handle are still
@@ -100,14 +113,22 @@
 //   - a Compute or Handler returns an error, or ctx is done.
 //
 // A cancel counts in the node's Cancel counter (shown as "abort" by
-// inc-engine/show-stats, as ovn-northd 23.03 names it), except for ctx. A
-// cancelled run leaves the graph such that the next run is correct: the
-// nodes that finished keep their data, which matches their inputs; the
-// cancelled node, every node not reached that had changes to process
-// (those changes are gone), and every output node that changed (its result
-// was not committed) recompute in the next Run. This costs less than
-// ovn-northd's answer (a full recompute of every node) and needs nothing
-// from the caller but running again.
+// inc-engine/show-stats, as ovn-northd 23.03 names it), except for ctx.
+//
+// A cancelled run needs nothing from the caller but running again later:
+// the next Run carries on where it stopped. Each node remembers, per
+// input, up to which run it consumed the input's changes, and tracked data
+// stays until every reader has consumed it. So the nodes that finished
+// keep their data, and are not given the same changes again; the cancelled
+// handler, and the nodes not reached, are given the changes they missed,
+// along with any new ones; an output node keeps the changes it made for
+// the caller until a run completes. The one case that needs more is a node
+// that consumed an input's changes in a cancelled run when that input
+// (whose tracked data could not be cleared, another reader had not
+// consumed it) then changes again: its tracked data now mixes changes the
+// node handled with new ones, so the node recomputes rather than handle
+// the old ones twice. This costs less than ovn-northd's answer to a
+// cancelled run, a recompute of every node.
 //
 // # Forced recompute
 //

@@ -36,10 +36,17 @@ type NodeFuncs struct {
 	Compute func(r *Run) error
 	// ClearTracked drops the node's tracked data: the change set that it
 	// exposes to the handlers of the nodes downstream. The engine calls it
-	// before a recompute (so that changes tracked by handlers that ran
-	// before the recompute was decided are dropped), when a Run starts for
-	// the nodes updated by the previous Run, and at the end of a Run for
-	// the input nodes it consumed.
+	// once every node that reads this one has consumed the changes (at
+	// the end of a Run, normally; later if the Run was cancelled first),
+	// and for an output node (one no node reads) when the next Run starts
+	// after a completed one, so that the caller can commit the changes in
+	// between. Until then handlers and Computes add to the tracked data:
+	// a Compute after a failed handler of the same run finds what the
+	// handlers before it tracked, and a Compute or Handler after a
+	// cancelled run finds what it tracked then. A Compute that rebuilds
+	// from scratch typically replaces its tracked data with "everything
+	// changed" (so that downstream handlers return false) or with the
+	// difference from the data that its readers last saw.
 	ClearTracked func()
 }
 
@@ -62,22 +69,29 @@ type Input struct {
 // Node is one vertex of an Engine's graph. Its data belongs to the caller
 // (typically captured by its NodeFuncs' closures); the Node holds the
 // engine's bookkeeping.
+//
+// The bookkeeping counts in runs: every Run has a generation, one more
+// than the last. A node's tracked data holds the changes it made in the
+// generations firstChange through lastChange; each edge remembers up to
+// which generation its reader has consumed the input's changes. Tracked
+// data is cleared once every reader has consumed all of it, and for an
+// output node once a Run has completed after the change (the caller had
+// it to commit).
 type Node struct {
 	name    string
 	funcs   NodeFuncs
 	inputs  []edge
-	outputs int // how many nodes read this one
+	readers []reader
 
-	// marked: an input node that the caller marked updated since the
-	// last Run.
+	// marked: an input node that the caller marked updated since it was
+	// last visited.
 	marked bool
-	// updated: the node's data changed in the current or last Run.
-	updated bool
-	// recompute is non-empty when the node must recompute in the next
-	// Run whatever its inputs say, and says why.
+	// firstChange and lastChange bound the generations of the changes in
+	// the node's tracked data; firstChange is 0 when it holds none.
+	firstChange, lastChange uint64
+	// recompute is non-empty when the node must recompute when next
+	// visited, whatever its inputs say, and says why.
 	recompute string
-	// visited: the current Run has processed the node.
-	visited bool
 
 	stats NodeStats // guarded by Engine.statsMu
 }
@@ -85,7 +99,24 @@ type Node struct {
 type edge struct {
 	node    *Node
 	handler Handler
+	// seen is the generation up to which the reader consumed node's
+	// changes.
+	seen uint64
 }
+
+// reader is an edge seen from its input: the node that reads and the
+// index of the edge among its inputs.
+type reader struct {
+	node *Node
+	i    int
+}
+
+// pending says whether the edge's input has changes its reader has not
+// consumed.
+func (e *edge) pending() bool { return e.node.lastChange > e.seen }
+
+// isOutput says whether no node reads n: its changes are for the caller.
+func (n *Node) isOutput() bool { return len(n.readers) == 0 }
 
 // Name returns the node's name, as given to AddNode or AddInput.
 func (n *Node) Name() string { return n.name }
@@ -107,6 +138,11 @@ type Engine struct {
 	names map[string]*Node
 	order []*Node // topological order; nil until needed
 	run   Run
+	// gen is the generation of the current or last Run.
+	gen uint64
+	// completed: the last Run completed, so the caller had the output
+	// nodes' changes to commit.
+	completed bool
 	// running guards against a handler calling back into Run.
 	running bool
 
@@ -135,7 +171,7 @@ func New(opts Options) *Engine {
 	return e
 }
 
-// AddInput adds an input node: one the caller feeds by setting its data
+// AddInput adds an input node: one the caller feeds by changing its data
 // and tracked changes and calling MarkUpdated. It is AddNode with no
 // inputs and no Compute; use AddNode to give an input node ClearTracked.
 func (e *Engine) AddInput(name string) *Node {
@@ -158,18 +194,20 @@ func (e *Engine) AddNode(name string, funcs NodeFuncs, inputs ...Input) *Node {
 	}
 	n := &Node{name: name, funcs: funcs}
 	n.stats.Name = name
-	seen := make(map[*Node]bool, len(inputs))
-	for _, in := range inputs {
+	for i, in := range inputs {
 		if in.Node == nil || e.names[in.Node.name] != in.Node {
-			panic(fmt.Sprintf("incproc: node %q: input is not a node of this engine", name))
+			panic(fmt.Sprintf("incproc: node %q: input %d is not a node of this engine", name, i))
 		}
-		if seen[in.Node] {
-			panic(fmt.Sprintf("incproc: node %q: input %q given twice", name, in.Node.name))
+		for _, prev := range inputs[:i] {
+			if prev.Node == in.Node {
+				panic(fmt.Sprintf("incproc: node %q: input %q given twice", name, in.Node.name))
+			}
 		}
-		seen[in.Node] = true
-		in.Node.outputs++
 		n.inputs = append(n.inputs, edge{node: in.Node, handler: in.Handler})
 		n.stats.Inputs = append(n.stats.Inputs, InputStats{Name: in.Node.name})
+	}
+	for i, in := range n.inputs {
+		in.node.readers = append(in.node.readers, reader{node: n, i: i})
 	}
 	if !n.IsInput() {
 		// A node starts without data: its first Run computes it.
@@ -212,7 +250,7 @@ func (e *Engine) sorted() []*Node {
 		order = append(order, n)
 	}
 	for _, n := range e.nodes {
-		if n.outputs == 0 {
+		if n.isOutput() {
 			visit(n)
 		}
 	}
@@ -221,8 +259,8 @@ func (e *Engine) sorted() []*Node {
 }
 
 // MarkUpdated tells the engine that the caller changed input node n's data
-// (and set its tracked changes) since the last Run. Marking a node that is
-// not an input node panics.
+// and added the changes to its tracked data. Marking a node that is not an
+// input node panics.
 func (e *Engine) MarkUpdated(n *Node) {
 	if !n.IsInput() {
 		panic(fmt.Sprintf("incproc: MarkUpdated(%q): not an input node", n.name))
@@ -230,9 +268,18 @@ func (e *Engine) MarkUpdated(n *Node) {
 	n.marked = true
 }
 
-// Updated says whether n's data changed in the last Run. It is how the
-// caller learns that an output node has something to commit.
-func (e *Engine) Updated(n *Node) bool { return n.updated }
+// Updated says whether n's data changed in the last Run. For an output
+// node (one no node reads) it says whether the node has changes for the
+// caller: made in the last Run or in cancelled Runs since the last
+// completed one, whose tracked data it still holds. It is how the caller
+// learns, after a completed Run, that an output node has something to
+// commit.
+func (e *Engine) Updated(n *Node) bool {
+	if n.isOutput() && !n.IsInput() {
+		return n.firstChange != 0
+	}
+	return n.lastChange == e.gen && e.gen != 0
+}
 
 // ForceRecompute makes the next Run recompute every node. It is what
 // inc-engine/recompute asks for, and what a caller does when it lost track
@@ -240,9 +287,10 @@ func (e *Engine) Updated(n *Node) bool { return n.updated }
 func (e *Engine) ForceRecompute() { e.forced.Store(true) }
 
 // NeedsRun says whether a Run has anything to do: an input node was
-// marked, a node must recompute (after a cancelled run, a forced
-// recompute, or before the first run). Source nodes (no inputs, with a
-// Compute) do not count: the caller knows when their clock moved.
+// marked, a node must recompute (before the first run, after a forced
+// recompute or a failure), or a cancelled run left changes to process.
+// Source nodes (no inputs, with a Compute) do not count: the caller knows
+// when their clock moved.
 func (e *Engine) NeedsRun() bool {
 	if e.forced.Load() {
 		return true
@@ -250,6 +298,11 @@ func (e *Engine) NeedsRun() bool {
 	for _, n := range e.nodes {
 		if n.marked || n.recompute != "" {
 			return true
+		}
+		for i := range n.inputs {
+			if n.inputs[i].pending() {
+				return true
+			}
 		}
 	}
 	return false
@@ -270,8 +323,8 @@ type RunOptions struct {
 // Result is what one Run did.
 type Result struct {
 	// Cancelled: the run stopped before the end. Its results must not be
-	// committed; the nodes that did not finish will recompute in a later
-	// run. Node and Reason say where and why.
+	// committed; a later Run carries on from where it stopped. Node and
+	// Reason say where and why.
 	Cancelled bool
 	Node      string
 	Reason    string
@@ -288,9 +341,7 @@ type Result struct {
 // that read it run in turn.
 //
 // Run returns an error when a Compute or Handler failed, or when ctx is
-// done between two nodes; the run is then cancelled as by Run.Cancel. The
-// changes of input nodes are consumed by every Run, completed or not:
-// feed only new changes before the next.
+// done between two nodes; the run is then cancelled.
 func (e *Engine) Run(ctx context.Context, opts RunOptions) (Result, error) {
 	if e.running {
 		panic("incproc: Run called from inside a Run")
@@ -299,14 +350,15 @@ func (e *Engine) Run(ctx context.Context, opts RunOptions) (Result, error) {
 	defer func() { e.running = false }()
 
 	order := e.sorted()
-	// The tracked data of the last run lived until now.
-	for _, n := range order {
-		if n.updated && !n.IsInput() && n.funcs.ClearTracked != nil {
-			n.funcs.ClearTracked()
+	if e.completed {
+		// The caller had the output nodes' changes to commit.
+		for _, n := range order {
+			if n.isOutput() {
+				e.clearTracked(n)
+			}
 		}
-		n.updated = false
-		n.visited = false
 	}
+	e.gen++
 	if e.forced.Swap(false) || opts.Recompute {
 		for _, n := range order {
 			if !n.IsInput() {
@@ -323,110 +375,163 @@ func (e *Engine) Run(ctx context.Context, opts RunOptions) (Result, error) {
 			err = fmt.Errorf("incproc: run stopped before node %s: %w", n.name, err)
 			break
 		}
-		var ok bool
-		if ok, err = e.runNode(n, opts.AllowRecompute, &res); !ok {
+		if err = e.runNode(n, opts.AllowRecompute, &res); res.Cancelled {
 			break
 		}
-		n.visited = true
 	}
-	// The input nodes' changes are consumed, whatever happened.
+	// Drop the changes every reader has consumed.
 	for _, n := range order {
-		if n.IsInput() && n.marked {
-			n.marked = false
-			if n.funcs.ClearTracked != nil {
-				n.funcs.ClearTracked()
+		if n.firstChange == 0 || n.isOutput() {
+			continue
+		}
+		consumed := true
+		for _, r := range n.readers {
+			if r.node.inputs[r.i].seen < n.lastChange {
+				consumed = false
+				break
 			}
 		}
+		if consumed {
+			e.clearTracked(n)
+		}
 	}
+	e.completed = !res.Cancelled
 	return res, err
 }
 
-// runNode brings n up to date. It returns false, and the error if any,
-// when n cancelled the run.
-func (e *Engine) runNode(n *Node, allowRecompute bool, res *Result) (bool, error) {
+func (e *Engine) clearTracked(n *Node) {
+	if n.firstChange == 0 {
+		return
+	}
+	n.firstChange = 0
+	if n.funcs.ClearTracked != nil {
+		n.funcs.ClearTracked()
+	}
+}
+
+// changed records that n's data changed in the current generation.
+func (e *Engine) changed(n *Node) {
+	n.lastChange = e.gen
+	if n.firstChange == 0 {
+		n.firstChange = e.gen
+	}
+}
+
+// runNode brings n up to date, or cancels the run (res.Cancelled).
+func (e *Engine) runNode(n *Node, allowRecompute bool, res *Result) error {
 	if n.IsInput() {
 		// Counted as a recompute, as ovn-northd counts each refresh of an
 		// input node from its database.
-		n.updated = n.marked
+		if n.marked {
+			n.marked = false
+			e.changed(n)
+		}
 		e.statsMu.Lock()
 		n.stats.Recompute++
 		e.statsMu.Unlock()
-		return true, nil
+		return nil
 	}
+	r := e.begin(n, allowRecompute)
 	if len(n.inputs) == 0 {
 		n.recompute = ""
-		return e.recompute(n, "source", allowRecompute, res)
+		return e.recompute(r, "source", res)
 	}
 	if n.recompute != "" {
-		return e.recompute(n, n.recompute, allowRecompute, res)
+		return e.recompute(r, n.recompute, res)
 	}
 	changed := false
-	for i, in := range n.inputs {
-		if !in.node.updated {
+	for i := range n.inputs {
+		in := &n.inputs[i]
+		if !in.pending() {
 			continue
 		}
 		changed = true
-		if in.handler == nil {
-			e.countInput(n, i, false, 0)
-			return e.recompute(n, "missing handler for input "+in.node.name, allowRecompute, res)
+		switch {
+		case in.handler == nil:
+			e.countInput(n, i, unhandled, 0)
+			return e.recompute(r, "missing handler for input "+in.node.name, res)
+		case in.node.firstChange <= in.seen:
+			// The input's tracked data holds changes this node has
+			// consumed (in a run cancelled after it) along with new ones:
+			// handling it would apply the old ones twice.
+			e.countInput(n, i, unhandled, 0)
+			return e.recompute(r, "input "+in.node.name+" has changes handled in a cancelled run", res)
 		}
 	}
 	if !changed {
-		return true, nil
+		e.consumed(n)
+		return nil
 	}
-	r := e.begin(n, false, allowRecompute)
-	for i, in := range n.inputs {
-		if !in.node.updated {
+	for i := range n.inputs {
+		in := &n.inputs[i]
+		if !in.pending() {
 			continue
 		}
 		start := e.now()
-		handled, err := in.handler(r)
+		ok, err := in.handler(r)
 		took := e.now().Sub(start)
 		e.logSlow(n, "handler for input "+in.node.name, took)
-		if err != nil {
-			e.countInput(n, i, false, took)
-			e.cancel(n, res, fmt.Sprintf("handler for input %s: %v", in.node.name, err), true)
-			return false, fmt.Errorf("incproc: node %s: handler for input %s: %w", n.name, in.node.name, err)
-		}
-		if r.cancelReason != "" {
+		switch {
+		case r.cancelReason != "" && err == nil:
+			e.countInput(n, i, retried, took)
+		case ok && err == nil:
 			e.countInput(n, i, handled, took)
-			e.cancel(n, res, r.cancelReason, true)
-			return false, nil
+		default:
+			e.countInput(n, i, unhandled, took)
 		}
-		e.countInput(n, i, handled, took)
-		if !handled {
-			return e.recompute(n, "failed handler for input "+in.node.name, allowRecompute, res)
+		switch {
+		case err != nil:
+			n.recompute = "failed handler in an earlier run"
+			e.cancel(n, res, fmt.Sprintf("handler for input %s: %v", in.node.name, err), true)
+			return fmt.Errorf("incproc: node %s: handler for input %s: %w", n.name, in.node.name, err)
+		case r.cancelReason != "":
+			e.cancel(n, res, r.cancelReason, true)
+			return nil
+		case !ok:
+			return e.recompute(r, "failed handler for input "+in.node.name, res)
+		}
+		in.seen = e.gen
+		if r.updated {
+			e.changed(n)
 		}
 	}
-	n.updated = r.updated
+	e.consumed(n)
 	res.Handled++
 	e.statsMu.Lock()
 	n.stats.Compute++
 	e.statsMu.Unlock()
-	return true, nil
+	return nil
+}
+
+// consumed records that n is up to date with all its inputs.
+func (e *Engine) consumed(n *Node) {
+	for i := range n.inputs {
+		n.inputs[i].seen = e.gen
+	}
 }
 
 // recompute runs n's Compute, or cancels the run if recomputing is not
 // allowed now.
-func (e *Engine) recompute(n *Node, reason string, allowed bool, res *Result) (bool, error) {
-	if !allowed {
+func (e *Engine) recompute(r *Run, reason string, res *Result) error {
+	n := r.node
+	if !r.allowRecompute && reason != "source" {
+		n.recompute = reason
 		e.cancel(n, res, "recompute not allowed ("+reason+")", true)
-		return false, nil
+		return nil
 	}
-	if n.funcs.ClearTracked != nil {
-		n.funcs.ClearTracked()
-	}
-	r := e.begin(n, true, allowed)
+	r.recomputing = true
 	start := e.now()
 	err := n.funcs.Compute(r)
 	took := e.now().Sub(start)
 	if err != nil {
+		n.recompute = "failed recompute in an earlier run"
 		e.cancel(n, res, fmt.Sprintf("recompute (%s): %v", reason, err), true)
-		return false, fmt.Errorf("incproc: node %s: recompute (%s): %w", n.name, reason, err)
+		return fmt.Errorf("incproc: node %s: recompute (%s): %w", n.name, reason, err)
 	}
 	if r.cancelReason != "" {
+		n.recompute = reason
 		e.cancel(n, res, r.cancelReason, true)
-		return false, nil
+		return nil
 	}
 	e.statsMu.Lock()
 	n.stats.Recompute++
@@ -437,12 +542,18 @@ func (e *Engine) recompute(n *Node, reason string, allowed bool, res *Result) (b
 		if took >= e.slow {
 			level = slog.LevelInfo
 		}
-		e.log.Log(context.Background(), level, "recompute", "node", n.name, "reason", reason, "took", took)
+		// Enabled first: building the attributes allocates.
+		if e.log.Enabled(context.Background(), level) {
+			e.log.Log(context.Background(), level, "recompute", "node", n.name, "reason", reason, "took", took)
+		}
 	}
 	n.recompute = ""
-	n.updated = r.updated
+	if r.updated {
+		e.changed(n)
+	}
+	e.consumed(n)
 	res.Recomputed++
-	return true, nil
+	return nil
 }
 
 func (e *Engine) logSlow(n *Node, what string, took time.Duration) {
@@ -451,12 +562,20 @@ func (e *Engine) logSlow(n *Node, what string, took time.Duration) {
 	}
 }
 
-func (e *Engine) countInput(n *Node, i int, handled bool, took time.Duration) {
+// What became of one input's changes at a node, for its counters.
+const (
+	handled   = iota
+	unhandled // no handler, the handler returned false, or failed
+	retried   // the handler cancelled the run
+)
+
+func (e *Engine) countInput(n *Node, i int, outcome int, took time.Duration) {
 	e.statsMu.Lock()
 	s := &n.stats.Inputs[i]
-	if handled {
+	switch outcome {
+	case handled:
 		s.Handled++
-	} else {
+	case unhandled:
 		s.Unhandled++
 	}
 	s.Time += took
@@ -464,49 +583,18 @@ func (e *Engine) countInput(n *Node, i int, handled bool, took time.Duration) {
 	e.statsMu.Unlock()
 }
 
-// cancel stops the run at n and leaves the graph so that the next Run is
-// correct. When n was being run (started), it recomputes next time, and
-// the cancel counts in its stats. Every node not yet visited that reads a
-// node changed in this run, or an input node whose changes this run
-// consumed, recomputes next time: those changes are gone. So does every
-// output node (one no node reads) changed in this run: its result was not
-// committed. The other nodes keep their data, which is up to date with
-// their inputs.
+// cancel stops the run at n, counted as n's cancel if n had started. Nothing
+// else is needed for the next Run to be correct: the inputs whose changes
+// n and the nodes after it did not consume keep their tracked data, and
+// those nodes handle it (or recompute) when next visited.
 func (e *Engine) cancel(n *Node, res *Result, reason string, started bool) {
 	res.Cancelled, res.Node, res.Reason = true, n.name, reason
-	e.log.Info("run cancelled", "node", n.name, "reason", reason)
 	if started {
 		e.statsMu.Lock()
 		n.stats.Cancel++
 		e.statsMu.Unlock()
-		if n.recompute == "" {
-			n.recompute = "cancelled run"
-		}
-		// Whatever its handlers tracked before the cancel is not to be
-		// read.
-		if n.funcs.ClearTracked != nil {
-			n.funcs.ClearTracked()
-		}
-		n.updated = false
-		n.visited = true
 	}
-	for _, m := range e.sorted() {
-		if m.IsInput() || m.recompute != "" {
-			continue
-		}
-		if m.visited {
-			if m.updated && m.outputs == 0 {
-				m.recompute = "output not committed in a cancelled run"
-			}
-			continue
-		}
-		for _, in := range m.inputs {
-			if in.node.updated || in.node.marked {
-				m.recompute = "input " + in.node.name + " changed in a cancelled run"
-				break
-			}
-		}
-	}
+	e.log.Info("run cancelled", "node", n.name, "reason", reason)
 }
 
 // Run is what a Compute or Handler is given: the node being run and the
@@ -520,8 +608,8 @@ type Run struct {
 	cancelReason   string
 }
 
-func (e *Engine) begin(n *Node, recomputing, allowRecompute bool) *Run {
-	e.run = Run{e: e, node: n, recomputing: recomputing, allowRecompute: allowRecompute}
+func (e *Engine) begin(n *Node, allowRecompute bool) *Run {
+	e.run = Run{e: e, node: n, allowRecompute: allowRecompute}
 	return &e.run
 }
 
@@ -529,12 +617,21 @@ func (e *Engine) begin(n *Node, recomputing, allowRecompute bool) *Run {
 func (r *Run) Node() *Node { return r.node }
 
 // SetUpdated says that the node's data changed, so that the nodes that
-// read it run.
+// read it run. It holds for the rest of the run, even if a later handler
+// fails and the node recomputes.
 func (r *Run) SetUpdated() { r.updated = true }
 
-// Updated says whether node n (an input of the node being run, typically)
-// changed in this run. A handler uses it to look at another changed input.
-func (r *Run) Updated(n *Node) bool { return n.updated }
+// Updated says whether input n of the node being run has changes the node
+// has not consumed: the changes its handler is given. For a node that is
+// not an input of this one, it says whether n changed in this run.
+func (r *Run) Updated(n *Node) bool {
+	for i := range r.node.inputs {
+		if r.node.inputs[i].node == n {
+			return r.node.inputs[i].pending()
+		}
+	}
+	return n.lastChange == r.e.gen
+}
 
 // Recomputing says whether the call is a Compute (as opposed to a
 // Handler).
@@ -547,9 +644,10 @@ func (r *Run) AllowRecompute() bool { return r.allowRecompute }
 
 // Cancel stops the run after the current Compute or Handler returns: its
 // results must not be committed (the node cannot finish now, e.g. it has
-// no transaction to write to). The node, and the nodes after it that had
-// changes to process, recompute in a later Run. The cancel is counted in
-// the node's stats.
+// no transaction to write to). A Handler that cancels must leave the
+// node's data as it found it: the next Run calls it again, with the same
+// changes and any new ones. A Compute that cancels runs again in the next
+// Run. The cancel is counted in the node's stats.
 func (r *Run) Cancel(reason string) {
 	if reason == "" {
 		reason = "cancelled by node"

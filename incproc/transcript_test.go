@@ -33,9 +33,14 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 //	set-compute NODE MODE                         compute modes: ok, cancel, error
 //	feed INPUT KEY=VALUE|KEY=-...                 change an input node and mark it
 //	mark INPUT                                    mark it without a change
-//	run [recompute] [no-recompute]
+//	add-source NAME                               a node with no inputs and a Compute
+//	tick SOURCE                                   its next Compute changes its data
+//	run [recompute] [no-recompute] [stop-after=NODE]  stop-after cancels the
+//	                                              run's context when NODE runs
 //	data NODE...                                  a node's data
-//	check                                         every node against a fresh compute
+//	check                                         every node against a fresh compute,
+//	                                              every output node's committed changes
+//	                                              against its data
 //	stats [NODE [STAT]]                           inc-engine/show-stats
 //	inputs NODE                                   a node's per-input counters
 //	times NODE                                    a node's time counters
@@ -115,6 +120,10 @@ type harness struct {
 	nodes map[string]*tnode
 	list  []*tnode
 	trace []string // what the nodes and the logger said during a command
+	// stop cancels the context of the current run when the node named
+	// stopAfter runs.
+	stopAfter string
+	stop      func()
 }
 
 // tnode is a test node: a view that merges its inputs' keys.
@@ -127,6 +136,10 @@ type tnode struct {
 	compute string
 	data    map[string]string
 	tracked map[string]bool
+	ticks   int // a source's pending clock ticks
+	// committed is, for an output node, its data as the caller knows it
+	// from the changes it was given after each completed run.
+	committed map[string]string
 }
 
 func newHarness() *harness {
@@ -155,6 +168,14 @@ type traceWriter struct{ h *harness }
 func (w traceWriter) Write(p []byte) (int, error) {
 	w.h.trace = append(w.h.trace, "log: "+strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// ran is called by every test Compute and Handler.
+func (h *harness) ran(n *tnode) {
+	if n.name == h.stopAfter {
+		h.say("(context cancelled)")
+		h.stop()
+	}
 }
 
 func (h *harness) say(format string, args ...any) {
@@ -191,9 +212,15 @@ func (h *harness) do(t *testing.T, line string) []string {
 			n.node = h.e.AddNode(name, incproc.NodeFuncs{ClearTracked: n.clearTracked})
 			h.add(n)
 		}
+	case "add-source":
+		n := &tnode{h: h, name: args[0], compute: "ok", data: map[string]string{}, tracked: map[string]bool{}}
+		n.node = h.e.AddNode(n.name, incproc.NodeFuncs{Compute: n.sourceCompute, ClearTracked: n.clearTracked})
+		h.add(n)
+	case "tick":
+		h.node(t, args[0]).ticks++
 	case "add-node":
 		n := &tnode{h: h, name: args[0], compute: "ok", handler: map[string]string{},
-			data: map[string]string{}, tracked: map[string]bool{}}
+			data: map[string]string{}, tracked: map[string]bool{}, committed: map[string]string{}}
 		var inputs []incproc.Input
 		for _, a := range args[1:] {
 			if mode, ok := strings.CutPrefix(a, "compute="); ok {
@@ -207,6 +234,7 @@ func (h *harness) do(t *testing.T, line string) []string {
 			}
 			checkMode(t, mode, handlerModes)
 			in := h.node(t, name)
+			in.committed = nil // read by n: no longer an output node
 			n.inputs = append(n.inputs, in)
 			n.handler[name] = mode
 			var hf incproc.Handler
@@ -246,6 +274,9 @@ func (h *harness) do(t *testing.T, line string) []string {
 		h.e.MarkUpdated(h.node(t, args[0]).node)
 	case "run":
 		opts := incproc.RunOptions{AllowRecompute: true}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		h.stopAfter, h.stop = "", cancel
 		for _, a := range args {
 			switch a {
 			case "recompute":
@@ -253,10 +284,14 @@ func (h *harness) do(t *testing.T, line string) []string {
 			case "no-recompute":
 				opts.AllowRecompute = false
 			default:
-				t.Fatalf("run: unknown option %q", a)
+				node, ok := strings.CutPrefix(a, "stop-after=")
+				if !ok {
+					t.Fatalf("run: unknown option %q", a)
+				}
+				h.stopAfter = h.node(t, node).name
 			}
 		}
-		res, err := h.e.Run(context.Background(), opts)
+		res, err := h.e.Run(ctx, opts)
 		switch {
 		case err != nil:
 			h.say("error: %v", err)
@@ -268,6 +303,7 @@ func (h *harness) do(t *testing.T, line string) []string {
 				if h.e.Updated(n.node) && !n.node.IsInput() {
 					updated = append(updated, n.name)
 				}
+				n.commit()
 			}
 			h.say("done: recomputed %d, handled %d, updated [%s]", res.Recomputed, res.Handled, strings.Join(updated, " "))
 		}
@@ -283,6 +319,10 @@ func (h *harness) do(t *testing.T, line string) []string {
 			}
 			if want := n.fresh(); !maps.Equal(n.data, want) {
 				h.say("%s: %s, fresh compute says %s", n.name, formatData(n.data), formatData(want))
+				ok = false
+			}
+			if n.committed != nil && !maps.Equal(n.committed, n.data) {
+				h.say("%s: %s, the caller was told %s", n.name, formatData(n.data), formatData(n.committed))
 				ok = false
 			}
 		}
@@ -350,6 +390,21 @@ func formatData(m map[string]string) string {
 
 func (n *tnode) clearTracked() { clear(n.tracked) }
 
+// commit applies an output node's tracked changes to what the caller
+// knows of it, as a caller commits them after a completed run.
+func (n *tnode) commit() {
+	if n.committed == nil || !n.h.e.Updated(n.node) {
+		return
+	}
+	for k := range n.tracked {
+		if v, ok := n.data[k]; ok {
+			n.committed[k] = v
+		} else {
+			delete(n.committed, k)
+		}
+	}
+}
+
 // value derives key k from the inputs' current data; ok is false when no
 // input has k.
 func (n *tnode) value(k string) (v string, ok bool) {
@@ -380,6 +435,7 @@ func (n *tnode) set(r *incproc.Run, k string) {
 
 func (n *tnode) recompute(r *incproc.Run) error {
 	n.h.say("%s: recompute", n.name)
+	n.h.ran(n)
 	switch n.compute {
 	case "cancel":
 		r.Cancel(n.name + " cannot commit now")
@@ -403,10 +459,29 @@ func (n *tnode) recompute(r *incproc.Run) error {
 	return nil
 }
 
+// sourceCompute counts the ticks in key t, updated only when there were
+// some since the last Compute.
+func (n *tnode) sourceCompute(r *incproc.Run) error {
+	if n.ticks == 0 {
+		return nil
+	}
+	n.h.say("%s: %d ticks", n.name, n.ticks)
+	prev := 0
+	if v, ok := n.data["t"]; ok {
+		fmt.Sscan(v, &prev)
+	}
+	n.data["t"] = fmt.Sprint(prev + n.ticks)
+	n.ticks = 0
+	n.tracked["t"] = true
+	r.SetUpdated()
+	return nil
+}
+
 func (n *tnode) handlerFor(in *tnode) incproc.Handler {
 	return func(r *incproc.Run) (bool, error) {
 		mode := n.handler[in.name]
 		n.h.say("%s: handle %s %s: %s", n.name, in.name, formatKeys(in.tracked), mode)
+		n.h.ran(n)
 		switch mode {
 		case "unhandled":
 			return false, nil
@@ -431,7 +506,7 @@ func formatKeys(m map[string]bool) string {
 // fresh is what a full compute from the input nodes' data gives for n.
 func (n *tnode) fresh() map[string]string {
 	if len(n.inputs) == 0 {
-		return n.data
+		return n.data // an input node, or a source
 	}
 	ins := make([]map[string]string, len(n.inputs))
 	keys := map[string]bool{}
