@@ -333,7 +333,7 @@ func (c *Compiler) compileNormal(lf *Lflow, nf Normal, acts []Action, ctx *Conte
 			for j, m := range cl.Alts {
 				d[j].SetMaskedU128(f, toFlow(m.Value.Lsh(shift)), toFlow(m.Mask.Lsh(shift)))
 			}
-			if cl.Field.Nominal {
+			if cl.Field.NoConjunction {
 				// Nominal fields (eth.type, ip.proto) are never a
 				// dimension of a conjunction: like ovn-controller, cross
 				// them into every rule instead.

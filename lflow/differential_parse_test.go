@@ -21,8 +21,9 @@ var parseReport = flag.String("ovnparse.report", "", "write every input's govn a
 // TestDifferentialParser feeds the same matches and actions to this
 // package's parser and to the real OVN 23.03 parser (through ovn-trace,
 // see package ovnparse) and requires the same accept/refuse on every one:
-// the inputs of testdata/ovnparse/matches.txt and actions.txt and matches
-// generated from the symbol table with a fixed seed.
+// the inputs of testdata/ovnparse/matches.txt and actions.txt, the cases
+// of testdata/exprs.txt, and matches generated from the symbol table with
+// a fixed seed.
 func TestDifferentialParser(t *testing.T) {
 	if err := ovnparse.Available(); err != nil {
 		t.Skip(err)
@@ -41,6 +42,10 @@ func TestDifferentialParser(t *testing.T) {
 			t.Fatal(err)
 		}
 		ins = append(ins, more...)
+	}
+	// The golden cases of exprs.txt: OVN must agree with each.
+	for _, c := range readCases(t, "testdata/exprs.txt") {
+		ins = append(ins, ovnparse.Input{Kind: ovnparse.Match, Text: c[1], Where: "exprs.txt " + c[0]})
 	}
 	for i, m := range generateMatches(st, 1, 1500) {
 		ins = append(ins, ovnparse.Input{Kind: ovnparse.Match, Text: m, Where: fmt.Sprintf("generated #%d", i)})
@@ -77,12 +82,12 @@ func readKnown(t *testing.T, path string) map[string]bool {
 // compareWithOVN asks OVN and this package about each input and reports
 // every disagreement as a test error, except those listed in the file
 // knownPath (see readKnown; "" for none), which are logged. It returns the
-// number of inputs and of agreements. Matches are checked with ParseExpr followed by
-// Normalize against ovnparse.DefaultEnv; actions with ParseActions.
+// number of inputs and of agreements. Matches are checked with ParseExpr
+// followed by CheckRefs against differentialEnv; actions with ParseActions.
 func compareWithOVN(t *testing.T, st *Symtab, ins []ovnparse.Input, knownPath string) (n, agree int) {
 	t.Helper()
 	known := readKnown(t, knownPath)
-	ovnEnv := ovnparse.DefaultEnv()
+	ovnEnv := differentialEnv()
 	verdicts, err := ovnparse.Check(context.Background(), t.TempDir(), ovnEnv, ins)
 	if err != nil {
 		t.Fatal(err)
@@ -148,8 +153,18 @@ func govnVerdict(st *Symtab, env Env, in ovnparse.Input) error {
 	if err != nil {
 		return err
 	}
-	_, err = st.Normalize(e, env)
-	return err
+	return st.CheckRefs(e, env)
+}
+
+// differentialEnv is ovnparse.DefaultEnv plus the address sets and port
+// groups that testdata/exprs.txt names (as newTestEnv has them).
+func differentialEnv() ovnparse.Env {
+	e := ovnparse.DefaultEnv()
+	e.AddressSets["as_clients"] = []string{"10.0.0.11", "10.0.0.12", "20.0.0.0/24"}
+	e.AddressSets["as_v6"] = []string{"aef0::11", "aef0::12"}
+	e.AddressSets["pg_web_ip4"] = []string{"10.0.0.11", "10.0.0.12"}
+	e.PortGroups["pg_web"] = []string{"sw0-p1", "sw0-p2"}
+	return e
 }
 
 // envFrom turns the Southbound environment of the OVN side into an Env.

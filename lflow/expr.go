@@ -129,6 +129,9 @@ type parser struct {
 	inActions bool
 	// arena, if set, provides the nodes of the tree (see astArena).
 	arena *astArena
+	// neg is set inside an odd number of ! operators: OVN's equality
+	// rules for nominal fields take them into account.
+	neg bool
 }
 
 func (p *parser) newCmp(r FieldRef) *CmpExpr {
@@ -217,6 +220,7 @@ func (p *parser) accept(k TokenKind) bool {
 
 func (p *parser) parseExpr(s string) (Expr, error) {
 	p.reset(s)
+	p.neg = false
 	if p.err != nil {
 		return nil, p.err
 	}
@@ -233,12 +237,6 @@ func (p *parser) parseExpr(s string) (Expr, error) {
 // orAnd parses X && Y && ... or X || Y || ...; mixing them needs
 // parentheses, as in OVN.
 func (p *parser) orAnd() Expr {
-	p.depth++
-	defer func() { p.depth-- }()
-	if p.depth > maxDepth {
-		p.errorf("expression nested too deeply")
-		return &BoolExpr{}
-	}
 	first := p.not()
 	op := p.tok.Kind
 	if op != TokAnd && op != TokOr {
@@ -257,18 +255,23 @@ func (p *parser) orAnd() Expr {
 	return p.junction(op == TokAnd, terms)
 }
 
+// not parses [!]primary. As in OVN, ! applies only to an atomic operand
+// (a parenthesized expression, a bare field or predicate, 0 or 1, or a
+// function), so "!!x" and "!tcp.src == 80" are refused.
 func (p *parser) not() Expr {
-	if p.tok.Kind == TokNot {
-		p.advance()
-		p.depth++
-		defer func() { p.depth-- }()
-		if p.depth > maxDepth {
-			p.errorf("expression nested too deeply")
-			return &BoolExpr{}
-		}
-		return &NotExpr{X: p.not()}
+	if p.tok.Kind != TokNot {
+		e, _ := p.primary()
+		return e
 	}
-	return p.primary()
+	pos := p.tok.Pos
+	p.advance()
+	p.neg = !p.neg
+	e, atomic := p.primary()
+	p.neg = !p.neg
+	if p.err == nil && !atomic {
+		p.errorAt(pos, "missing parentheses around operand of !")
+	}
+	return &NotExpr{X: e}
 }
 
 func isRelop(k TokenKind) bool {
@@ -290,89 +293,127 @@ func flipRelop(k TokenKind) TokenKind {
 	return k
 }
 
-func (p *parser) primary() Expr {
-	switch p.tok.Kind {
-	case TokLParen:
+// startsValues reports whether a token can begin a constant set.
+func startsValues(k TokenKind) bool {
+	return k == TokInt || k == TokString || k == TokLCurly || k == TokAddrSet || k == TokPortGroup
+}
+
+// primary parses an operand of ! or of && and ||. atomic says whether
+// ! may be applied to it without parentheses.
+func (p *parser) primary() (e Expr, atomic bool) {
+	switch {
+	case p.tok.Kind == TokLParen:
+		if p.depth >= maxDepth {
+			p.errorf("parentheses nested too deeply")
+			return &BoolExpr{}, true
+		}
 		p.advance()
+		p.depth++
 		e := p.orAnd()
+		p.depth--
 		p.expect(TokRParen)
-		return e
-	case TokInt, TokString:
-		// "0", "1", or a constant on the left: 80 == tcp.src,
-		// 1024 <= tcp.src <= 49151.
-		c := p.constant()
-		if p.err != nil {
-			return &BoolExpr{}
+		return e, true
+	case startsValues(p.tok.Kind):
+		return p.constantFirst()
+	case p.tok.Kind == TokIdent:
+		if peek := p.lex; peek.Next().Kind == TokLParen {
+			return p.function(), true
 		}
-		if !isRelop(p.tok.Kind) {
-			if !c.IsStr && !c.Masked && c.Value.Hi == 0 && c.Value.Lo <= 1 && c.Format == FmtDecimal {
-				return &BoolExpr{Value: c.Value.Lo == 1}
-			}
-			p.errorf("constant %s must be compared with a field", constText(&c))
-			return &BoolExpr{}
-		}
-		op := flipRelop(p.tok.Kind)
-		p.advance()
-		cmp := p.fieldRef()
-		if p.err != nil {
-			return &BoolExpr{}
-		}
-		cmp.Op, cmp.Kind, cmp.C = op, RefConst, c
-		p.checkCmp(cmp)
-		if isRelop(p.tok.Kind) {
-			// a <= x <= b
-			op2 := p.tok.Kind
-			p.advance()
-			cmp2 := *cmp
-			cmp2.Op = op2
-			p.rhs(&cmp2)
-			p.checkCmp(&cmp2)
-			return &AndExpr{Terms: []Expr{cmp, &cmp2}}
-		}
-		return cmp
-	case TokIdent:
-		if p.tok.Text == "is_chassis_resident" {
-			p.advance()
-			p.expect(TokLParen)
-			arg := p.tok.Str
-			if !p.expect(TokString) {
-				return &BoolExpr{}
-			}
-			p.expect(TokRParen)
-			return &FuncExpr{Name: "is_chassis_resident", Arg: arg}
-		}
-		sym := p.symtab.Lookup(p.tok.Text)
-		if sym != nil && sym.Kind == KindPredicate {
-			p.advance()
-			if isRelop(p.tok.Kind) {
-				p.errorf("predicate %s cannot be compared; use it alone or negate it with !", sym.Name)
-			}
-			// Every mention of a predicate shares one node: parsed
-			// expressions are read-only.
-			return sym.mention
-		}
-		r, ok := p.fieldRefValue(sym)
+		r, ok := p.fieldRefValue(nil)
 		if !ok {
-			return &BoolExpr{}
+			return &BoolExpr{}, false
 		}
 		cmp := p.newCmp(r)
-		if !isRelop(p.tok.Kind) {
-			if cmp.Width() != 1 {
-				p.errorf("explicit comparison required for %d-bit field %s (only one-bit fields may be used alone)", cmp.Width(), fieldText(cmp))
-				return &BoolExpr{}
-			}
-			cmp.Op, cmp.Implicit, cmp.Kind = TokEq, true, RefConst
-			cmp.C = Const{Value: U128{Lo: 1}}
-			return cmp
+		if isRelop(p.tok.Kind) {
+			cmp.Op = p.tok.Kind
+			p.advance()
+			p.values(cmp)
+			return p.finishCmp(cmp), false
 		}
-		cmp.Op = p.tok.Kind
-		p.advance()
-		p.rhs(cmp)
-		p.checkCmp(cmp)
-		return cmp
+		// A bare field means field != 0; OVN allows it for a one-bit
+		// field, or for any field under an odd number of ! (so that
+		// "!vlan.pcp" is vlan.pcp == 0).
+		switch {
+		case cmp.Sym.Kind == KindString || p.tok.Kind == TokEquals:
+			p.errorf("expected a relational operator, found %s", p.describe())
+			return &BoolExpr{}, false
+		case cmp.Width() > 1 && !p.neg:
+			p.errorf("explicit `!= 0' is required to test multibit field %s against 0", fieldText(cmp))
+			return &BoolExpr{}, false
+		}
+		cmp.Op, cmp.Kind, cmp.Implicit = TokNe, RefConst, true
+		e := p.finishCmp(cmp)
+		if c, ok := e.(*CmpExpr); ok && c.Width() == 1 {
+			// The same test, written the way one-bit tests are kept.
+			c.Op, c.C = TokEq, Const{Value: U128{Lo: 1}}
+		}
+		return e, true
 	}
 	p.errorf("expected a field, predicate, constant or '(', found %s", p.describe())
-	return &BoolExpr{}
+	return &BoolExpr{}, false
+}
+
+// function parses is_chassis_resident("port"), the one function of the
+// match language.
+func (p *parser) function() Expr {
+	if p.tok.Text != "is_chassis_resident" {
+		p.errorf("unknown function %s", p.tok.Text)
+		return &BoolExpr{}
+	}
+	p.advance() // name
+	p.advance() // (
+	arg := p.tok.Str
+	if p.tok.Kind != TokString {
+		p.errorf("expected a string, found %s", p.describe())
+		return &BoolExpr{}
+	}
+	p.advance()
+	p.expect(TokRParen)
+	return &FuncExpr{Name: "is_chassis_resident", Arg: arg}
+}
+
+// constantFirst parses what starts with constants: the Booleans 0 and 1,
+// "C relop field" and the range "C1 relop field relop C2".
+func (p *parser) constantFirst() (Expr, bool) {
+	var left CmpExpr
+	single := p.tok.Kind == TokInt && p.tok.Format == FmtDecimal
+	p.values(&left)
+	if p.err != nil {
+		return &BoolExpr{}, false
+	}
+	if !isRelop(p.tok.Kind) && single && left.Kind == RefConst && !left.C.Masked &&
+		left.C.Value.Hi == 0 && left.C.Value.Lo <= 1 {
+		return &BoolExpr{Value: left.C.Value.Lo == 1}, true
+	}
+	if !isRelop(p.tok.Kind) {
+		p.errorf("expected a relational operator, found %s", p.describe())
+		return &BoolExpr{}, false
+	}
+	op1 := p.tok.Kind
+	p.advance()
+	r, ok := p.fieldRefValue(nil)
+	if !ok {
+		return &BoolExpr{}, false
+	}
+	cmp := p.newCmp(r)
+	cmp.Op, cmp.Kind, cmp.C, cmp.Set, cmp.Name = flipRelop(op1), left.Kind, left.C, left.Set, left.Name
+	if !isRelop(p.tok.Kind) {
+		return p.finishCmp(cmp), false
+	}
+	// A range: both operators must point the same way.
+	op2 := p.tok.Kind
+	less := func(k TokenKind) bool { return k == TokLt || k == TokLe }
+	more := func(k TokenKind) bool { return k == TokGt || k == TokGe }
+	if !(less(op1) && less(op2) || more(op1) && more(op2)) {
+		p.errorf("a range must be written x < field < y or x > field > y (with <= or >= allowed)")
+		return &BoolExpr{}, false
+	}
+	p.advance()
+	cmp2 := p.newCmp(r)
+	cmp2.Op = op2
+	p.values(cmp2)
+	e1, e2 := p.finishCmp(cmp), p.finishCmp(cmp2)
+	return &AndExpr{Terms: []Expr{e1, e2}}, false
 }
 
 // fieldRef parses a field name with optional [lo..hi] bits into a new
@@ -386,7 +427,8 @@ func (p *parser) fieldRef() *CmpExpr {
 }
 
 // fieldRefValue parses a field name (already looked up as sym, if not
-// nil) with optional [lo..hi] bits.
+// nil) with optional [lo..hi] bits. In a match, predicates count as
+// one-bit fields.
 func (p *parser) fieldRefValue(sym *Symbol) (FieldRef, bool) {
 	if p.tok.Kind != TokIdent {
 		p.errorf("expected a field name, found %s", p.describe())
@@ -399,12 +441,8 @@ func (p *parser) fieldRefValue(sym *Symbol) (FieldRef, bool) {
 		p.errorf("unknown field %s", p.tok.Text)
 		return FieldRef{}, false
 	}
-	if sym.Kind == KindPredicate {
+	if sym.Kind == KindPredicate && p.inActions {
 		p.errorf("predicate %s used where a field is needed", sym.Name)
-		return FieldRef{}, false
-	}
-	if sym.OVNField && !p.inActions {
-		p.errorf("%s can only be assigned, not matched", sym.Name)
 		return FieldRef{}, false
 	}
 	p.advance()
@@ -423,11 +461,7 @@ func (p *parser) fieldRefValue(sym *Symbol) (FieldRef, bool) {
 func (p *parser) bitRange(sym *Symbol) (lo, hi int, ok bool) {
 	p.advance() // [
 	if sym.Kind == KindString {
-		p.errorf("string field %s has no bits to select", sym.Name)
-		return 0, 0, false
-	}
-	if sym.Nominal {
-		p.errorf("cannot select bits of nominal field %s", sym.Name)
+		p.errorf("cannot select bits of string field %s", sym.Name)
 		return 0, 0, false
 	}
 	readInt := func() int {
@@ -447,19 +481,24 @@ func (p *parser) bitRange(sym *Symbol) (lo, hi int, ok bool) {
 	if p.err != nil || !p.expect(TokRSquare) {
 		return 0, 0, false
 	}
-	if lo > hi {
+	switch {
+	case lo > hi:
 		p.errorf("bit range %d..%d of %s is backwards", lo, hi, sym.Name)
-		return 0, 0, false
-	}
-	if hi >= sym.Width {
+	case hi >= sym.Width:
 		p.errorf("bit %d is outside %d-bit field %s", hi, sym.Width, sym.Name)
-		return 0, 0, false
+	case sym.Nominal && (lo != 0 || hi != sym.Width-1):
+		// All of a nominal field is allowed: eth.type[0..15].
+		p.errorf("cannot select some bits of nominal field %s", sym.Name)
+	default:
+		return lo, hi, true
 	}
-	return lo, hi, true
+	return 0, 0, false
 }
 
-// rhs parses the right side of a comparison.
-func (p *parser) rhs(cmp *CmpExpr) {
+// values parses the constant side of a comparison: a constant, an
+// address set, a port group or a braced set of these, all integers or
+// all strings.
+func (p *parser) values(cmp *CmpExpr) {
 	switch p.tok.Kind {
 	case TokAddrSet:
 		cmp.Kind, cmp.Name = RefAddrSet, p.tok.Str
@@ -470,27 +509,48 @@ func (p *parser) rhs(cmp *CmpExpr) {
 	case TokLCurly:
 		p.advance()
 		cmp.Kind = RefSet
-		for p.tok.Kind != TokRCurly && p.err == nil {
+		strs := false
+		for p.err == nil {
+			var el SetElem
 			switch p.tok.Kind {
 			case TokAddrSet:
-				cmp.Set = append(cmp.Set, SetElem{Kind: RefAddrSet, Name: p.tok.Str})
-				p.advance()
+				el = SetElem{Kind: RefAddrSet, Name: p.tok.Str}
 			case TokPortGroup:
-				cmp.Set = append(cmp.Set, SetElem{Kind: RefPortGroup, Name: p.tok.Str})
-				p.advance()
+				el = SetElem{Kind: RefPortGroup, Name: p.tok.Str}
+			case TokInt, TokString:
 			default:
-				cmp.Set = append(cmp.Set, SetElem{Kind: RefConst, C: p.constant()})
+				p.errorf("expected a constant, found %s", p.describe())
+				return
 			}
+			isStr := p.tok.Kind == TokString || p.tok.Kind == TokPortGroup
+			if len(cmp.Set) == 0 {
+				strs = isStr
+			} else if isStr != strs {
+				p.errorf("expected %s in a set of %ss, found %s", kindName(strs), kindName(strs), p.describe())
+				return
+			}
+			if el.Kind == RefConst {
+				el.C = p.constant()
+			} else {
+				p.advance()
+			}
+			cmp.Set = append(cmp.Set, el)
 			p.accept(TokComma)
-		}
-		p.expect(TokRCurly)
-		if p.err == nil && len(cmp.Set) == 0 {
-			p.errorf("empty set")
+			if p.accept(TokRCurly) {
+				break
+			}
 		}
 	default:
 		cmp.Kind = RefConst
 		cmp.C = p.constant()
 	}
+}
+
+func kindName(str bool) string {
+	if str {
+		return "string"
+	}
+	return "integer"
 }
 
 // constant parses INT[/INT] or STRING.
@@ -519,16 +579,17 @@ func (p *parser) constant() Const {
 					w = 128
 				}
 				if m.Value.Hi != 0 || m.Value.Lo > uint64(w) {
-					p.errorf("prefix length %s is longer than %d", m.Text, w)
+					p.errorAt(pos, "prefix length %s is longer than %d", m.Text, w)
 					return c
 				}
 				c.Prefix = int(m.Value.Lo)
 				c.Mask = Ones(c.Prefix).Lsh(w - c.Prefix)
+			} else if m.Format != c.Format {
+				// As in OVN: 80/0xffff is refused, 0x50/0xffff is not.
+				p.errorAt(pos, "value and mask have incompatible formats")
+				return c
 			} else {
 				c.Mask, c.MaskFmt = m.Value, m.Format
-			}
-			if !c.Value.And(c.Mask.Not()).IsZero() {
-				p.errorAt(pos, "value %s has 1-bits outside its mask", constText(&c))
 			}
 		}
 		return c
@@ -537,70 +598,214 @@ func (p *parser) constant() Const {
 	return Const{}
 }
 
-// checkCmp checks a comparison against its field's type.
+// constWidth is the width OVN gives a constant when checking it against
+// a field: that of its mask, else 32, 128 or 48 for an IPv4, IPv6 or
+// Ethernet address, else the number of bits its value needs.
+func constWidth(c *Const) int {
+	if c.Masked {
+		return c.Mask.BitLen()
+	}
+	switch c.Format {
+	case FmtIPv4:
+		return 32
+	case FmtIPv6:
+		return 128
+	case FmtMAC:
+		return 48
+	}
+	return c.Value.BitLen()
+}
+
+// finishCmp checks a comparison as OVN does and returns it, or, for a
+// predicate, the test of the predicate it means.
+func (p *parser) finishCmp(cmp *CmpExpr) Expr {
+	p.checkCmp(cmp)
+	if p.err != nil {
+		return &BoolExpr{}
+	}
+	if cmp.Sym.Kind == KindPredicate {
+		return p.predicateCmp(cmp)
+	}
+	return cmp
+}
+
+// checkCmp checks a comparison against its field's type, in the order
+// OVN does: the kind and width of the constants, the operator, and the
+// equality rules of nominal fields and predicates (taking the enclosing
+// negations, p.neg, into account).
 func (p *parser) checkCmp(cmp *CmpExpr) {
 	if p.err != nil {
 		return
 	}
 	sym := cmp.Sym
 	isStr := sym.Kind == KindString
-	if (cmp.Op != TokEq && cmp.Op != TokNe) && (sym.Nominal || isStr) {
-		p.errorf("only == and != can compare nominal field %s", sym.Name)
-		return
-	}
-	if cmp.Op != TokEq && cmp.Op != TokNe && cmp.Kind != RefConst {
-		p.errorf("%s cannot compare %s with a set", cmp.Op, sym.Name)
-		return
-	}
-	check := func(c *Const) {
-		if isStr != c.IsStr {
-			if isStr {
-				p.errorf("%s is a string field; compare it with a quoted port name", sym.Name)
-			} else {
-				p.errorf("%s is an integer field; cannot compare it with string %q", fieldText(cmp), c.Str)
-			}
-			return
-		}
-		if isStr {
-			return
-		}
-		if cmp.Op != TokEq && cmp.Op != TokNe && c.Masked {
-			p.errorf("%s cannot take a masked constant", cmp.Op)
-			return
-		}
-		w := cmp.Width()
-		if c.Value.BitLen() > w || c.Masked && c.Mask.BitLen() > w {
-			p.errorf("constant %s is wider than the %d-bit field %s", constText(c), w, fieldText(cmp))
-		}
-	}
+	var consts []*Const // the constants written here (not of named sets)
+	valStr := false
 	switch cmp.Kind {
 	case RefConst:
-		check(&cmp.C)
+		consts = append(consts, &cmp.C)
+		valStr = cmp.C.IsStr
+	case RefAddrSet:
+	case RefPortGroup:
+		valStr = true
 	case RefSet:
 		for i := range cmp.Set {
-			e := &cmp.Set[i]
-			switch e.Kind {
-			case RefConst:
-				check(&e.C)
-			case RefPortGroup:
-				if !isStr {
-					p.errorf("port group @%s can only be compared with inport or outport", e.Name)
-				}
-			case RefAddrSet:
-				if isStr {
-					p.errorf("address set $%s cannot be compared with string field %s", e.Name, sym.Name)
-				}
+			if e := &cmp.Set[i]; e.Kind == RefConst {
+				consts = append(consts, &e.C)
 			}
 		}
-	case RefPortGroup:
-		if !isStr {
-			p.errorf("port group @%s can only be compared with inport or outport", cmp.Name)
-		}
-	case RefAddrSet:
+		valStr = cmp.Set[0].Kind == RefPortGroup || cmp.Set[0].Kind == RefConst && cmp.Set[0].C.IsStr
+	}
+	if isStr != valStr {
 		if isStr {
-			p.errorf("address set $%s cannot be compared with string field %s", cmp.Name, sym.Name)
+			p.errorf("string field %s is not compatible with integer constant", sym.Name)
+		} else {
+			p.errorf("integer field %s is not compatible with string constant", sym.Name)
+		}
+		return
+	}
+	if !isStr {
+		for _, c := range consts {
+			// OVN checks the width of the symbol, not of the selected
+			// bits: reg0[0..7] == 0x100 is accepted (and tests 0).
+			if w := constWidth(c); w > sym.Width {
+				p.errorf("%d-bit constant %s is not compatible with %d-bit field %s", w, constText(c), sym.Width, sym.Name)
+				return
+			}
 		}
 	}
+	if cmp.Op != TokEq && cmp.Op != TokNe {
+		switch {
+		case cmp.Kind == RefSet:
+			p.errorf("only == and != can compare %s with a set of values", sym.Name)
+		case sym.Nominal:
+			p.errorf("only == and != can be used with nominal field %s", sym.Name)
+		case sym.Kind == KindPredicate:
+			p.errorf("only == and != can be used with Boolean field %s", sym.Name)
+		case cmp.Kind == RefConst && cmp.C.Masked:
+			p.errorf("only == and != can compare with a masked constant; use bits instead (eth.src[0..15] > 0x1111)")
+		}
+		if p.err != nil {
+			return
+		}
+	}
+	if sym.Kind == KindPredicate {
+		if cmp.Kind == RefAddrSet || cmp.Kind == RefSet && len(consts) < len(cmp.Set) {
+			p.errorf("predicate %s cannot be compared with an address set", sym.Name)
+			return
+		}
+		for _, c := range consts {
+			if sym.Nominal && predicatePositive(cmp.Op, c) == p.neg {
+				p.errorf("nominal predicate %s may only be tested positively (%s or %s == 1, not !%s or %s == 0)", sym.Name, sym.Name, sym.Name, sym.Name, sym.Name)
+				return
+			}
+		}
+		return
+	}
+	want := TokEq
+	if p.neg {
+		want = TokNe
+	}
+	if sym.Nominal && cmp.Op != want {
+		p.errorf("nominal field %s may only be tested for equality (taking enclosing `!' operators into account)", sym.Name)
+	}
+}
+
+// predicatePositive reports whether "pred OP c" tests the predicate
+// itself rather than its negation.
+func predicatePositive(op TokenKind, c *Const) bool {
+	return (c.Value.Lo&1 == 1) != (op == TokNe)
+}
+
+// predicateCmp turns a comparison of a predicate with 0 or 1 (or a set
+// of them) into the predicate or its negation.
+func (p *parser) predicateCmp(cmp *CmpExpr) Expr {
+	one := func(c *Const) Expr {
+		if c.Masked && c.Mask.Lo&1 == 0 {
+			return &BoolExpr{Value: cmp.Op == TokEq} // pred == x/0 always holds
+		}
+		if predicatePositive(cmp.Op, c) {
+			return cmp.Sym.mention
+		}
+		return &NotExpr{X: cmp.Sym.mention}
+	}
+	if cmp.Kind == RefConst {
+		return one(&cmp.C)
+	}
+	terms := make([]Expr, 0, len(cmp.Set))
+	for i := range cmp.Set {
+		terms = append(terms, one(&cmp.Set[i].C))
+	}
+	if len(terms) == 1 {
+		return terms[0]
+	}
+	// pred == {a, b} is either; pred != {a, b} is neither.
+	if cmp.Op == TokEq {
+		return &OrExpr{Terms: terms}
+	}
+	return &AndExpr{Terms: terms}
+}
+
+// CheckRefs checks, as OVN's parser does, the address sets and port
+// groups that e names: each must be in env, and each address must fit
+// the field it is compared with. A relation (<, >=, ...) with an address
+// set needs a non-empty set whose first address is not masked.
+func (t *Symtab) CheckRefs(e Expr, env Env) error {
+	switch e := e.(type) {
+	case *AndExpr:
+		return t.checkRefsAll(e.Terms, env)
+	case *OrExpr:
+		return t.checkRefsAll(e.Terms, env)
+	case *NotExpr:
+		return t.CheckRefs(e.X, env)
+	case *CmpExpr:
+		check := func(kind RefKind, name string) error {
+			switch kind {
+			case RefPortGroup:
+				if _, ok := env.PortGroup(name); !ok {
+					return fmt.Errorf("unknown port group @%s", name)
+				}
+			case RefAddrSet:
+				cs, ok := env.AddressSet(name)
+				if !ok {
+					return fmt.Errorf("unknown address set $%s", name)
+				}
+				for i := range cs {
+					if w := constWidth(&cs[i]); w > e.Sym.Width {
+						return fmt.Errorf("address set $%s: %d-bit constant %s is not compatible with %d-bit field %s", name, w, constText(&cs[i]), e.Sym.Width, e.Sym.Name)
+					}
+				}
+				if e.Op != TokEq && e.Op != TokNe {
+					switch {
+					case len(cs) == 0:
+						return fmt.Errorf("only == and != can compare %s with an empty address set $%s", e.Sym.Name, name)
+					case cs[0].Masked:
+						return fmt.Errorf("only == and != can compare with a masked constant (the first of address set $%s)", name)
+					}
+				}
+			}
+			return nil
+		}
+		if e.Kind == RefSet {
+			for i := range e.Set {
+				if err := check(e.Set[i].Kind, e.Set[i].Name); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		return check(e.Kind, e.Name)
+	}
+	return nil
+}
+
+func (t *Symtab) checkRefsAll(terms []Expr, env Env) error {
+	for _, x := range terms {
+		if err := t.CheckRefs(x, env); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Printing.
@@ -633,6 +838,13 @@ func (e *OrExpr) write(sb *strings.Builder, prec int)  { writeTerms(sb, prec, e.
 
 func (e *NotExpr) write(sb *strings.Builder, _ int) {
 	sb.WriteByte('!')
+	if _, double := e.X.(*NotExpr); double {
+		// "!!x" does not parse: ! takes an atomic operand.
+		sb.WriteByte('(')
+		e.X.write(sb, precTop)
+		sb.WriteByte(')')
+		return
+	}
 	e.X.write(sb, precNot)
 }
 

@@ -406,6 +406,9 @@ func (l *Lexer) lexNumber() Token {
 		}
 		tok.Value, tok.Format = v, FmtHex
 	default:
+		if len(run) > 1 && run[0] == '0' {
+			return l.fail(start, "decimal constant %q has a leading zero", run)
+		}
 		var v U128
 		for i := 0; i < len(run); i++ {
 			c := run[i]

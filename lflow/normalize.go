@@ -525,7 +525,7 @@ func (n *normalizer) leaf(e *CmpExpr, neg bool) (Normal, error) {
 		if op == TokEq && e.Kind == RefConst {
 			m := full
 			if e.C.Masked {
-				m = e.C.Mask
+				m = e.C.Mask.And(full)
 			}
 			return singleNormal(field, Masked{e.C.Value.And(m).Lsh(ofs), m.Lsh(ofs)}), nil
 		}
@@ -538,7 +538,7 @@ func (n *normalizer) leaf(e *CmpExpr, neg bool) (Normal, error) {
 			for _, k := range consts {
 				m := full
 				if k.Masked {
-					m = k.Mask
+					m = k.Mask.And(full)
 				}
 				c.Alts = appendAlts(c.Alts, []Masked{{k.Value.And(m).Lsh(ofs), m.Lsh(ofs)}})
 			}
@@ -554,7 +554,7 @@ func (n *normalizer) leaf(e *CmpExpr, neg bool) (Normal, error) {
 		for _, k := range consts {
 			m := full
 			if k.Masked {
-				m = k.Mask
+				m = k.Mask.And(full)
 			}
 			off = append(off, Masked{k.Value.And(m).Lsh(ofs), m.Lsh(ofs)})
 		}
@@ -567,11 +567,38 @@ func (n *normalizer) leaf(e *CmpExpr, neg bool) (Normal, error) {
 		}
 		return Normal{Conj{{Field: field, Alts: on}}}, nil
 	default:
+		if e.Kind == RefAddrSet {
+			// As in OVN, f < $set holds when f < each address (so its
+			// negation when f >= some address).
+			consts, err := n.consts(e)
+			if err != nil {
+				return nil, err
+			}
+			out := normTrue()
+			if neg {
+				out = normFalse()
+			}
+			for _, k := range consts {
+				one := *e
+				one.Kind, one.C = RefConst, k
+				r, err := n.leaf(&one, neg)
+				if err == nil && neg {
+					out, err = orNormal(out, r)
+				} else if err == nil {
+					out, err = n.andNormal(out, r)
+				}
+				if err != nil {
+					return nil, err
+				}
+			}
+			return out, nil
+		}
 		if e.Kind != RefConst {
 			return nil, fmt.Errorf("%s cannot compare with a set", relopText(e.Op))
 		}
 		lo, hi := U128{}, full
-		v := e.C.Value
+		// Constants are cut to the bits compared, as OVN cuts them.
+		v := e.C.Value.And(full)
 		switch op {
 		case TokLt:
 			if v.IsZero() {
@@ -648,7 +675,7 @@ func (n *normalizer) consts(e *CmpExpr) ([]Const, error) {
 	case RefConst:
 		return []Const{e.C}, nil
 	case RefAddrSet:
-		return n.addrSet(e.Name, e.Width())
+		return n.addrSet(e.Name, e.Sym.Width)
 	case RefSet:
 		out := make([]Const, 0, len(e.Set))
 		for _, el := range e.Set {
@@ -656,7 +683,7 @@ func (n *normalizer) consts(e *CmpExpr) ([]Const, error) {
 			case RefConst:
 				out = append(out, el.C)
 			case RefAddrSet:
-				cs, err := n.addrSet(el.Name, e.Width())
+				cs, err := n.addrSet(el.Name, e.Sym.Width)
 				if err != nil {
 					return nil, err
 				}
@@ -679,7 +706,7 @@ func (n *normalizer) addrSet(name string, w int) ([]Const, error) {
 		return nil, &UnresolvedError{"address set", name}
 	}
 	for i := range cs {
-		if cs[i].IsStr || cs[i].Value.BitLen() > w {
+		if cs[i].IsStr || constWidth(&cs[i]) > w {
 			return nil, fmt.Errorf("address set $%s: %s does not fit a %d-bit field", name, constText(&cs[i]), w)
 		}
 	}

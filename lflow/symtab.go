@@ -3,6 +3,7 @@ package lflow
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"text/tabwriter"
@@ -59,8 +60,15 @@ type Symbol struct {
 	Expansion string
 
 	// Nominal fields support only equality tests (eth.type, ip.proto,
-	// inport): relations and != are rejected as ovn-sb(5) says.
+	// inport), taking enclosing negations into account: relations, !=
+	// and !(f == c) are refused, as OVN refuses them. OVN makes every
+	// field nominal that OpenFlow cannot mask, and a predicate nominal
+	// when its expansion tests a nominal field (ip4, tcp): such a
+	// predicate may only be tested positively.
 	Nominal bool
+	// NoConjunction fields are never a dimension of a conjunctive match
+	// (OVN's "must crossproduct" fields: eth.type, ip.proto).
+	NoConjunction bool
 	// ReadOnly fields may be matched but not assigned.
 	ReadOnly bool
 	// OVNField marks a field OVN sets itself because the datapath has
@@ -162,6 +170,41 @@ func (b *symbolBuilder) subfield(name string, of *Symbol, lo, hi int, prereq str
 func (b *symbolBuilder) predicate(name, expansion string) *Symbol {
 	s := b.add(&Symbol{Name: name, Kind: KindPredicate, Width: 1, Expansion: expansion, ReadOnly: true})
 	s.mention = &PredExpr{Sym: s}
+	// Parsed now, with the symbols defined so far, because its level
+	// (nominal or Boolean) decides how later expansions may use it.
+	p := &parser{symtab: b.t}
+	e, err := p.parseExpr(expansion)
+	if err != nil {
+		if b.err == nil {
+			b.err = fmt.Errorf("expansion of %s: %w", name, err)
+		}
+		return s
+	}
+	s.Nominal = testsNominal(e)
+	return s
+}
+
+// testsNominal reports whether e tests a nominal field or predicate.
+func testsNominal(e Expr) bool {
+	switch e := e.(type) {
+	case *AndExpr:
+		return slices.ContainsFunc(e.Terms, testsNominal)
+	case *OrExpr:
+		return slices.ContainsFunc(e.Terms, testsNominal)
+	case *NotExpr:
+		return testsNominal(e.X)
+	case *CmpExpr:
+		return e.Sym.Nominal
+	case *PredExpr:
+		return e.Sym.Nominal
+	}
+	return false
+}
+
+// noConjunction marks a field as one never used as a dimension of a
+// conjunctive match.
+func noConjunction(s *Symbol) *Symbol {
+	s.NoConjunction = true
 	return s
 }
 
@@ -185,7 +228,7 @@ func NewSymtab() (*Symtab, error) {
 
 	// Logical ports: names that compile to keys in registers.
 	for _, p := range []struct{ name, dp string }{{"inport", DPInport}, {"outport", DPOutport}} {
-		s := &Symbol{Name: p.name, Kind: KindString, Width: 32, DP: p.dp, Nominal: true}
+		s := &Symbol{Name: p.name, Kind: KindString, Width: 32, DP: p.dp, Nominal: true, NoConjunction: true}
 		s.Field = s
 		b.add(s)
 	}
@@ -201,7 +244,6 @@ func NewSymtab() (*Symtab, error) {
 		{"flags.force_snat_for_lb", 3},
 		{"flags.skip_snat_for_lb", 9},
 		{"flags.use_snat_zone", 11},
-		{"flags.localnet", 15},
 	} {
 		b.subfield(f.name, flags, f.bit, f.bit, "")
 	}
@@ -209,7 +251,7 @@ func NewSymtab() (*Symtab, error) {
 	b.field("pkt.mark", 32, "pkt_mark", "", FmtHex)
 
 	// Connection tracking.
-	ctState := b.field("ct_state", 8, "ct_state", "", FmtHex)
+	ctState := b.field("ct_state", 32, "ct_state", "", FmtHex)
 	ctState.ReadOnly = true
 	b.subfield("ct.trk", ctState, 5, 5, "")
 	for _, c := range []struct {
@@ -235,39 +277,28 @@ func NewSymtab() (*Symtab, error) {
 	b.subfield("ct_label.ecmp_reply_eth", ctLabel, 32, 79, "")
 	b.subfield("ct_label.ecmp_reply_port", ctLabel, 80, 95, "")
 	b.subfield("ct_label.label", ctLabel, 96, 127, "")
-	for _, f := range []*Symbol{
-		b.nominal("ct_proto", 8, "ct_nw_proto", "ct.trk", FmtDecimal),
-		b.field("ct_nw_src", 32, "ct_nw_src", "ct.trk && ip4", FmtIPv4),
-		b.field("ct_nw_dst", 32, "ct_nw_dst", "ct.trk && ip4", FmtIPv4),
-		b.field("ct_ip6_src", 128, "ct_ipv6_src", "ct.trk && ip6", FmtIPv6),
-		b.field("ct_ip6_dst", 128, "ct_ipv6_dst", "ct.trk && ip6", FmtIPv6),
-		b.field("ct_tp_src", 16, "ct_tp_src", "ct.trk", FmtDecimal),
-		b.field("ct_tp_dst", 16, "ct_tp_dst", "ct.trk", FmtDecimal),
-	} {
-		f.ReadOnly = true
-	}
+	// OVN 23.03 has no ct_proto, ct_nw_src, ... (later versions do).
 
 	// Ethernet and VLAN.
 	b.field("eth.src", 48, "eth_src", "", FmtMAC)
 	b.field("eth.dst", 48, "eth_dst", "", FmtMAC)
-	b.nominal("eth.type", 16, "eth_type", "", FmtHex).ReadOnly = true
+	noConjunction(b.nominal("eth.type", 16, "eth_type", "", FmtHex)).ReadOnly = true
 	b.predicate("eth.bcast", "eth.dst == ff:ff:ff:ff:ff:ff")
 	b.predicate("eth.mcast", "eth.dst[40]")
-	b.predicate("eth.mcastv4", "eth.dst[24..47] == 0x01005e")
 	b.predicate("eth.mcastv6", "eth.dst[32..47] == 0x3333")
 	tci := b.field("vlan.tci", 16, "vlan_tci", "", FmtHex)
+	b.predicate("vlan.present", "vlan.tci[12]")
 	b.subfield("vlan.vid", tci, 0, 11, "vlan.present")
 	b.subfield("vlan.pcp", tci, 13, 15, "vlan.present")
-	b.subfield("vlan.present", tci, 12, 12, "")
 
 	// IP, common to IPv4 and IPv6.
 	b.predicate("ip4", "eth.type == 0x800")
 	b.predicate("ip6", "eth.type == 0x86dd")
 	b.predicate("ip", "ip4 || ip6")
-	b.nominal("ip.proto", 8, "nw_proto", "ip", FmtDecimal).ReadOnly = true
-	b.field("ip.dscp", 6, "nw_tos", "ip", FmtDecimal).DPOfs = 2
-	b.field("ip.ecn", 2, "nw_ecn", "ip", FmtDecimal)
-	b.field("ip.ttl", 8, "nw_ttl", "ip", FmtDecimal)
+	noConjunction(b.nominal("ip.proto", 8, "nw_proto", "ip", FmtDecimal)).ReadOnly = true
+	b.nominal("ip.dscp", 6, "nw_tos", "ip", FmtDecimal).DPOfs = 2
+	b.nominal("ip.ecn", 2, "nw_ecn", "ip", FmtDecimal)
+	b.nominal("ip.ttl", 8, "nw_ttl", "ip", FmtDecimal)
 	frag := b.field("ip.frag", 2, "nw_frag", "ip", FmtDecimal)
 	frag.ReadOnly = true
 	b.predicate("ip.is_frag", "ip.frag[0]")
@@ -296,18 +327,18 @@ func NewSymtab() (*Symtab, error) {
 
 	// ICMP.
 	b.predicate("icmp4", "ip4 && ip.proto == 1")
-	b.field("icmp4.type", 8, "icmp_type", "icmp4", FmtDecimal)
-	b.field("icmp4.code", 8, "icmp_code", "icmp4", FmtDecimal)
+	b.nominal("icmp4.type", 8, "icmp_type", "icmp4", FmtDecimal)
+	b.nominal("icmp4.code", 8, "icmp_code", "icmp4", FmtDecimal)
 	b.predicate("icmp6", "ip6 && ip.proto == 58")
-	b.field("icmp6.type", 8, "icmpv6_type", "icmp6", FmtDecimal)
-	b.field("icmp6.code", 8, "icmpv6_code", "icmp6", FmtDecimal)
+	b.nominal("icmp6.type", 8, "icmpv6_type", "icmp6", FmtDecimal)
+	b.nominal("icmp6.code", 8, "icmpv6_code", "icmp6", FmtDecimal)
 	b.predicate("icmp", "icmp4 || icmp6")
 
 	// ARP and RARP share datapath fields.
 	b.predicate("arp", "eth.type == 0x806")
 	b.predicate("rarp", "eth.type == 0x8035")
 	for _, p := range []string{"arp", "rarp"} {
-		b.field(p+".op", 16, "arp_op", p, FmtDecimal)
+		b.nominal(p+".op", 16, "arp_op", p, FmtDecimal)
 		b.field(p+".spa", 32, "arp_spa", p, FmtIPv4)
 		b.field(p+".tpa", 32, "arp_tpa", p, FmtIPv4)
 		b.field(p+".sha", 48, "arp_sha", p, FmtMAC)
@@ -320,7 +351,6 @@ func NewSymtab() (*Symtab, error) {
 	b.predicate("nd_na", "icmp6.type == 136 && icmp6.code == 0 && ip.ttl == 255")
 	b.predicate("nd_rs", "icmp6.type == 133 && icmp6.code == 0 && ip.ttl == 255")
 	b.predicate("nd_ra", "icmp6.type == 134 && icmp6.code == 0 && ip.ttl == 255")
-	b.predicate("nd_ns_mcast", "ip6.mcast && icmp6.type == 135 && icmp6.code == 0 && ip.ttl == 255")
 	b.field("nd.target", 128, "nd_target", "nd", FmtIPv6)
 	b.field("nd.sll", 48, "nd_sll", "nd_ns", FmtMAC)
 	b.field("nd.tll", 48, "nd_tll", "nd_na", FmtMAC)
@@ -340,8 +370,11 @@ func NewSymtab() (*Symtab, error) {
 	b.field("sctp.dst", 16, "sctp_dst", "sctp", FmtDecimal)
 
 	// OVN fields (ovn-sb(5) "ovn_field = constant").
-	for _, p := range []string{"icmp4", "icmp6"} {
-		s := &Symbol{Name: p + ".frag_mtu", Kind: KindField, Width: 16, Prereq: p, Format: FmtDecimal, OVNField: true}
+	for _, p := range []struct {
+		name  string
+		width int // as OVN has them: icmp6's is the 32-bit MTU of Packet Too Big
+	}{{"icmp4", 16}, {"icmp6", 32}} {
+		s := &Symbol{Name: p.name + ".frag_mtu", Kind: KindField, Width: p.width, Prereq: p.name, Format: FmtDecimal, OVNField: true, Nominal: true}
 		s.Field = s
 		b.add(s)
 	}
