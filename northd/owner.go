@@ -47,4 +47,6 @@ type owner struct {
 	// gone says the owner's row no longer exists: the next processing
 	// removes its output instead of generating it.
 	gone bool
+	// memo names the memo this owner computes (kindMemo only).
+	memo string
 }

@@ -35,6 +35,8 @@ type State struct {
 	sbIndex *sbIndex
 
 	featureCount featureCount
+	memos        map[string]*memoState
+	memoOwners   map[string]*owner
 
 	stats Stats
 }
@@ -70,6 +72,8 @@ func New(nbSchema, sbSchema *ovsdb.Schema, opts Options) *State {
 		refs:         make(map[ovsdb.UUID]recordKey),
 		dpIDs:        make(map[ovsdb.UUID]dpID),
 		keys:         make(map[ovsdb.UUID]*keySpace),
+		memos:        make(map[string]*memoState),
+		memoOwners:   make(map[string]*owner),
 	}
 	s.sbIndex = newSBIndex(s)
 	return s
@@ -150,6 +154,19 @@ func (s *State) Process() int {
 	for len(s.dirty) > 0 {
 		batch := s.dirty
 		s.dirty = nil
+		// Memos first: what they decide may make more owners stale.
+		memosDone := false
+		for _, o := range batch {
+			if o.key.kind == kindMemo && o.dirty {
+				o.dirty = false
+				s.refreshMemo(o)
+				memosDone = true
+			}
+		}
+		if memosDone && len(s.dirty) > 0 {
+			s.dirty = append(s.dirty, batch...)
+			continue
+		}
 		// Generate in a fixed order, so that tunnel keys are handed out
 		// the same way whatever order the changes came in.
 		slices.SortFunc(batch, func(a, b *owner) int {
@@ -159,7 +176,7 @@ func (s *State) Process() int {
 			return a.key.id.Compare(b.key.id)
 		})
 		for _, o := range batch {
-			if !o.dirty {
+			if !o.dirty || o.key.kind == kindMemo {
 				continue
 			}
 			o.dirty = false
@@ -178,6 +195,9 @@ func (s *State) Recompute() int {
 	s.stats.Recomputes++
 	s.ensureOwners()
 	for _, o := range s.owners {
+		s.markDirty(o)
+	}
+	for _, o := range s.memoOwners {
 		s.markDirty(o)
 	}
 	s.resyncSB()

@@ -8,23 +8,6 @@ import (
 	"github.com/govn/govn/schema/nb"
 )
 
-// switchPipeline generates the flows of a logical switch that do not
-// belong to any one port, ACL or load balancer.
-func switchPipeline(g *gen, sw *logicalSwitch) {
-	dp := sw.dp
-	for st := LSInCheckPortSec; st <= LSOutApplyPortSec; st++ {
-		switch st {
-		case LSInL2Lkup, LSInL2Unknown, LSOutApplyPortSec:
-			continue
-		}
-		g.Flow(dp, st, 0, "1", "next;")
-	}
-	g.Flow(dp, LSInL2Lkup, 70, "eth.mcast", `outport = "_MC_flood"; output;`)
-	g.Flow(dp, LSInL2Unknown, 50, `outport == "none"`, `outport = "_MC_unknown"; output;`)
-	g.Flow(dp, LSInL2Unknown, 0, "1", "output;")
-	g.Flow(dp, LSOutApplyPortSec, 0, "1", "output;")
-}
-
 // switchPort generates a logical switch port's Port_Binding and flows.
 func switchPort(g *gen, sw *logicalSwitch, lsp *nb.LogicalSwitchPort) {
 	key := g.PortKey(sw.nb.UUID, lsp.Name, requestedKey(g, lsp.Options))

@@ -1,0 +1,67 @@
+package northd
+
+// Memos are values derived from many rows that many owners read (a
+// switch's facts, say): computed once, with their own recorded
+// dependencies, and recomputed when those change. An owner that reads a
+// memo depends on the memo's value, not on everything the memo read, so a
+// change that leaves the value as it was (a new port on a switch that
+// already had ACLs) regenerates the memo and nothing else.
+//
+// A memo's value must be comparable (==), and its compute function must
+// read only through the gen it is given.
+
+// memoState is a memo's current value and how to compute it again.
+type memoState struct {
+	value   any
+	compute func(g *gen) any
+}
+
+// Memo returns the value of the memo named key, computing it (with
+// compute) if it is not known yet, and makes the owner depend on it. Every
+// caller must pass the same compute function for the same key.
+func (g *gen) Memo(key string, compute func(g *gen) any) any {
+	dk := depKey{kind: depDerived, name: key}
+	g.dep(dk)
+	m := g.s.memos[key]
+	if m == nil {
+		o := &owner{key: ownerKey{kind: kindMemo}, memo: key}
+		m = &memoState{compute: compute}
+		g.s.memos[key] = m
+		g.s.memoOwners[key] = o
+		m.value = g.s.computeMemo(o, m)
+	}
+	return m.value
+}
+
+// computeMemo runs a memo's compute function as owner o, replacing o's
+// recorded dependencies.
+func (s *State) computeMemo(o *owner, m *memoState) any {
+	for _, k := range o.deps {
+		s.deps.remove(k, o)
+	}
+	o.deps = nil
+	return m.compute(&gen{s: s, o: o})
+}
+
+// refreshMemo recomputes a stale memo and, if its value changed, marks its
+// readers stale. A memo nobody reads any more is dropped.
+func (s *State) refreshMemo(o *owner) {
+	m := s.memos[o.memo]
+	if m == nil {
+		return
+	}
+	dk := depKey{kind: depDerived, name: o.memo}
+	if len(s.deps[dk]) == 0 {
+		for _, k := range o.deps {
+			s.deps.remove(k, o)
+		}
+		delete(s.memos, o.memo)
+		delete(s.memoOwners, o.memo)
+		return
+	}
+	old := m.value
+	m.value = s.computeMemo(o, m)
+	if m.value != old {
+		s.touch(dk)
+	}
+}
