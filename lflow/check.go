@@ -20,6 +20,10 @@ type CheckOptions struct {
 	Compiler *Compiler
 }
 
+// ErrNoFlows is CheckListing's error for input that holds no logical flow
+// at all, such as a wrong file.
+var ErrNoFlows = errors.New("no logical flows in the input; want the output of ovn-sbctl lflow-list")
+
 // CheckResult counts what CheckListing saw.
 type CheckResult struct {
 	Parsed, Failed int
@@ -30,12 +34,16 @@ type CheckResult struct {
 // "ovn-sbctl lflow-list" listing read from r, writing to w one line per
 // failure (with its line number and what is wrong) and, with
 // opts.Normalize, each match's normal form. It ends with the line
-// "N parsed, M failed".
+// "N parsed, M failed". Input without a single flow line is ErrNoFlows,
+// and nothing is written.
 func (t *Symtab) CheckListing(r io.Reader, w io.Writer, opts CheckOptions) (CheckResult, error) {
 	var res CheckResult
 	flows, lineErrs, err := ReadListing(r)
 	if err != nil {
 		return res, err
+	}
+	if len(flows) == 0 && len(lineErrs) == 0 {
+		return res, ErrNoFlows
 	}
 	for _, e := range lineErrs {
 		fmt.Fprintf(w, "%v\n", e)

@@ -1,6 +1,7 @@
 package lflow
 
 import (
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -53,6 +54,23 @@ func TestCheckListingFailures(t *testing.T) {
 	}
 	if res.Parsed != 2 || res.Failed != 3 || res.Unresolved != 1 {
 		t.Errorf("got %+v", res)
+	}
+}
+
+func TestCheckListingNoFlows(t *testing.T) {
+	st := testSymtab(t)
+	for _, in := range []string{
+		"",
+		"\n\n",
+		"Datapath: \"sw0\" (5e4d2c3a-0000-0000-0000-000000000000)  Pipeline: ingress\n",
+		"{\"name\": \"not a listing\"}\n",
+		"_uuid : 0\nactions : \"next;\"\nmatch : \"1\"\n", // ovn-sbctl list, not lflow-list
+	} {
+		var out strings.Builder
+		_, err := st.CheckListing(strings.NewReader(in), &out, CheckOptions{})
+		if !errors.Is(err, ErrNoFlows) || out.Len() != 0 {
+			t.Errorf("%q: got error %v and output %q, want ErrNoFlows and nothing", in, err, out.String())
+		}
 	}
 }
 
