@@ -124,6 +124,8 @@ type harness struct {
 	// stopAfter runs.
 	stopAfter string
 	stop      func()
+	changes   int // the number of the last change made by any node
+	doubles   int // changes handed to a handler twice
 }
 
 // tnode is a test node: a view that merges its inputs' keys.
@@ -135,8 +137,14 @@ type tnode struct {
 	handler map[string]string // input name → handler mode
 	compute string
 	data    map[string]string
-	tracked map[string]bool
-	ticks   int // a source's pending clock ticks
+	// tracked maps each changed key to the number of its latest change
+	// (numbered across the harness), so that a handler given a change it
+	// already handled notices.
+	tracked map[string]int
+	// handledUpTo is, per input, the number of the latest change of each
+	// key the node consumed.
+	handledUpTo map[*tnode]map[string]int
+	ticks       int // a source's pending clock ticks
 	// committed is, for an output node, its data as the caller knows it
 	// from the changes it was given after each completed run.
 	committed map[string]string
@@ -208,19 +216,19 @@ func (h *harness) do(t *testing.T, line string) []string {
 	switch cmd {
 	case "add-input":
 		for _, name := range args {
-			n := &tnode{h: h, name: name, data: map[string]string{}, tracked: map[string]bool{}}
+			n := &tnode{h: h, name: name, data: map[string]string{}, tracked: map[string]int{}}
 			n.node = h.e.AddNode(name, incproc.NodeFuncs{ClearTracked: n.clearTracked})
 			h.add(n)
 		}
 	case "add-source":
-		n := &tnode{h: h, name: args[0], compute: "ok", data: map[string]string{}, tracked: map[string]bool{}}
+		n := &tnode{h: h, name: args[0], compute: "ok", data: map[string]string{}, tracked: map[string]int{}}
 		n.node = h.e.AddNode(n.name, incproc.NodeFuncs{Compute: n.sourceCompute, ClearTracked: n.clearTracked})
 		h.add(n)
 	case "tick":
 		h.node(t, args[0]).ticks++
 	case "add-node":
 		n := &tnode{h: h, name: args[0], compute: "ok", handler: map[string]string{},
-			data: map[string]string{}, tracked: map[string]bool{}, committed: map[string]string{}}
+			data: map[string]string{}, tracked: map[string]int{}, committed: map[string]string{}}
 		var inputs []incproc.Input
 		for _, a := range args[1:] {
 			if mode, ok := strings.CutPrefix(a, "compute="); ok {
@@ -267,7 +275,7 @@ func (h *harness) do(t *testing.T, line string) []string {
 			} else {
 				n.data[k] = v
 			}
-			n.tracked[k] = true
+			n.tracked[k] = h.change()
 		}
 		h.e.MarkUpdated(n.node)
 	case "mark":
@@ -326,6 +334,10 @@ func (h *harness) do(t *testing.T, line string) []string {
 				ok = false
 			}
 		}
+		if h.doubles > 0 {
+			h.say("%d changes were handed to a handler twice", h.doubles)
+			ok = false
+		}
 		if ok {
 			h.say("ok")
 		}
@@ -373,6 +385,11 @@ func (h *harness) do(t *testing.T, line string) []string {
 		t.Fatalf("unknown command %q", cmd)
 	}
 	return h.trace
+}
+
+func (h *harness) change() int {
+	h.changes++
+	return h.changes
 }
 
 func (h *harness) add(n *tnode) {
@@ -429,7 +446,7 @@ func (n *tnode) set(r *incproc.Run, k string) {
 	default:
 		return
 	}
-	n.tracked[k] = true
+	n.tracked[k] = n.h.change()
 	r.SetUpdated()
 }
 
@@ -455,6 +472,9 @@ func (n *tnode) recompute(r *incproc.Run) error {
 	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		n.set(r, k)
 	}
+	for _, in := range n.inputs {
+		n.consume(in, false)
+	}
 	n.h.say("%s: -> tracked %s", n.name, formatKeys(n.tracked))
 	return nil
 }
@@ -472,7 +492,7 @@ func (n *tnode) sourceCompute(r *incproc.Run) error {
 	}
 	n.data["t"] = fmt.Sprint(prev + n.ticks)
 	n.ticks = 0
-	n.tracked["t"] = true
+	n.tracked["t"] = n.h.change()
 	r.SetUpdated()
 	return nil
 }
@@ -491,6 +511,7 @@ func (n *tnode) handlerFor(in *tnode) incproc.Handler {
 		case "error":
 			return false, errors.New("handler failed")
 		}
+		n.consume(in, true)
 		for _, k := range slices.Sorted(maps.Keys(in.tracked)) {
 			n.set(r, k)
 		}
@@ -499,7 +520,27 @@ func (n *tnode) handlerFor(in *tnode) incproc.Handler {
 	}
 }
 
-func formatKeys(m map[string]bool) string {
+// consume records that n consumed in's tracked changes; a handler
+// (strict) must not be given one it consumed before.
+func (n *tnode) consume(in *tnode, strict bool) {
+	if n.handledUpTo == nil {
+		n.handledUpTo = map[*tnode]map[string]int{}
+	}
+	up := n.handledUpTo[in]
+	if up == nil {
+		up = map[string]int{}
+		n.handledUpTo[in] = up
+	}
+	for k, c := range in.tracked {
+		if strict && up[k] >= c {
+			n.h.say("%s: ERROR: given change %d of %s's key %s again", n.name, c, in.name, k)
+			n.h.doubles++
+		}
+		up[k] = max(up[k], c)
+	}
+}
+
+func formatKeys(m map[string]int) string {
 	return "[" + strings.Join(slices.Sorted(maps.Keys(m)), " ") + "]"
 }
 
