@@ -113,6 +113,14 @@ func referenceAndGovnFlows(t *testing.T, script string) (ref, govn []string) {
 			t.Fatal(err)
 		}
 	}
+	// ovn-northd picks these at random: fix them, as a deployment would
+	// once they are chosen.
+	if _, err := env.NBCtl(ctx, "init"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.NBCtl(ctx, "set", "NB_Global", ".", "options:svc_monitor_mac=\"0a:58:0a:00:00:fe\"", "options:mac_prefix=\"0a:00:00\""); err != nil {
+		t.Fatal(err)
+	}
 	abs, _ := filepath.Abs(script)
 	if err := env.RunScript(ctx, abs); err != nil {
 		t.Fatal(err)
