@@ -3,22 +3,41 @@ package main
 import (
 	"context"
 	"fmt"
+
+	"github.com/govn/govn/bench/dpbench"
 )
 
-// runBench dispatches "govn bench WHAT": each benchmark runs govn and the
-// real OVN/OVS side by side on this machine and reports ratios.
-func runBench(ctx context.Context, args []string) error {
-	benches := map[string]func(context.Context, []string) error{
-		"ovsdb":     runBenchOVSDB,
-		"datapath":  runBenchDatapath,
-		"conntrack": runBenchConntrack,
+// benchCommand is "govn bench WHAT": each benchmark runs govn and the real
+// OVN/OVS side by side on this machine and reports ratios.
+func benchCommand() *command {
+	return &command{
+		name:    "bench",
+		summary: "side-by-side benchmarks against the real OVN/OVS on this machine",
+		usage:   "ovsdb|datapath|conntrack [--json] [FLAGS]",
+		subs: []*command{
+			benchOVSDBCommand(),
+			benchDatapathCommand(),
+			benchConntrackCommand(),
+			{
+				// govn bench datapath re-executes govn as a traffic
+				// tool and as the switch inside its namespaces.
+				name:    dpbenchInternal,
+				summary: "internal to govn bench datapath",
+				usage:   "--internal-traffic TOOL ARGS... | --internal-switch DEVICES...",
+				hidden:  true,
+				raw:     true,
+				maxArgs: -1,
+				setup: noFlags(func(ctx context.Context, _ stdio, args []string) error {
+					ok, err := dpbench.Internal(ctx, args)
+					if !ok {
+						return fmt.Errorf("%w: want --internal-traffic or --internal-switch", errUsage)
+					}
+					return err
+				}),
+			},
+		},
 	}
-	if len(args) == 0 {
-		return fmt.Errorf("%w: govn bench ovsdb|datapath|conntrack [--json]", errUsage)
-	}
-	b, ok := benches[args[0]]
-	if !ok {
-		return fmt.Errorf("%w: unknown benchmark %q (want ovsdb, datapath or conntrack)", errUsage, args[0])
-	}
-	return b(ctx, args[1:])
 }
+
+// dpbenchInternal is the hidden subcommand of govn bench that dpbench runs.
+const dpbenchInternal = "datapath-internal"

@@ -13,34 +13,47 @@ import (
 	"github.com/govn/govn/bench/ovsdbbench"
 )
 
-// runBenchOVSDB implements "govn bench ovsdb [--json]": govn db and the
-// real ovsdb-server side by side (see package ovsdbbench).
-func runBenchOVSDB(ctx context.Context, args []string) error {
-	const synopsis = "govn bench ovsdb [--json] [--quick] [--subject=govn|ovsdb-server] [--inserts=both|default|durable] [--durable] [--measure=inserts,fanout,initial] [--rounds=N] [--commits=N] [--inserts-count=N] [-v] [--keep]"
-	fs := flag.NewFlagSet("govn bench ovsdb", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
-	subject := fs.String("subject", "govn", "server to measure against ovsdb-server: `govn` or ovsdb-server (to check the bench itself)")
-	quick := fs.Bool("quick", false, "smaller sizes and shorter runs, for a smoke test")
-	verbose := fs.Bool("v", false, "log progress to stderr")
-	durable := fs.Bool("durable", false, "measure inserts only in durable mode (each transaction ends with a durable commit, so both servers fsync before replying)")
-	inserts := fs.String("inserts", "both", "insert modes to measure: `both`, default (plain transactions) or durable")
-	measure := fs.String("measure", "", "comma-separated measurements to run: inserts, fanout, initial (default all)")
-	rounds := fs.Int("rounds", 0, "alternating rounds of each measurement (default 3)")
-	commits := fs.Int("commits", 0, "fan-out commits to time, spread over the rounds (default 300)")
-	insertCount := fs.Int("inserts-count", 0, "insert transactions per throughput measurement from one client, 4x that from many (default 4000)")
-	keep := fs.Bool("keep", false, "keep the servers' directories (databases, logs) for inspection")
-	if err := parseFlags(fs, args, synopsis); err != nil {
-		return err
+// benchOVSDBCommand is "govn bench ovsdb [--json]": govn db and the real
+// ovsdb-server side by side (see package ovsdbbench).
+func benchOVSDBCommand() *command {
+	return &command{
+		name:    "ovsdb",
+		summary: "govn db against the real ovsdb-server: inserts, monitor fan-out, initial dumps",
+		usage:   "[--json] [--quick] [--subject=govn|ovsdb-server] [--inserts=both|default|durable] [--durable] [--measure=inserts,fanout,initial] [--rounds=N] [--commits=N] [--inserts-count=N] [-v] [--keep]",
+		setup: func(fs *flag.FlagSet) leaf {
+			var f ovsdbBenchFlags
+			fs.BoolVar(&f.asJSON, "json", false, "print one JSON object instead of a table")
+			fs.StringVar(&f.subject, "subject", "govn", "server to measure against ovsdb-server: `govn` or ovsdb-server (to check the bench itself)")
+			fs.BoolVar(&f.quick, "quick", false, "smaller sizes and shorter runs, for a smoke test")
+			fs.BoolVar(&f.verbose, "v", false, "log progress to stderr")
+			fs.BoolVar(&f.durable, "durable", false, "measure inserts only in durable mode (each transaction ends with a durable commit, so both servers fsync before replying)")
+			fs.StringVar(&f.inserts, "inserts", "both", "insert modes to measure: `both`, default (plain transactions) or durable")
+			fs.StringVar(&f.measure, "measure", "", "comma-separated measurements to run: inserts, fanout, initial (default all)")
+			fs.IntVar(&f.rounds, "rounds", 0, "alternating rounds of each measurement (default 3)")
+			fs.IntVar(&f.commits, "commits", 0, "fan-out commits to time, spread over the rounds (default 300)")
+			fs.IntVar(&f.insertCount, "inserts-count", 0, "insert transactions per throughput measurement from one client, 4x that from many (default 4000)")
+			fs.BoolVar(&f.keep, "keep", false, "keep the servers' directories (databases, logs) for inspection")
+			return leaf{run: func(ctx context.Context, s stdio, _ []string) error {
+				return benchOVSDB(ctx, s, f)
+			}}
+		},
 	}
-	if fs.NArg() != 0 {
-		return fmt.Errorf("%w: unexpected argument %q\nusage: %s", errUsage, fs.Arg(0), synopsis)
-	}
+}
+
+// ovsdbBenchFlags are govn bench ovsdb's flags.
+type ovsdbBenchFlags struct {
+	asJSON, quick, verbose, durable, keep bool
+	subject, inserts, measure             string
+	rounds, commits, insertCount          int
+}
+
+func benchOVSDB(ctx context.Context, s stdio, f ovsdbBenchFlags) error {
 	baseline, err := ovsdbbench.OvsdbServer()
 	if err != nil {
 		return err
 	}
 	var target ovsdbbench.Target
-	switch *subject {
+	switch f.subject {
 	case "govn":
 		self, err := os.Executable()
 		if err != nil {
@@ -53,32 +66,32 @@ func runBenchOVSDB(ctx context.Context, args []string) error {
 		return fmt.Errorf("%w: --subject must be govn or ovsdb-server", errUsage)
 	}
 	cfg := ovsdbbench.Config{}
-	if *quick {
+	if f.quick {
 		cfg = ovsdbbench.Config{Inserts: 500, Rounds: 1, Clients: 4, Monitors: 20, Commits: 10, BigRows: 5000}
 	}
-	cfg.KeepTempDirs = *keep
-	if *measure != "" {
-		cfg.Measure = strings.Split(*measure, ",")
+	cfg.KeepTempDirs = f.keep
+	if f.measure != "" {
+		cfg.Measure = strings.Split(f.measure, ",")
 	}
-	if *rounds > 0 {
-		cfg.Rounds = *rounds
+	if f.rounds > 0 {
+		cfg.Rounds = f.rounds
 	}
-	if *commits > 0 {
-		cfg.Commits = *commits
+	if f.commits > 0 {
+		cfg.Commits = f.commits
 	}
-	if *insertCount > 0 {
-		cfg.Inserts = *insertCount
+	if f.insertCount > 0 {
+		cfg.Inserts = f.insertCount
 	}
 	switch {
-	case *durable || *inserts == ovsdbbench.ModeDurable:
+	case f.durable || f.inserts == ovsdbbench.ModeDurable:
 		cfg.InsertModes = []string{ovsdbbench.ModeDurable}
-	case *inserts == ovsdbbench.ModeDefault:
+	case f.inserts == ovsdbbench.ModeDefault:
 		cfg.InsertModes = []string{ovsdbbench.ModeDefault}
-	case *inserts != "both":
+	case f.inserts != "both":
 		return fmt.Errorf("%w: --inserts must be both, default or durable", errUsage)
 	}
-	if *verbose {
-		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if f.verbose {
+		cfg.Logger = slog.New(slog.NewTextHandler(s.err, nil))
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
@@ -86,10 +99,10 @@ func runBenchOVSDB(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
+	if f.asJSON {
+		enc := json.NewEncoder(s.out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(report)
 	}
-	return report.WriteTable(os.Stdout)
+	return report.WriteTable(s.out)
 }

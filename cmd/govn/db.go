@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,25 +18,58 @@ import (
 
 	"github.com/govn/govn/internal/daemon"
 	"github.com/govn/govn/ovsdb/server"
-	"github.com/govn/govn/schema"
 	unixctlpkg "github.com/govn/govn/unixctl"
 )
 
-// runDB implements "govn db": serve database files like ovsdb-server, or
-// "govn db create FILE SCHEMA".
+// dbCommand is "govn db": serve database files like ovsdb-server, and the
+// offline database commands.
+func dbCommand() *command {
+	return &command{
+		name:    "db",
+		summary: "serve OVSDB databases, as ovsdb-server does (ovn-nbctl, ovn-sbctl and ovn-northd work against it)",
+		usage: "[--remote=REMOTE]... [--create=SCHEMA] [--pidfile[=PATH]] [--detach] [FLAGS] FILE...\n" +
+			"  (example: govn db --create=nb --remote=punix:/tmp/govn-nb.sock /tmp/govn-nb.db)",
+		details: dbDetails,
+		maxArgs: -1,
+		setup: func(fs *flag.FlagSet) leaf {
+			d := defineDBFlags(fs, os.Getenv)
+			return leaf{prepare: d.prepare, run: func(ctx context.Context, _ stdio, files []string) error {
+				opts, err := d.finish(files)
+				if err != nil {
+					return err
+				}
+				return startDB(ctx, opts, d.args)
+			}}
+		},
+		subs: append([]*command{{
+			name:    "create",
+			summary: "create an empty database FILE with SCHEMA (nb, sb, vswitch or an .ovsschema file)",
+			usage:   "FILE SCHEMA",
+			minArgs: 2, maxArgs: 2,
+			setup: noFlags(func(_ context.Context, _ stdio, args []string) error {
+				return createDB(args[0], args[1])
+			}),
+		}}, dbToolCommands()...),
+	}
+}
+
+// runDB runs "govn db" serving with the command line args (ovsdb-server's
+// options and files).
 func runDB(ctx context.Context, args []string) error {
-	if len(args) > 0 && isDBTool(args[0]) {
-		return runDBTool(ctx, os.Stdout, args) // dbtool.go
-	}
-	if len(args) > 0 && args[0] == "create" {
-		if len(args) != 3 {
-			return fmt.Errorf("%w: govn db create FILE SCHEMA (SCHEMA: nb, sb, vswitch or an .ovsschema file)", errUsage)
-		}
-		return createDB(args[1], args[2])
-	}
 	opts, err := parseDBFlags(args, os.Getenv)
 	if err != nil {
 		return err
+	}
+	return startDB(ctx, opts, args)
+}
+
+// startDB serves opts, or with --detach starts a child that does, run
+// with args.
+func startDB(ctx context.Context, opts dbOptions, args []string) error {
+	if opts.create != "" {
+		if _, err := readSchema(opts.create); err != nil {
+			return fmt.Errorf("%w: --create=%s: %v", errUsage, opts.create, err)
+		}
 	}
 	env := os.Environ()
 	if opts.detach && !daemon.IsChild(env) {
@@ -127,6 +161,9 @@ func serveDB(ctx context.Context, opts dbOptions, ready func()) error {
 			}
 		}
 		db, log, err := server.OpenFile(path, logger)
+		if server.IsNotExist(err) && opts.create == "" {
+			return fmt.Errorf("database %s does not exist; add --create=SCHEMA to create it (SCHEMA: %s)", path, schemaNames)
+		}
 		if err != nil {
 			return err
 		}
@@ -193,16 +230,9 @@ func serveControl(ctx context.Context, l net.Listener, srv *server.Server, cance
 
 // createDB writes an empty database file with a named or file schema.
 func createDB(path, name string) error {
-	var text []byte
-	var err error
-	switch name {
-	case "nb", "sb", "vswitch":
-		text, err = schema.Lookup(name)
-	default:
-		text, err = os.ReadFile(name)
-	}
+	text, err := readSchema(name)
 	if err != nil {
-		return fmt.Errorf("reading schema %s: %w", name, err)
+		return err
 	}
 	if err := server.CreateFile(path, text); err != nil {
 		return fmt.Errorf("creating %s: %w", path, err)

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 
 	"github.com/govn/govn/ovsdb"
@@ -26,13 +28,23 @@ const dbToolUsage = `govn db convert FILE SCHEMA [TARGET]
        govn db schema-version SCHEMA
   SCHEMA: nb, sb, vswitch or an .ovsschema file`
 
-// isDBTool reports whether "govn db NAME" is an offline command.
-func isDBTool(name string) bool {
-	switch name {
-	case "convert", "needs-conversion", "db-version", "schema-version":
-		return true
+// schemaNames says what a SCHEMA argument may be.
+const schemaNames = "nb, sb, vswitch or an .ovsschema file"
+
+// dbToolCommands are the offline commands as nodes of the command tree.
+func dbToolCommands() []*command {
+	tool := func(name, usage, summary string, lo, hi int) *command {
+		return &command{name: name, usage: usage, summary: summary, minArgs: lo, maxArgs: hi,
+			setup: noFlags(func(ctx context.Context, s stdio, args []string) error {
+				return runDBTool(ctx, s.out, append([]string{name}, args...))
+			})}
 	}
-	return false
+	return []*command{
+		tool("convert", "FILE SCHEMA [TARGET]", "convert FILE's data to SCHEMA, in place or into TARGET (like ovsdb-tool convert)", 2, 3),
+		tool("needs-conversion", "FILE SCHEMA", "print yes if FILE's schema differs from SCHEMA, no if not", 2, 2),
+		tool("db-version", "FILE", "print the version of FILE's schema", 1, 1),
+		tool("schema-version", "SCHEMA", "print the version of SCHEMA ("+schemaNames+")", 1, 1),
+	}
 }
 
 // runDBTool runs the offline command args[0] with its arguments, writing
@@ -109,14 +121,19 @@ func printVersion(out io.Writer, text []byte, source string) error {
 }
 
 // readSchema returns the text of a named embedded schema or a schema file.
+// A name that is neither gets an error listing the names.
 func readSchema(name string) ([]byte, error) {
-	var text []byte
-	var err error
 	switch name {
 	case "nb", "sb", "vswitch":
-		text, err = schema.Lookup(name)
-	default:
-		text, err = os.ReadFile(name)
+		text, err := schema.Lookup(name)
+		if err != nil {
+			return nil, fmt.Errorf("reading schema %s: %w", name, err)
+		}
+		return text, nil
+	}
+	text, err := os.ReadFile(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no schema %q: want %s", name, schemaNames)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading schema %s: %w", name, err)

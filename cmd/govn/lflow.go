@@ -5,53 +5,61 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/govn/govn/lflow"
 )
 
-// runLflow implements "govn lflow check [--normalize] [--compile]", which
+// lflowCommand is "govn lflow check [--normalize] [--compile]", which
 // reads "ovn-sbctl lflow-list" output on stdin and parses every match and
 // action, and "govn lflow symbols", which prints the symbol table.
-func runLflow(ctx context.Context, args []string) error {
-	return runLflowIO(ctx, args, os.Stdin, os.Stdout)
+func lflowCommand() *command {
+	return &command{
+		name:    "lflow",
+		summary: "parse and check OVN's logical flows",
+		usage:   "check [FLAGS] < lflow-list\nsymbols",
+		subs: []*command{{
+			name:    "check",
+			summary: "parse every match and action of ovn-sbctl lflow-list output on standard input",
+			usage:   "[--normalize] [--compile] [--address-set NAME=A,B...] [--port-group NAME=P,Q...] [--resident PORT...] < lflow-list",
+			setup: func(fs *flag.FlagSet) leaf {
+				normalize := fs.Bool("normalize", false, "print each match's normalized form")
+				compile := fs.Bool("compile", false, "print each flow's datapath rules (ports get keys in order of appearance)")
+				env := newCLIEnv()
+				fs.Func("address-set", "NAME=ADDR,ADDR,... (repeatable)", env.addList(env.sets))
+				fs.Func("port-group", "NAME=PORT,PORT,... (repeatable)", env.addList(env.groups))
+				fs.Func("resident", "a port is_chassis_resident() holds for (repeatable)", func(s string) error {
+					env.resident[s] = true
+					return nil
+				})
+				return leaf{run: func(_ context.Context, s stdio, _ []string) error {
+					return lflowCheck(s.in, s.out, env, *normalize, *compile)
+				}}
+			},
+		}, {
+			name:    "symbols",
+			summary: "print the symbol table: every field a logical flow may name",
+			setup: noFlags(func(_ context.Context, s stdio, _ []string) error {
+				st, err := lflow.NewSymtab()
+				if err != nil {
+					return err
+				}
+				return st.WriteTable(s.out)
+			}),
+		}},
+	}
 }
 
-func runLflowIO(_ context.Context, args []string, in io.Reader, out io.Writer) error {
-	if len(args) == 1 && args[0] == "symbols" {
-		st, err := lflow.NewSymtab()
-		if err != nil {
-			return err
-		}
-		return st.WriteTable(out)
-	}
-	if len(args) == 0 || args[0] != "check" {
-		return fmt.Errorf("%w: govn lflow check [--normalize] [--compile] [--address-set NAME=A,B...] [--port-group NAME=P,Q...] [--resident PORT...] < lflow-list\n       govn lflow symbols", errUsage)
-	}
-	fs := flag.NewFlagSet("lflow check", flag.ContinueOnError)
-	normalize := fs.Bool("normalize", false, "print each match's normalized form")
-	compile := fs.Bool("compile", false, "print each flow's datapath rules (ports get keys in order of appearance)")
-	env := &cliEnv{sets: map[string][]string{}, groups: map[string][]string{}, resident: map[string]bool{}}
-	fs.Func("address-set", "NAME=ADDR,ADDR,... (repeatable)", env.addList(env.sets))
-	fs.Func("port-group", "NAME=PORT,PORT,... (repeatable)", env.addList(env.groups))
-	fs.Func("resident", "a port is_chassis_resident() holds for (repeatable)", func(s string) error {
-		env.resident[s] = true
-		return nil
-	})
-	if err := parseFlags(fs, args[1:], "govn lflow check [--normalize] [--compile] [--address-set NAME=A,B...] [--port-group NAME=P,Q...] [--resident PORT...] < lflow-list"); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
-	}
+// lflowCheck is govn lflow check: it parses the listing in and writes
+// what it found to out.
+func lflowCheck(in io.Reader, out io.Writer, env *cliEnv, normalize, compile bool) error {
 	st, err := lflow.NewSymtab()
 	if err != nil {
 		return err
 	}
 	env.symtab = st
-	opts := lflow.CheckOptions{Normalize: *normalize, Env: env}
-	if *compile {
+	opts := lflow.CheckOptions{Normalize: normalize, Env: env}
+	if compile {
 		if opts.Compiler, err = lflow.NewCompiler(st, lflow.DefaultLayout()); err != nil {
 			return err
 		}
@@ -65,6 +73,12 @@ func runLflowIO(_ context.Context, args []string, in io.Reader, out io.Writer) e
 		return errFailed
 	}
 	return nil
+}
+
+// newCLIEnv returns an environment with no address sets, port groups or
+// resident ports.
+func newCLIEnv() *cliEnv {
+	return &cliEnv{sets: map[string][]string{}, groups: map[string][]string{}, resident: map[string]bool{}}
 }
 
 // cliEnv resolves names from command-line flags.

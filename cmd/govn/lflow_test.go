@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"os"
 	"strings"
@@ -28,7 +27,7 @@ func TestLflowCheck(t *testing.T) {
 		{"bad flow", "  table=0 (ls_in_a), priority=1, match=(eth.type != 0x800), action=(next;)\n", errFailed, "0 parsed, 1 failed\n"},
 	} {
 		var out strings.Builder
-		err := runLflowIO(context.Background(), []string{"check"}, strings.NewReader(tc.in), &out)
+		err := lflowCheck(strings.NewReader(tc.in), &out, newCLIEnv(), false, false)
 		if !errors.Is(err, tc.wantErr) || !strings.HasSuffix(out.String(), tc.wantOut) {
 			t.Errorf("%s: got error %v and output ending %q, want %v and %q", tc.name, err, out.String()[max(0, out.Len()-100):], tc.wantErr, tc.wantOut)
 		}

@@ -3,44 +3,159 @@ package main
 import (
 	"context"
 	"errors"
-	"io"
+	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/govn/govn/unixctl"
 )
 
+// runCapture runs the command line args and returns its exit status,
+// standard output and standard error.
+func runCapture(args ...string) (code int, stdout, stderr string) {
+	var out, errb strings.Builder
+	code = run(context.Background(), args, stdio{strings.NewReader(""), &out, &errb})
+	return code, out.String(), errb.String()
+}
+
+// commandPaths returns the path of every command of the tree below c,
+// c's own included (nil for the root).
+func commandPaths(c *command, path []string) [][]string {
+	paths := [][]string{path}
+	for _, sub := range c.subs {
+		paths = append(paths, commandPaths(sub, append(append([]string(nil), path...), sub.name))...)
+	}
+	return paths
+}
+
+// TestHelpAndBadFlags checks every command and subcommand of the tree,
+// those added later included: asked for help it prints it to standard
+// output and exits 0; given a bad flag it says so on standard error,
+// naming the program once, and exits 2.
+func TestHelpAndBadFlags(t *testing.T) {
+	paths := commandPaths(rootCommand(), nil)
+	if len(paths) < 15 {
+		t.Fatalf("only %d commands in the tree: %q", len(paths), paths)
+	}
+	for _, path := range paths {
+		name := strings.Join(append([]string{"govn"}, path...), " ")
+		helps := [][]string{
+			append(append([]string(nil), path...), "--help"),
+			append(append([]string(nil), path...), "-h"),
+			append(append([]string(nil), path...), "-help"),
+			append([]string{"help"}, path...),
+		}
+		for _, args := range helps {
+			code, out, errOut := runCapture(args...)
+			if code != 0 || errOut != "" || !strings.HasPrefix(out, "usage: "+name) {
+				t.Errorf("govn %s: exit %d, stdout %q, stderr %q; want exit 0 and help starting \"usage: %s\" on stdout only",
+					strings.Join(args, " "), code, firstLine(out), errOut, name)
+			}
+		}
+		args := append(append([]string(nil), path...), "--no-such-flag")
+		code, out, errOut := runCapture(args...)
+		first := firstLine(errOut)
+		if code != 2 || out != "" || !strings.HasPrefix(first, name+": ") || strings.Count(first, "govn") != 1 ||
+			!strings.Contains(errOut, "usage: "+name) {
+			t.Errorf("govn %s: exit %d, stdout %q, stderr %q; want exit 2 and \"%s: ...\" with the usage on stderr only",
+				strings.Join(args, " "), code, out, errOut, name)
+		}
+	}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
 // TestExitStatus checks the exit statuses a script relies on: 0 for
-// asked-for help, 2 for bad arguments, as flag-based tools do.
+// asked-for help, 2 for bad arguments, as flag-based tools do, 1 for a
+// failure.
 func TestExitStatus(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want int
 	}{
 		{[]string{"help"}, 0},
+		{[]string{"help", "db", "create"}, 0},
+		{[]string{"help", "nosuch"}, 2},
 		{[]string{}, 2},
 		{[]string{"no-such-command"}, 2},
-		{[]string{"db", "--help"}, 0},
-		{[]string{"db", "-h"}, 0},
-		{[]string{"db", "--bogus"}, 2},
 		{[]string{"db"}, 2},
 		{[]string{"db", "create", "x"}, 2},
-		{[]string{"switch", "--help"}, 0},
+		{[]string{"db", "db-version"}, 2},
+		{[]string{"db", "schema-version", "a", "b"}, 2},
 		{[]string{"switch", "--port"}, 2},
-		{[]string{"appctl", "--help"}, 0},
+		{[]string{"switch", "extra"}, 2},
 		{[]string{"appctl"}, 2},
-		{[]string{"lflow", "check", "--help"}, 0},
+		{[]string{"lflow"}, 2},
+		{[]string{"lflow", "nosuch"}, 2},
 		{[]string{"lflow", "check", "extra"}, 2},
-		{[]string{"bench", "datapath", "--help"}, 0},
+		{[]string{"lflow", "symbols", "extra"}, 2},
+		{[]string{"bench"}, 2},
+		{[]string{"bench", "nosuch"}, 2},
 		{[]string{"bench", "datapath", "--rounds=9"}, 2},
-		{[]string{"bench", "conntrack", "--nope"}, 2},
-		{[]string{"bench", "ovsdb", "--help"}, 0},
 		{[]string{"bench", "ovsdb", "extra"}, 2},
+		{[]string{"bench", "datapath-internal", "--bogus"}, 2},
+		{[]string{"version", "extra"}, 2},
+		{[]string{"lflow", "symbols"}, 0},
+		{[]string{"lflow", "check"}, 1}, // no flows on standard input
+		{[]string{"version"}, 0},
 	} {
-		if got := run(context.Background(), tc.args, io.Discard); got != tc.want {
+		if got, _, _ := runCapture(tc.args...); got != tc.want {
 			t.Errorf("govn %q: exit status %d, want %d", tc.args, got, tc.want)
 		}
+	}
+}
+
+// TestVersion checks govn version and govn --version.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		code, out, errOut := runCapture(args...)
+		if code != 0 || errOut != "" || !strings.HasPrefix(out, "govn ") || !strings.Contains(out, "github.com/govn/govn") ||
+			!strings.Contains(out, runtime.Version()) {
+			t.Errorf("govn %s: exit %d, stdout %q, stderr %q", args[0], code, out, errOut)
+		}
+	}
+}
+
+// TestErrorMessages checks what a newcomer's first mistakes print: the
+// program named once, the valid schema names, a hint to --create.
+func TestErrorMessages(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args    []string
+		code    int
+		want    []string // substrings of stderr
+		notWant string   // a substring stderr must not have
+	}{
+		{[]string{"switch", "--unixctl=", "--flows=" + filepath.Join(dir, "missing.flows")}, 1,
+			[]string{"govn switch: reading flows: open "}, "switch: switch"},
+		{[]string{"db", "--create=nbx", "--unixctl=none", filepath.Join(dir, "x.db")}, 2,
+			[]string{"govn db: --create=nbx: ", "nb, sb, vswitch"}, "db: db"},
+		{[]string{"db", "create", filepath.Join(dir, "y.db"), "sbx"}, 1,
+			[]string{"govn db create: ", "nb, sb, vswitch"}, ""},
+		{[]string{"db", "--unixctl=none", filepath.Join(dir, "missing.db")}, 1,
+			[]string{"govn db: database " + filepath.Join(dir, "missing.db") + " does not exist; add --create=SCHEMA"}, ""},
+		{[]string{"bench", "nosuch"}, 2, []string{"govn bench: unknown command \"nosuch\"", "ovsdb|datapath|conntrack"}, ""},
+	} {
+		code, _, errOut := runCapture(tc.args...)
+		if code != tc.code {
+			t.Errorf("govn %q: exit %d, want %d; stderr %q", tc.args, code, tc.code, errOut)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(errOut, w) {
+				t.Errorf("govn %q: stderr %q lacks %q", tc.args, errOut, w)
+			}
+		}
+		if tc.notWant != "" && strings.Contains(errOut, tc.notWant) {
+			t.Errorf("govn %q: stderr %q has %q", tc.args, errOut, tc.notWant)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x.db")); !os.IsNotExist(err) {
+		t.Errorf("--create=nbx made a file: %v", err)
 	}
 }
 
@@ -71,7 +186,7 @@ func TestAppctlExitStatus(t *testing.T) {
 		{[]string{"appctl", "-t", path, "no-such-command"}, 2},
 		{[]string{"appctl", "-t", path + ".missing", "ok"}, 1},
 	} {
-		if got := run(context.Background(), tc.args, io.Discard); got != tc.want {
+		if got, _, _ := runCapture(tc.args...); got != tc.want {
 			t.Errorf("govn %q: exit status %d, want %d", tc.args, got, tc.want)
 		}
 	}

@@ -24,25 +24,27 @@ type Options struct {
 	Ports   []PortSpec
 }
 
-// Usage is the synopsis of govn switch's arguments, with how to write a
-// tunnel port.
-const Usage = `govn switch [--unixctl=PATH] [--flows=FILE] [--port NAME[:NUMBER][=KIND]]...
-  KIND is afpacket (default: NAME is an existing device), tap, internal,
-  or a tunnel, NAME then being only a label:
-    geneve:LOCALIP[:UDPPORT]   Geneve (UDP port 6081 by default)
-    vxlan:LOCALIP[:UDPPORT]    VXLAN, 24-bit VNI only (UDP port 4789 by default)
-  A tunnel port receives on LOCALIP and UDPPORT and sends each frame to
-  UDPPORT at the tun_dst its rules set, with tun_id as VNI (and, for Geneve,
-  tun_metadata0 in OVN's option), as OVN's physical flows do:
-    --port vm1:1 --port tun:9=geneve:192.168.10.1 with the rules
-    in_port=1 actions=set_field:5->tun_id,set_field:192.168.10.2->tun_dst,output:9
-    in_port=9,tun_id=5 actions=output:1`
-
 // ParseArgs parses govn switch's arguments.
 func ParseArgs(args []string) (Options, error) {
-	opts := Options{Unixctl: DefaultUnixctl}
 	fs := flag.NewFlagSet("switch", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
+	opts := DefineFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return Options{}, err
+	}
+	if fs.NArg() > 0 {
+		return Options{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if err := opts.Check(); err != nil {
+		return Options{}, err
+	}
+	return *opts, nil
+}
+
+// DefineFlags defines govn switch's flags on fs; once fs has parsed the
+// command line, the returned Options hold them (see Check).
+func DefineFlags(fs *flag.FlagSet) *Options {
+	opts := &Options{Unixctl: DefaultUnixctl}
 	fs.StringVar(&opts.Unixctl, "unixctl", opts.Unixctl, "answer ovs-appctl commands on the unix socket `PATH` (\"\" for none)")
 	fs.StringVar(&opts.Flows, "flows", "", "load the flow tables from `FILE`, one rule per line")
 	fs.Func("port", "attach `NAME[:NUMBER][=KIND]`, KIND afpacket (default), tap, internal, geneve:LOCALIP[:UDPPORT] or vxlan:LOCALIP[:UDPPORT]", func(s string) error {
@@ -53,16 +55,13 @@ func ParseArgs(args []string) (Options, error) {
 		opts.Ports = append(opts.Ports, spec)
 		return nil
 	})
-	if err := fs.Parse(args); err != nil {
-		return Options{}, err
-	}
-	if fs.NArg() > 0 {
-		return Options{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	if _, err := numberPorts(opts.Ports); err != nil {
-		return Options{}, err
-	}
-	return opts, nil
+	return opts
+}
+
+// Check reports an error in options that parsed: two ports with one number.
+func (o Options) Check() error {
+	_, err := numberPorts(o.Ports)
+	return err
 }
 
 // openPort opens the device of spec.
@@ -93,24 +92,24 @@ func Main(ctx context.Context, opts Options, log *slog.Logger) error {
 	if opts.Flows != "" {
 		f, err := os.Open(opts.Flows)
 		if err != nil {
-			return fmt.Errorf("switch: flows: %w", err)
+			return fmt.Errorf("reading flows: %w", err)
 		}
 		rules, err = ParseFlows(f)
 		f.Close()
 		if err != nil {
-			return fmt.Errorf("switch: %s: %w", opts.Flows, err)
+			return fmt.Errorf("%s: %w", opts.Flows, err)
 		}
 	}
 	specs, err := numberPorts(opts.Ports)
 	if err != nil {
-		return fmt.Errorf("switch: %w", err)
+		return err
 	}
 	// The socket first: a second switch on the same socket must fail
 	// before it grabs any device.
 	var l net.Listener
 	if opts.Unixctl != "" {
 		if l, err = unixctl.Listen(opts.Unixctl); err != nil {
-			return fmt.Errorf("switch: %w", err)
+			return fmt.Errorf("control socket: %w", err)
 		}
 		defer os.Remove(opts.Unixctl)
 	}
@@ -124,7 +123,7 @@ func Main(ctx context.Context, opts Options, log *slog.Logger) error {
 			if l != nil {
 				l.Close()
 			}
-			return fmt.Errorf("switch: open port %s (%s): %w", spec.Name, spec.Kind, err)
+			return fmt.Errorf("opening port %s (%s): %w", spec.Name, spec.Kind, err)
 		}
 		ports = append(ports, Port{No: spec.No, Kind: spec.Kind, Port: p})
 	}

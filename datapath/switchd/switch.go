@@ -59,17 +59,17 @@ func New(cfg Config) (*Switch, error) {
 		return nil, err
 	}
 	if _, err := s.pipe.Apply(addBundle(cfg.Rules)); err != nil {
-		return fail(fmt.Errorf("switch: install flows: %w", err))
+		return fail(fmt.Errorf("installing flows: %w", err))
 	}
 	d, err := dp.New(dp.Config{Flows: s.pipe, Conntrack: s.ct, Logger: s.log})
 	if err != nil {
-		return fail(fmt.Errorf("switch: %w", err))
+		return fail(fmt.Errorf("starting the datapath: %w", err))
 	}
 	s.dp = d
 	for _, p := range cfg.Ports {
 		if err := d.AddPort(p.No, p.Port); err != nil {
 			// The datapath never ran, so it closed none of them.
-			return fail(fmt.Errorf("switch: %w", err))
+			return fail(fmt.Errorf("adding port %d: %w", p.No, err))
 		}
 	}
 	s.ports = append([]Port(nil), cfg.Ports...)
