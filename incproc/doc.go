@@ -144,10 +144,11 @@
 // additions, handled and unhandled counts per input, and the time spent in
 // Compute and in handlers. Stats returns them as data, ShowStats as the
 // text of ovn-northd 23.03's inc-engine/show-stats, byte for byte, and
-// Commands gives the three inc-engine/ control socket commands. Stats,
-// ShowStats, ClearStats and ForceRecompute are safe to call from any
-// goroutine; the rest of the API belongs to the goroutine that runs the
-// engine.
+// Commands gives the inc-engine/ control socket commands (show-stats,
+// clear-stats, recompute, compute-log-timeout), answered as ovn-northd
+// answers them. Stats, ShowStats, ClearStats, ForceRecompute and
+// SetSlowThreshold are safe to call from any goroutine; the rest of the
+// API belongs to the goroutine that runs the engine.
 //
 // # Tests
 //

@@ -127,13 +127,13 @@ func (n *Node) IsInput() bool { return len(n.inputs) == 0 && n.funcs.Compute == 
 
 // Engine is a graph of nodes and the counters of its runs. Build the graph
 // with AddInput and AddNode, then call Run whenever inputs changed. All
-// methods but Stats, ShowStats, ClearStats and ForceRecompute must be
-// called from one goroutine; those four are safe from any goroutine, so
-// that a control socket can serve them while the caller runs the engine.
+// methods but Stats, ShowStats, ClearStats, ForceRecompute,
+// SetSlowThreshold and the Commands must be called from one goroutine;
+// those are safe from any goroutine, so that a control socket can serve
+// them while the caller runs the engine.
 type Engine struct {
 	log   *slog.Logger
 	now   func() time.Time
-	slow  time.Duration
 	nodes []*Node // in the order added
 	names map[string]*Node
 	order []*Node // topological order; nil until needed
@@ -146,7 +146,8 @@ type Engine struct {
 	// running guards against a handler calling back into Run.
 	running bool
 
-	forced  atomic.Bool // ForceRecompute was called
+	forced  atomic.Bool  // ForceRecompute was called
+	slow    atomic.Int64 // SlowThreshold, as a time.Duration
 	statsMu sync.Mutex
 }
 
@@ -155,7 +156,6 @@ func New(opts Options) *Engine {
 	e := &Engine{
 		log:   opts.Logger,
 		now:   opts.Now,
-		slow:  opts.SlowThreshold,
 		names: make(map[string]*Node),
 	}
 	if e.log == nil {
@@ -164,9 +164,10 @@ func New(opts Options) *Engine {
 	if e.now == nil {
 		e.now = time.Now
 	}
-	if e.slow == 0 {
-		e.slow = 500 * time.Millisecond
+	if opts.SlowThreshold == 0 {
+		opts.SlowThreshold = 500 * time.Millisecond
 	}
+	e.SetSlowThreshold(opts.SlowThreshold)
 	e.run.e = e
 	return e
 }
@@ -280,6 +281,10 @@ func (e *Engine) Updated(n *Node) bool {
 	}
 	return n.lastChange == e.gen && e.gen != 0
 }
+
+// SetSlowThreshold changes Options.SlowThreshold
+// (inc-engine/compute-log-timeout).
+func (e *Engine) SetSlowThreshold(d time.Duration) { e.slow.Store(int64(d)) }
 
 // ForceRecompute makes the next Run recompute every node. It is what
 // inc-engine/recompute asks for, and what a caller does when it lost track
@@ -539,7 +544,7 @@ func (e *Engine) recompute(r *Run, reason string, res *Result) error {
 	e.statsMu.Unlock()
 	if reason != "source" {
 		level := slog.LevelDebug
-		if took >= e.slow {
+		if took >= time.Duration(e.slow.Load()) {
 			level = slog.LevelInfo
 		}
 		// Enabled first: building the attributes allocates.
@@ -557,7 +562,7 @@ func (e *Engine) recompute(r *Run, reason string, res *Result) error {
 }
 
 func (e *Engine) logSlow(n *Node, what string, took time.Duration) {
-	if took >= e.slow {
+	if took >= time.Duration(e.slow.Load()) {
 		e.log.Info("slow "+what, "node", n.name, "took", took)
 	}
 }

@@ -2,9 +2,11 @@ package incproc_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/govn/govn/incproc"
 )
@@ -116,4 +118,56 @@ func TestStatsFromAnotherGoroutine(t *testing.T) {
 	}
 	close(done)
 	wg.Wait()
+}
+
+func TestCommands(t *testing.T) {
+	var logs strings.Builder
+	clock := time.Unix(0, 0)
+	e := incproc.New(incproc.Options{
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Now:    func() time.Time { clock = clock.Add(time.Millisecond); return clock },
+	})
+	a := e.AddInput("a")
+	e.AddNode("n", incproc.NodeFuncs{Compute: nop}, incproc.Input{Node: a})
+	run := func() {
+		t.Helper()
+		if _, err := e.Run(context.Background(), incproc.RunOptions{AllowRecompute: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run()
+	cmds := e.Commands(func() { logs.WriteString("woken\n") })
+	call := func(args ...string) string {
+		t.Helper()
+		out, err := cmds[args[0]](args[1:])
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		return out
+	}
+
+	// Recomputes take 1ms here: below the default threshold, not logged
+	// at info level; at or above 1ms, they are.
+	call("inc-engine/recompute")
+	if !e.NeedsRun() || !strings.Contains(logs.String(), "woken") {
+		t.Fatalf("recompute: NeedsRun %v, log %q", e.NeedsRun(), logs.String())
+	}
+	run()
+	if strings.Contains(logs.String(), "msg=recompute") {
+		t.Errorf("a fast recompute logged at info level: %q", logs.String())
+	}
+	call("inc-engine/compute-log-timeout", "1")
+	call("inc-engine/recompute")
+	run()
+	if !strings.Contains(logs.String(), `level=INFO msg=recompute node=n reason=forced took=1ms`) {
+		t.Errorf("a slow recompute was not logged at info level: %q", logs.String())
+	}
+
+	if got := call("inc-engine/show-stats", "n", "recompute"); got != "3\n" {
+		t.Errorf("recomputes: %q, want 3", got)
+	}
+	call("inc-engine/clear-stats")
+	if got := call("inc-engine/show-stats", "n", "recompute"); got != "0\n" {
+		t.Errorf("recomputes after clear-stats: %q, want 0", got)
+	}
 }

@@ -188,6 +188,7 @@ func TestShowStatsLive(t *testing.T) {
 		}
 		return stdout.String(), nil
 	}
+	e0 := New(Options{})
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		out, err := appctl("inc-engine/show-stats")
@@ -270,10 +271,43 @@ func TestShowStatsLive(t *testing.T) {
 			t.Errorf("show-stats %q differs from ovn-northd's: %s", args, firstDiff(got, want))
 		}
 	}
-	// The argument-count error, as the unixctl layer words it.
-	if _, err := appctl("inc-engine/show-stats", "a", "b", "c"); err == nil ||
-		!strings.Contains(err.Error(), `"inc-engine/show-stats" command takes at most 2 arguments`) {
-		t.Errorf("ovn-northd with three arguments: %v", err)
+
+	// The other commands and the errors: the engine's answer is the
+	// daemon's output, or its error is the first line ovn-appctl prints
+	// on stderr. (compute-log-timeout 500 last: the default again.)
+	cmds := e0.Commands(nil)
+	for _, args := range [][]string{
+		{"inc-engine/show-stats", "a", "b", "c"},
+		{"inc-engine/clear-stats"},
+		{"inc-engine/clear-stats", "x"},
+		{"inc-engine/recompute", "x", "y"},
+		{"inc-engine/compute-log-timeout"},
+		{"inc-engine/compute-log-timeout", "1", "2"},
+		{"inc-engine/compute-log-timeout", "-5"},
+		{"inc-engine/compute-log-timeout", "-0"},
+		{"inc-engine/compute-log-timeout", "+7"},
+		{"inc-engine/compute-log-timeout", " 7"},
+		{"inc-engine/compute-log-timeout", "7 "},
+		{"inc-engine/compute-log-timeout", "0x10"},
+		{"inc-engine/compute-log-timeout", ""},
+		{"inc-engine/compute-log-timeout", "4294967295"},
+		{"inc-engine/compute-log-timeout", "4294967296"},
+		{"inc-engine/compute-log-timeout", "500"},
+		{"inc-engine/recompute"},
+	} {
+		want, wantErr := appctl(args...)
+		got, gotErr := cmds[args[0]](args[1:])
+		if wantErr != nil {
+			// "exit status 2: MESSAGE\novn-appctl: ...: server returned an error"
+			msg := strings.SplitN(strings.SplitN(wantErr.Error(), ": ", 2)[1], "\n", 2)[0]
+			if gotErr == nil || gotErr.Error() != msg {
+				t.Errorf("%q: error %v, ovn-northd says %q", args, gotErr, msg)
+			}
+			continue
+		}
+		if gotErr != nil || got != want {
+			t.Errorf("%q = %q, %v; ovn-northd says %q", args, got, gotErr, want)
+		}
 	}
 }
 

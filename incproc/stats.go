@@ -1,8 +1,11 @@
 package incproc
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -125,9 +128,11 @@ func (e *Engine) showStats(w io.Writer, byNode bool, node string, byStat bool, s
 	return err
 }
 
-// Commands returns the engine's control socket commands, named as
-// ovn-northd names them: inc-engine/show-stats, inc-engine/clear-stats and
-// inc-engine/recompute. Each has the shape of a unixctl.Command. wake, if
+// Commands returns the engine's control socket commands, named and
+// answered as ovn-northd 23.03's: inc-engine/show-stats,
+// inc-engine/clear-stats, inc-engine/recompute and
+// inc-engine/compute-log-timeout MSEC (SetSlowThreshold). Each has the
+// shape of a unixctl.Command. wake, if
 // not nil, is called after inc-engine/recompute so that the caller's loop
 // runs the engine soon rather than at its next change.
 func (e *Engine) Commands(wake func()) map[string]func(args []string) (string, error) {
@@ -141,8 +146,9 @@ func (e *Engine) Commands(wake func()) map[string]func(args []string) (string, e
 		}
 	}
 	return map[string]func([]string) (string, error){
-		"inc-engine/show-stats":  e.ShowStatsCommand,
-		"inc-engine/clear-stats": noArgs("inc-engine/clear-stats", e.ClearStats),
+		"inc-engine/show-stats":          e.ShowStatsCommand,
+		"inc-engine/clear-stats":         noArgs("inc-engine/clear-stats", e.ClearStats),
+		"inc-engine/compute-log-timeout": e.logTimeoutCommand,
 		"inc-engine/recompute": noArgs("inc-engine/recompute", func() {
 			e.ForceRecompute()
 			if wake != nil {
@@ -150,4 +156,22 @@ func (e *Engine) Commands(wake func()) map[string]func(args []string) (string, e
 			}
 		}),
 	}
+}
+
+func (e *Engine) logTimeoutCommand(args []string) (string, error) {
+	const name = "inc-engine/compute-log-timeout"
+	switch {
+	case len(args) < 1:
+		return "", fmt.Errorf("%q command requires at least 1 arguments", name)
+	case len(args) > 1:
+		return "", fmt.Errorf("%q command takes at most 1 arguments", name)
+	}
+	// As ovn-northd reads it: a decimal integer from 0 to 2^32-1, after
+	// optional leading white space.
+	ms, err := strconv.ParseInt(strings.TrimLeft(args[0], " \t\n\v\f\r"), 10, 64)
+	if err != nil || ms < 0 || ms > math.MaxUint32 {
+		return "", errors.New("unsigned integer required")
+	}
+	e.SetSlowThreshold(time.Duration(ms) * time.Millisecond)
+	return "", nil
 }
