@@ -136,7 +136,10 @@ type Engine struct {
 	now   func() time.Time
 	nodes []*Node // in the order added
 	names map[string]*Node
-	order []*Node // topological order; nil until needed
+	// order is the topological order, recomputed by AddNode. It is
+	// replaced, never modified, and written under statsMu, so that Stats
+	// can read it from another goroutine.
+	order []*Node
 	run   Run
 	// gen is the generation of the current or last Run.
 	gen uint64
@@ -216,7 +219,10 @@ func (e *Engine) AddNode(name string, funcs NodeFuncs, inputs ...Input) *Node {
 	}
 	e.nodes = append(e.nodes, n)
 	e.names[name] = n
-	e.order = nil
+	order := e.sort()
+	e.statsMu.Lock()
+	e.order = order
+	e.statsMu.Unlock()
 	return n
 }
 
@@ -225,18 +231,15 @@ func (e *Engine) Node(name string) *Node { return e.names[name] }
 
 // Nodes returns the nodes in the order Run visits them.
 func (e *Engine) Nodes() []*Node {
-	return append([]*Node(nil), e.sorted()...)
+	return append([]*Node(nil), e.order...)
 }
 
-// sorted returns the topological order: a depth-first walk from each node
+// sort returns the topological order: a depth-first walk from each node
 // that no other node reads (in the order they were added), visiting each
 // node's inputs in order before the node. That is the order in which
 // ovn-northd lists its nodes in inc-engine/show-stats, so a graph declared
 // with the same inputs in the same order lists the same way.
-func (e *Engine) sorted() []*Node {
-	if e.order != nil || len(e.nodes) == 0 {
-		return e.order
-	}
+func (e *Engine) sort() []*Node {
 	order := make([]*Node, 0, len(e.nodes))
 	done := make(map[*Node]bool, len(e.nodes))
 	var visit func(n *Node)
@@ -255,7 +258,6 @@ func (e *Engine) sorted() []*Node {
 			visit(n)
 		}
 	}
-	e.order = order
 	return order
 }
 
@@ -354,7 +356,7 @@ func (e *Engine) Run(ctx context.Context, opts RunOptions) (Result, error) {
 	e.running = true
 	defer func() { e.running = false }()
 
-	order := e.sorted()
+	order := e.order
 	if e.completed {
 		// The caller had the output nodes' changes to commit.
 		for _, n := range order {

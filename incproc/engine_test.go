@@ -2,6 +2,7 @@ package incproc_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -88,7 +89,8 @@ func TestRunAllocations(t *testing.T) {
 }
 
 // Stats, ShowStats, ClearStats and ForceRecompute may be called while
-// another goroutine runs the engine (go test -race checks it).
+// another goroutine runs the engine and adds nodes (go test -race checks
+// it).
 func TestStatsFromAnotherGoroutine(t *testing.T) {
 	e := incproc.New(incproc.Options{})
 	a := e.AddInput("a")
@@ -110,7 +112,10 @@ func TestStatsFromAnotherGoroutine(t *testing.T) {
 			e.ForceRecompute()
 		}
 	})
-	for range 1000 {
+	for i := range 1000 {
+		if i%100 == 0 {
+			e.AddNode(fmt.Sprint("late", i), incproc.NodeFuncs{Compute: nop}, incproc.Input{Node: a})
+		}
 		e.MarkUpdated(a)
 		if _, err := e.Run(context.Background(), incproc.RunOptions{AllowRecompute: true}); err != nil {
 			t.Fatal(err)

@@ -48,9 +48,8 @@ type InputStats struct {
 func (e *Engine) Stats() []NodeStats {
 	e.statsMu.Lock()
 	defer e.statsMu.Unlock()
-	order := e.sorted()
-	out := make([]NodeStats, len(order))
-	for i, n := range order {
+	out := make([]NodeStats, len(e.order))
+	for i, n := range e.order {
 		out[i] = n.stats
 		out[i].Inputs = append([]InputStats(nil), n.stats.Inputs...)
 	}
@@ -61,7 +60,7 @@ func (e *Engine) Stats() []NodeStats {
 func (e *Engine) ClearStats() {
 	e.statsMu.Lock()
 	defer e.statsMu.Unlock()
-	for _, n := range e.nodes {
+	for _, n := range e.order {
 		inputs := n.stats.Inputs
 		for i := range inputs {
 			inputs[i] = InputStats{Name: inputs[i].Name}
