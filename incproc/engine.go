@@ -53,9 +53,8 @@ type NodeFuncs struct {
 // Handler is a node's change handler for one of its inputs: it brings the
 // node's data up to date with that input's tracked changes, reading the
 // other inputs' data as needed. It returns false when it cannot, and the
-// engine then recomputes the node (calling ClearTracked first). A handler
-// that returns false must leave the node's data as it found it or in a
-// state that Compute repairs.
+// engine then recomputes the node. A handler that returns false must leave
+// the node's data as it found it or in a state that Compute repairs.
 type Handler func(r *Run) (handled bool, err error)
 
 // Input is one edge of the graph: the node read and the handler for its

@@ -174,6 +174,19 @@ func TestShowStatsLive(t *testing.T) {
 		start("ovsdb-server", "--no-chdir", "--pidfile="+path(db+".pid"), "--unixctl="+path(db+".ctl"),
 			"--log-file="+path(db+".log"), "--remote=punix:"+path(db+".sock"), path(db+".db"))
 	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for _, db := range []string{"nb", "sb"} {
+		waitFor(db+".sock", func() bool { _, err := os.Stat(path(db + ".sock")); return err == nil })
+	}
 	start("ovn-northd", "--no-chdir", "--pidfile="+path("northd.pid"), "--unixctl="+path("northd.ctl"),
 		"--log-file="+path("northd.log"), "--ovnnb-db=unix:"+path("nb.sock"), "--ovnsb-db=unix:"+path("sb.sock"))
 
@@ -189,17 +202,11 @@ func TestShowStatsLive(t *testing.T) {
 		return stdout.String(), nil
 	}
 	e0 := New(Options{})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		out, err := appctl("inc-engine/show-stats")
-		if err == nil && strings.Contains(out, "Node: northd\n") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ovn-northd did not answer show-stats: %v %q", err, out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	// Active: connected to both databases and holding the lock.
+	waitFor("ovn-northd to be active", func() bool {
+		out, err := appctl("status")
+		return err == nil && strings.Contains(out, "active")
+	})
 	// Some changes, so that compute counters move.
 	nbctl := func(args ...string) {
 		run("ovn-nbctl", append([]string{"--db=unix:" + path("nb.sock")}, args...)...)
