@@ -30,9 +30,9 @@
 //   - Compute, which rebuilds the data from all inputs' data;
 //   - for each input, optionally a Handler, which brings the data up to
 //     date with that input's changes;
-//   - optionally ClearTracked, which drops its tracked data: the per-run
-//     change set (rows added, changed, deleted) that it exposes to the
-//     handlers of the nodes downstream.
+//   - optionally ClearTracked, which drops its tracked data: the change
+//     set (rows added, changed, deleted) that it exposes to the handlers
+//     of the nodes downstream, until they have all consumed it.
 //
 // An input node (AddInput) has no inputs and no Compute: the caller feeds
 // it. A source node has no inputs and a Compute, which runs on every Run
