@@ -1,6 +1,8 @@
 package northd
 
 import (
+	"fmt"
+
 	"github.com/govn/govn/ovsdb"
 )
 
@@ -105,7 +107,12 @@ func (d *rowDB) column(table string, r *ovsdb.Row, col string) (ovsdb.Datum, boo
 }
 
 // rowName returns r's name in table t's name column, if t has one.
+// Southbound Service_Monitor rows are named by their record key.
 func (d *rowDB) rowName(t *ovsdb.TableSchema, r *ovsdb.Row) (string, bool) {
+	if d.which == SB && t.Name == "Service_Monitor" && r != nil {
+		str := func(c string) string { return stringColumn(d, t.Name, r, c) }
+		return fmt.Sprintf("%s/%s/%d/%s", str("logical_port"), str("ip"), intColumn(d, t.Name, r, "port"), str("protocol")), true
+	}
 	nc := nameColumn(d.which, t)
 	if nc == "" || r == nil {
 		return "", false

@@ -120,7 +120,6 @@ func genSwitchPort(g *gen) {
 
 func genPortGroup(g *gen)      {}
 func genAddressSet(g *gen)     {}
-func genLoadBalancer(g *gen)   {}
 func genQoS(g *gen)            {}
 func genDNS(g *gen)            {}
 func genMeter(g *gen)          {}
