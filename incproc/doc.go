@@ -77,12 +77,16 @@
 // handlers return false and they recompute too) or with the difference
 // from what the readers last saw.
 //
+// So changes arrive on top of changes not yet consumed. ChangeSet is a
+// typed tracked-data set that merges them: it holds each key's net change
+// (inserted, updated, deleted) since it was last cleared.
+//
 // # The caller's contract
 //
 // Between runs, for each input node whose data changed, the caller
 // updates the data, adds the changes to its tracked data (merging them
-// with those already there: the engine may not have cleared them yet),
-// and calls MarkUpdated. Then:
+// with those already there: the engine may not have cleared them yet; a
+// ChangeSet does it), and calls MarkUpdated. Then:
 //
 //	res, err := e.Run(ctx, incproc.RunOptions{AllowRecompute: canCommit})
 //	switch {
