@@ -1,0 +1,306 @@
+package hvtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Options say what a Cluster runs. The zero value is two hypervisors with
+// the real ovsdb-server, ovn-northd, ovs-vswitchd and ovn-controller.
+type Options struct {
+	// Hypervisors is how many hypervisor namespaces to make (default 2);
+	// they are named hv1, hv2, ... which is also their chassis name.
+	Hypervisors int
+	// NB and SB, if set, are the unix socket paths of Northbound and
+	// Southbound databases that the caller serves; otherwise the cluster
+	// starts the real ovsdb-server for each.
+	NB, SB string
+	// Northd starts the northd (default RealNorthd); NoNorthd for none.
+	Northd Northd
+	// Chassis returns the chassis of hypervisor i (1-based); default
+	// RealChassis for all.
+	Chassis func(i int) Chassis
+	// Underlay is the underlay's IPv4 prefix; hypervisor i gets host i+10
+	// in it as its encap IP. Default 172.31.0.0/24.
+	Underlay netip.Prefix
+}
+
+// Cluster is one OVN deployment in namespaces.
+type Cluster struct {
+	// Prefix starts the name of every namespace of this cluster:
+	// hvt<pid>-<random>.
+	Prefix string
+	// Dir holds the databases, sockets and logs. It is short (under
+	// os.TempDir) because unix socket paths are limited to 107 bytes.
+	Dir string
+	// Central is the namespace of the central databases and the northd.
+	Central string
+	// NB and SB are the unix socket paths of the databases.
+	NB, SB string
+	// HVs are the hypervisors, HVs[0] is hv1.
+	HVs []*Hypervisor
+
+	underlayNS string
+	underlay   netip.Prefix
+	mu         sync.Mutex
+	vms        map[string]*VM
+}
+
+// runPrefix starts every name made by a test process with pid.
+func runPrefix(pid int) string { return "hvt" + strconv.Itoa(pid) + "-" }
+
+// Available reports why a cluster cannot be made here, or "" if it can.
+// Each component checks its own binaries when it starts.
+func Available() string {
+	if os.Geteuid() != 0 {
+		return "needs root"
+	}
+	for _, b := range []string{"ip", "ethtool", "ovs-vsctl", "ovn-nbctl", "ovn-sbctl"} {
+		if _, err := exec.LookPath(b); err != nil {
+			return "needs " + b
+		}
+	}
+	return ""
+}
+
+// New builds a cluster and removes all of it when the test ends. It skips
+// the test unless it runs as root with the binaries it needs, and fails it
+// if anything does not come up. It returns once every hypervisor's Chassis
+// row is in the Southbound.
+func New(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	if why := Available(); why != "" {
+		t.Skip(why)
+	}
+	Sweep(t)
+	if opts.Hypervisors == 0 {
+		opts.Hypervisors = 2
+	}
+	if opts.Northd == nil {
+		opts.Northd = RealNorthd()
+	}
+	if opts.Chassis == nil {
+		opts.Chassis = func(int) Chassis { return RealChassis{} }
+	}
+	if !opts.Underlay.IsValid() {
+		opts.Underlay = netip.MustParsePrefix("172.31.0.0/24")
+	}
+	var r [3]byte
+	_, _ = rand.Read(r[:])
+	c := &Cluster{
+		Prefix:   runPrefix(os.Getpid()) + hex.EncodeToString(r[:]),
+		underlay: opts.Underlay,
+		vms:      map[string]*VM{},
+	}
+	dir, err := os.MkdirTemp("", c.Prefix+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Dir = dir
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("cluster files kept in %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
+	c.Central = c.newNS(t, "central")
+	c.NB, c.SB = opts.NB, opts.SB
+	if c.NB == "" {
+		c.NB = c.startOVSDB(t, "nb", "/usr/share/ovn/ovn-nb.ovsschema")
+	}
+	if c.SB == "" {
+		c.SB = c.startOVSDB(t, "sb", "/usr/share/ovn/ovn-sb.ovsschema")
+	}
+	opts.Northd.Start(t, c)
+	c.underlayNS = c.newNS(t, "ul")
+	c.nsRun(t, c.underlayNS, "ip", "link", "add", "br0", "mtu", "9000", "type", "bridge")
+	c.nsRun(t, c.underlayNS, "ip", "link", "set", "br0", "up")
+	for i := 1; i <= opts.Hypervisors; i++ {
+		c.HVs = append(c.HVs, c.newHypervisor(t, i, opts.Chassis(i)))
+	}
+	for _, hv := range c.HVs {
+		name := hv.Name
+		if err := waitFor(30*time.Second, "Chassis "+name+" in the Southbound", func() bool {
+			out, err := c.sbctlErr("--bare", "--columns=name", "find", "Chassis", "name="+name)
+			return err == nil && strings.TrimSpace(out) == name
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// newNS makes the namespace Prefix-suffix with its loopback up and IPv6
+// off (router solicitations and DAD would add unrelated traffic), and
+// deletes it at cleanup, killing whatever still runs in it.
+func (c *Cluster) newNS(t testing.TB, suffix string) string {
+	t.Helper()
+	name := c.Prefix + "-" + suffix
+	mustRun(t, nil, "ip", "netns", "add", name)
+	t.Cleanup(func() { removeNS(name) })
+	c.nsRun(t, name, "ip", "link", "set", "lo", "up")
+	c.nsRun(t, name, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+	return name
+}
+
+// removeNS kills every process left in a namespace and deletes it, which
+// deletes its devices too.
+func removeNS(name string) {
+	out, _ := exec.Command("ip", "netns", "pids", name).Output()
+	for _, f := range strings.Fields(string(out)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			if p, err := os.FindProcess(pid); err == nil {
+				_ = p.Kill()
+			}
+		}
+	}
+	_ = exec.Command("ip", "netns", "del", name).Run()
+}
+
+// Sweep removes the namespaces and directories that an earlier test
+// process, now dead, left behind (a run killed before its cleanups ran).
+// New calls it.
+func Sweep(t testing.TB) {
+	t.Helper()
+	dead := func(name string) bool {
+		rest, ok := strings.CutPrefix(name, "hvt")
+		if !ok {
+			return false
+		}
+		pidText, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid == os.Getpid() {
+			return false
+		}
+		_, err = os.Stat("/proc/" + pidText)
+		return os.IsNotExist(err)
+	}
+	if ents, err := os.ReadDir("/run/netns"); err == nil {
+		for _, e := range ents {
+			if dead(e.Name()) {
+				t.Logf("hvtest: removing namespace %s left by an earlier run", e.Name())
+				removeNS(e.Name())
+			}
+		}
+	}
+	if ents, err := os.ReadDir(os.TempDir()); err == nil {
+		for _, e := range ents {
+			if e.IsDir() && dead(e.Name()) {
+				_ = os.RemoveAll(filepath.Join(os.TempDir(), e.Name()))
+			}
+		}
+	}
+}
+
+// nsRun runs args inside the namespace ns and fails the test if it fails.
+func (c *Cluster) nsRun(t testing.TB, ns string, args ...string) string {
+	t.Helper()
+	return mustRun(t, nil, inNS(ns, args...)...)
+}
+
+// startOVSDB creates and serves a database from schema in the central
+// namespace and returns its socket path.
+func (c *Cluster) startOVSDB(t testing.TB, name, schema string) string {
+	t.Helper()
+	needBinaries(t, "ovsdb-server", "ovsdb-tool")
+	if _, err := os.Stat(schema); err != nil {
+		t.Skipf("needs %s", schema)
+	}
+	db := filepath.Join(c.Dir, name+".db")
+	sock := filepath.Join(c.Dir, name+".sock")
+	mustRun(t, nil, "ovsdb-tool", "create", db, schema)
+	c.Start(t, c.Central, "central/ovsdb-server-"+name, ovsEnv(c.Dir),
+		"ovsdb-server", db, "--remote=punix:"+sock,
+		"--unixctl="+filepath.Join(c.Dir, name+".ctl"),
+		"--log-file="+filepath.Join(c.Dir, "ovsdb-server-"+name+".log"),
+		"--pidfile="+filepath.Join(c.Dir, "ovsdb-server-"+name+".pid"), "--no-chdir")
+	waitSocket(t, sock)
+	return sock
+}
+
+// waitSocket waits until a daemon listens on a unix socket path.
+func waitSocket(t testing.TB, path string) {
+	t.Helper()
+	if err := waitFor(20*time.Second, "socket "+path, func() bool {
+		fi, err := os.Stat(path)
+		return err == nil && fi.Mode()&os.ModeSocket != 0
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ovsEnv points the OVS and OVN run, log and database directories of a
+// daemon at dir: the defaults under /var may be missing, and are shared.
+func ovsEnv(dir string) []string {
+	var env []string
+	for _, v := range []string{"OVS_RUNDIR", "OVS_LOGDIR", "OVS_DBDIR", "OVN_RUNDIR", "OVN_LOGDIR", "OVN_DBDIR"} {
+		env = append(env, v+"="+dir)
+	}
+	return env
+}
+
+// ctlTimeout bounds every ovn-nbctl and ovn-sbctl call (their --timeout).
+const ctlTimeout = "--timeout=30"
+
+// NBCtl runs ovn-nbctl on the Northbound and fails the test if it fails.
+func (c *Cluster) NBCtl(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := c.NBCtlErr(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// NBCtlErr runs ovn-nbctl on the Northbound.
+func (c *Cluster) NBCtlErr(args ...string) (string, error) {
+	return run(context.Background(), ovsEnv(c.Dir), append([]string{"ovn-nbctl", "--db=unix:" + c.NB, ctlTimeout}, args...)...)
+}
+
+// SBCtl runs ovn-sbctl on the Southbound and fails the test if it fails.
+func (c *Cluster) SBCtl(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := c.sbctlErr(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func (c *Cluster) sbctlErr(args ...string) (string, error) {
+	return run(context.Background(), ovsEnv(c.Dir), append([]string{"ovn-sbctl", "--db=unix:" + c.SB, ctlTimeout}, args...)...)
+}
+
+// WaitHV runs `ovn-nbctl --wait=hv sync`: it returns once every chassis
+// has caught up with the Northbound as it is now.
+func (c *Cluster) WaitHV(t testing.TB) {
+	t.Helper()
+	c.NBCtl(t, "--wait=hv", "sync")
+}
+
+// WaitPortUp waits until the Northbound says the logical switch port is up
+// (its Port_Binding is claimed and its flows are installed).
+func (c *Cluster) WaitPortUp(t testing.TB, lsp string) {
+	t.Helper()
+	c.NBCtl(t, "wait-until", "Logical_Switch_Port", lsp, "up=true")
+}
+
+// Hypervisor returns hypervisor i (1-based).
+func (c *Cluster) Hypervisor(i int) *Hypervisor {
+	if i < 1 || i > len(c.HVs) {
+		panic(fmt.Sprintf("hvtest: no hypervisor %d of %d", i, len(c.HVs)))
+	}
+	return c.HVs[i-1]
+}

@@ -1,0 +1,27 @@
+// Package hvtest builds OVN deployments in network namespaces for system
+// tests: a central namespace with the Northbound and Southbound databases
+// and a northd, an underlay (a Linux bridge, MTU 9000) joining N hypervisor
+// namespaces that each run a chassis (by default the real ovs-vswitchd with
+// its userspace datapath and the real ovn-controller), and VMs as namespaces
+// whose veth ends sit on their hypervisor's br-int, bound to a logical
+// switch port through external_ids:iface-id.
+//
+// The northd and the chassis are pluggable, so that the same test runs
+// against the real OVN and against govn: a [Northd] starts any northd on the
+// cluster's databases, a [Chassis] any switch-and-controller in one
+// hypervisor namespace, configured as OVN users configure a hypervisor, with
+// ovs-vsctl on its local database.
+//
+// Every process runs inside a namespace the cluster made, and everything is
+// removed when the test ends, pass or fail. Names carry a per-run prefix
+// (hvt<pid>-) so that [New] can sweep what a killed earlier run left behind.
+//
+// The VM helpers (HTTP server, HTTP client, DHCPv4 client) re-execute the
+// test binary inside the VM's namespace: a test package that uses them must
+// call [RunToolIfAsked] first thing in its TestMain. Ping uses ping(8) from
+// iputils-ping.
+//
+// The Southbound's first packet to a new tunnel neighbour is lost while OVS
+// resolves it, so tests wait for connectivity ([VM.WaitPing]) before they
+// count anything.
+package hvtest

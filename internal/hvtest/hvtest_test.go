@@ -1,0 +1,271 @@
+package hvtest
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestMain(m *testing.M) {
+	RunToolIfAsked()
+	os.Exit(m.Run())
+}
+
+// govnBinary builds ./cmd/govn once per test run into a temporary
+// directory and returns its path; it skips the test without a go command.
+type govnBinary struct {
+	once sync.Once
+	dir  string // removed by remove
+	path string
+	err  error
+}
+
+func (g *govnBinary) remove() {
+	if g.dir != "" {
+		_ = os.RemoveAll(g.dir)
+	}
+}
+
+func (g *govnBinary) get(t *testing.T) string {
+	t.Helper()
+	g.once.Do(func() {
+		goCmd, err := exec.LookPath("go")
+		if err != nil {
+			goCmd = "/usr/local/go/bin/go"
+		}
+		// Named as the cluster's files are, so Sweep removes it after a
+		// killed run.
+		dir, err := os.MkdirTemp("", runPrefix(os.Getpid())+"govn-")
+		if err != nil {
+			g.err = err
+			return
+		}
+		g.dir = dir
+		g.path = filepath.Join(dir, "govn")
+		out, err := exec.Command(goCmd, "build", "-o", g.path, "github.com/govn/govn/cmd/govn").CombinedOutput()
+		if err != nil {
+			g.err = err
+			g.path = ""
+			t.Logf("go build ./cmd/govn: %v\n%s", err, out)
+		}
+	})
+	if g.err != nil {
+		t.Skipf("cannot build ./cmd/govn: %v", g.err)
+	}
+	return g.path
+}
+
+// govnHas skips the test unless `govn SUBCOMMAND --help` succeeds: until
+// then the subcommand has not landed.
+func govnHas(t *testing.T, bin, sub string) {
+	t.Helper()
+	if err := exec.Command(bin, sub, "--help").Run(); err != nil {
+		t.Skipf("`govn %s --help` fails (%v): not there yet", sub, err)
+	}
+}
+
+// TestLogicalSwitch runs one logical switch across two hypervisors for
+// every pairing of a northd and a chassis: the real ovn-northd and the
+// real ovn-controller with ovs-vswitchd now; govn northd and govn chassis
+// (alone and mixed with a real hypervisor) as soon as `govn northd --help`
+// or `govn chassis --help` succeed from a fresh build of ./cmd/govn.
+func TestLogicalSwitch(t *testing.T) {
+	if why := Available(); why != "" {
+		t.Skip(why)
+	}
+	var govn govnBinary
+	t.Cleanup(govn.remove)
+	realChassis := func(*testing.T) func(int) Chassis {
+		return func(int) Chassis { return RealChassis{} }
+	}
+	govnChassis := func(t *testing.T) GovnChassis {
+		bin := govn.get(t)
+		govnHas(t, bin, "chassis")
+		return GovnChassis{Argv: []string{bin, "chassis"}}
+	}
+	for _, d := range []struct {
+		name    string
+		northd  func(*testing.T) Northd
+		chassis func(*testing.T) func(int) Chassis
+	}{
+		{"ovn-northd/ovn-controller", func(*testing.T) Northd { return RealNorthd() }, realChassis},
+		{"govn-northd/ovn-controller", func(t *testing.T) Northd {
+			bin := govn.get(t)
+			govnHas(t, bin, "northd")
+			return NorthdCommand{Argv: []string{bin, "northd"}}
+		}, realChassis},
+		{"ovn-northd/govn-chassis", func(*testing.T) Northd { return RealNorthd() },
+			func(t *testing.T) func(int) Chassis {
+				g := govnChassis(t)
+				return func(int) Chassis { return g }
+			}},
+		{"ovn-northd/mixed", func(*testing.T) Northd { return RealNorthd() },
+			func(t *testing.T) func(int) Chassis {
+				g := govnChassis(t)
+				return func(i int) Chassis {
+					if i == 1 {
+						return g
+					}
+					return RealChassis{}
+				}
+			}},
+	} {
+		t.Run(strings.ReplaceAll(d.name, "/", "+"), func(t *testing.T) {
+			logicalSwitch(t, Options{Northd: d.northd(t), Chassis: d.chassis(t)})
+		})
+	}
+}
+
+// logicalSwitch is the scenario: ping across Geneve, --wait=hv, DHCPv4, a
+// load-balancer VIP with three backends (one of them calling its own VIP),
+// and ACLs that drop and allow related traffic.
+func logicalSwitch(t *testing.T, opts Options) {
+	start := time.Now()
+	step := func(name string) func() {
+		t0 := time.Now()
+		return func() { t.Logf("%-40s %6.2fs", name, time.Since(t0).Seconds()) }
+	}
+	defer func() { t.Logf("%-40s %6.2fs", "total", time.Since(start).Seconds()) }()
+
+	done := step("cluster up")
+	c := New(t, opts)
+	done()
+
+	done = step("switch, ports and VMs")
+	hv1, hv2 := c.Hypervisor(1), c.Hypervisor(2)
+	// A router port on the switch answers ARP for the VMs' gateway, so
+	// that they reach the VIP, which is off their subnet: a switch alone
+	// answers no ARP for a VIP.
+	c.NBCtl(t, "ls-add", "ls0")
+	c.NBCtl(t, "lr-add", "lr0", "--", "lrp-add", "lr0", "lr0-ls0", "0a:00:00:00:00:fe", "10.0.0.1/24")
+	c.NBCtl(t, "lsp-add", "ls0", "ls0-lr0", "--", "lsp-set-type", "ls0-lr0", "router",
+		"--", "lsp-set-addresses", "ls0-lr0", "router", "--", "lsp-set-options", "ls0-lr0", "router-port=lr0-ls0")
+	specs := []struct {
+		hv   *Hypervisor
+		spec VMSpec
+	}{
+		{hv1, VMSpec{Name: "vm1", LSP: "vm1", MAC: "0a:00:00:00:00:01", Addr: "10.0.0.11/24", Gateway: "10.0.0.1"}},
+		{hv2, VMSpec{Name: "vm2", LSP: "vm2", MAC: "0a:00:00:00:00:02", Addr: "10.0.0.12/24", Gateway: "10.0.0.1"}},
+		{hv1, VMSpec{Name: "vm3", LSP: "vm3", MAC: "0a:00:00:00:00:03", Addr: "10.0.0.13/24", Gateway: "10.0.0.1"}},
+		{hv2, VMSpec{Name: "vm4", LSP: "vm4", MAC: "0a:00:00:00:00:04"}}, // DHCP
+	}
+	vms := map[string]*VM{}
+	for _, s := range specs {
+		ip := map[string]string{"vm1": "10.0.0.11", "vm2": "10.0.0.12", "vm3": "10.0.0.13", "vm4": "10.0.0.14"}[s.spec.Name]
+		c.NBCtl(t, "lsp-add", "ls0", s.spec.LSP, "--", "lsp-set-addresses", s.spec.LSP, s.spec.MAC+" "+ip)
+		vms[s.spec.Name] = c.AddVM(t, s.hv, s.spec)
+	}
+	for _, s := range specs {
+		c.WaitPortUp(t, s.spec.LSP)
+	}
+	done()
+	vm1, vm2, vm3, vm4 := vms["vm1"], vms["vm2"], vms["vm3"], vms["vm4"]
+	for _, b := range []*VM{vm1, vm2, vm3} {
+		b.HTTPServe(t, 80) // for the rest of the test, not one subtest
+	}
+
+	t.Run("ping", func(t *testing.T) {
+		defer step("ping across Geneve")()
+		if err := vm1.WaitPing(vm2.IP(), 20*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range [][2]*VM{{vm1, vm2}, {vm2, vm1}, {vm3, vm2}} {
+			if err := p[0].Ping(p[1].IP(), 5); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+
+	t.Run("wait-hv", func(t *testing.T) {
+		defer step("ovn-nbctl --wait=hv sync")()
+		c.WaitHV(t)
+		cfg := strings.TrimSpace(c.NBCtl(t, "get", "NB_Global", ".", "nb_cfg"))
+		hvCfg := strings.TrimSpace(c.NBCtl(t, "get", "NB_Global", ".", "hv_cfg"))
+		if cfg == "0" || hvCfg != cfg {
+			t.Errorf("after --wait=hv sync: nb_cfg %s, hv_cfg %s", cfg, hvCfg)
+		}
+	})
+
+	t.Run("dhcp", func(t *testing.T) {
+		defer step("DHCPv4")()
+		uuid := strings.TrimSpace(c.NBCtl(t, "create", "DHCP_Options", "cidr=10.0.0.0/24"))
+		c.NBCtl(t, "dhcp-options-set-options", uuid,
+			"lease_time=3600", "router=10.0.0.1", "server_id=10.0.0.1", "server_mac=0a:00:00:00:00:fe")
+		c.NBCtl(t, "--wait=hv", "lsp-set-dhcpv4-options", "vm4", uuid)
+		got, err := vm4.DHCP(t)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != "10.0.0.14/24" {
+			t.Fatalf("DHCP gave %s, want 10.0.0.14/24", got)
+		}
+		if err := vm4.WaitPing(vm1.IP(), 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("load-balancer", func(t *testing.T) {
+		defer step("load balancer and hairpin")()
+		c.NBCtl(t, "lb-add", "lb0", "172.16.0.100:80", "10.0.0.11:80,10.0.0.12:80,10.0.0.13:80", "tcp")
+		c.NBCtl(t, "--wait=hv", "ls-lb-add", "ls0", "lb0")
+		// From a client that is no backend: every backend answers.
+		if missing := curlUntilAll(t, vm4, "http://172.16.0.100/", []string{"vm1", "vm2", "vm3"}); len(missing) > 0 {
+			t.Errorf("from vm4: backends %v never answered the VIP", missing)
+		}
+		// Hairpin: a backend calling its own VIP reaches itself too.
+		if missing := curlUntilAll(t, vm1, "http://172.16.0.100/", []string{"vm1", "vm2", "vm3"}); len(missing) > 0 {
+			t.Errorf("from vm1 (hairpin): backends %v never answered the VIP", missing)
+		}
+	})
+
+	t.Run("acl", func(t *testing.T) {
+		defer step("ACL drop and allow-related")()
+		// Nothing may reach vm2, except what is related to vm2's own
+		// connections.
+		c.NBCtl(t, "acl-add", "ls0", "from-lport", "1002", `inport == "vm2" && ip4`, "allow-related")
+		c.NBCtl(t, "--wait=hv", "acl-add", "ls0", "to-lport", "1001", `outport == "vm2" && ip4`, "drop")
+		if err := vm1.Ping(vm2.IP(), 2); err == nil {
+			t.Errorf("ping vm1 → vm2 passed the drop ACL")
+		}
+		if err := vm2.Ping(vm1.IP(), 3); err != nil {
+			t.Errorf("allow-related: %v", err)
+		}
+		if body, err := vm2.Curl("http://10.0.0.11/"); err != nil || body != "vm1\n" {
+			t.Errorf("allow-related TCP vm2 → vm1: %q, %v", body, err)
+		}
+		c.NBCtl(t, "--wait=hv", "acl-del", "ls0")
+		if err := vm1.WaitPing(vm2.IP(), 10*time.Second); err != nil {
+			t.Errorf("without the ACLs: %v", err)
+		}
+	})
+}
+
+// curlUntilAll GETs url from vm until every body in want has been seen, at
+// most 30 times; every request must succeed. It returns those never seen.
+func curlUntilAll(t *testing.T, vm *VM, url string, want []string) []string {
+	t.Helper()
+	seen := map[string]int{}
+	for i, failed := 0, 0; i < 30 && len(seen) < len(want); i++ {
+		body, err := vm.Curl(url)
+		if err != nil {
+			t.Errorf("request %d: %v", i+1, err)
+			if failed++; failed == 3 {
+				break // the VIP is down; more tries would only take time
+			}
+			continue
+		}
+		seen[strings.TrimSpace(body)]++
+	}
+	var missing []string
+	for _, w := range want {
+		if seen[w] == 0 {
+			missing = append(missing, w)
+		}
+	}
+	t.Logf("%s → %s: %v", vm.Name, url, seen)
+	return missing
+}

@@ -1,0 +1,215 @@
+package hvtest
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/govn/govn/datapath/systest/traffic"
+)
+
+// VMSpec describes a VM to add.
+type VMSpec struct {
+	Name    string // unique in the cluster: letters, digits, '-'
+	LSP     string // the logical switch port it is (external_ids:iface-id)
+	MAC     string // its interface's MAC, as the LSP's addresses say
+	Addr    string // e.g. "10.0.0.11/24"; empty for none (see VM.DHCP)
+	Gateway string // default route via this address; optional
+}
+
+// VM is a namespace whose interface eth0 is a veth into its hypervisor,
+// on br-int.
+type VM struct {
+	Name string
+	NS   string // network namespace
+	Dev  string // its interface: eth0
+	MAC  string
+	Addr netip.Prefix // invalid until an address is set
+	LSP  string
+	HV   *Hypervisor
+	Port string // the veth end in the hypervisor, a br-int port
+
+	c *Cluster
+}
+
+var vmName = regexp.MustCompile(`^[A-Za-z0-9-]{1,32}$`)
+
+// AddVM makes a VM on hypervisor hv and plugs it into br-int as
+// spec.LSP. It does not wait for the port to come up: see
+// Cluster.WaitPortUp.
+func (c *Cluster) AddVM(t testing.TB, hv *Hypervisor, spec VMSpec) *VM {
+	t.Helper()
+	if !vmName.MatchString(spec.Name) {
+		t.Fatalf("hvtest: VM name %q: want 1 to 32 letters, digits or '-'", spec.Name)
+	}
+	c.mu.Lock()
+	if _, dup := c.vms[spec.Name]; dup {
+		c.mu.Unlock()
+		t.Fatalf("hvtest: two VMs named %q", spec.Name)
+	}
+	hv.vifs++
+	vm := &VM{Name: spec.Name, Dev: "eth0", MAC: spec.MAC, LSP: spec.LSP, HV: hv,
+		Port: "vif" + strconv.Itoa(hv.vifs), c: c}
+	c.vms[spec.Name] = vm
+	c.mu.Unlock()
+
+	vm.NS = c.newNS(t, "vm-"+spec.Name)
+	mustRun(t, nil, "ip", "link", "add", vm.Port, "netns", hv.NS, "type", "veth", "peer", "name", vm.Dev, "netns", vm.NS)
+	c.nsRun(t, vm.NS, "ip", "link", "set", vm.Dev, "address", spec.MAC, "up")
+	c.nsRun(t, hv.NS, "ip", "link", "set", vm.Port, "up")
+	txOff(t, vm.NS, vm.Dev)
+	txOff(t, hv.NS, vm.Port)
+	if spec.Addr != "" {
+		p, err := netip.ParsePrefix(spec.Addr)
+		if err != nil {
+			t.Fatalf("hvtest: VM %s: %v", spec.Name, err)
+		}
+		vm.SetAddr(t, p, spec.Gateway)
+	}
+	hv.Vsctl(t, "add-port", "br-int", vm.Port,
+		"--", "set", "Interface", vm.Port, "external_ids:iface-id="+spec.LSP)
+	return vm
+}
+
+// SetAddr gives the VM's interface an address and, if gateway is not
+// empty, a default route through it.
+func (vm *VM) SetAddr(t testing.TB, p netip.Prefix, gateway string) {
+	t.Helper()
+	vm.c.nsRun(t, vm.NS, "ip", "addr", "add", p.String(), "dev", vm.Dev)
+	if gateway != "" {
+		vm.c.nsRun(t, vm.NS, "ip", "route", "add", "default", "via", gateway)
+	}
+	vm.Addr = p
+}
+
+// IP is the VM's address without its prefix length.
+func (vm *VM) IP() string { return vm.Addr.Addr().String() }
+
+// Command returns a command that runs args inside the VM.
+func (vm *VM) Command(ctx context.Context, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", vm.NS}, args...)...)
+}
+
+var pingCounts = regexp.MustCompile(`(\d+) packets transmitted, (\d+) received`)
+
+// Ping sends count echo requests to dst, 200 ms apart, from the VM with
+// ping(8); it fails unless every one is answered within 2 s.
+func (vm *VM) Ping(dst string, count int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(count)*time.Second+10*time.Second)
+	defer cancel()
+	out, err := vm.Command(ctx, "ping", "-n", "-q", "-c", strconv.Itoa(count), "-i", "0.2", "-W", "2", dst).CombinedOutput()
+	m := pingCounts.FindSubmatch(out)
+	if m == nil {
+		return fmt.Errorf("ping %s from %s: %v: %s", dst, vm.Name, err, strings.TrimSpace(string(out)))
+	}
+	if got, _ := strconv.Atoi(string(m[2])); got != count {
+		return fmt.Errorf("ping %s from %s: %s of %d answered", dst, vm.Name, m[2], count)
+	}
+	return nil
+}
+
+// WaitPing pings dst once a second until an echo is answered or timeout
+// passes. Use it before counting: the first packets to a new tunnel
+// neighbour are lost while OVS resolves it, and flows take a moment to
+// reach every chassis.
+func (vm *VM) WaitPing(dst string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := vm.Command(ctx, "ping", "-n", "-q", "-c", "1", "-W", "1", dst).Run()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("ping %s from %s: no answer within %v", dst, vm.Name, timeout)
+		}
+	}
+}
+
+// tool returns a command that re-executes the test binary inside the VM to
+// run a tool (see runTool).
+func (vm *VM) tool(ctx context.Context, args ...string) (*exec.Cmd, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("hvtest: %w", err)
+	}
+	cmd := vm.Command(ctx, append([]string{self}, args...)...)
+	cmd.Env = append(os.Environ(), toolEnv+"=1")
+	return cmd, nil
+}
+
+// HTTPServe serves HTTP on port of every VM address until the test ends;
+// every response's body is the VM's name and a newline. It returns once
+// the server listens.
+func (vm *VM) HTTPServe(t testing.TB, port uint16) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := vm.c.Start(t, vm.NS, "vm-"+vm.Name+"/http-"+strconv.Itoa(int(port)), []string{toolEnv + "=1"},
+		self, "http-serve", fmt.Sprintf("0.0.0.0:%d", port), vm.Name)
+	if err := waitFor(20*time.Second, vm.Name+": HTTP server on port "+strconv.Itoa(int(port)), func() bool {
+		return traffic.Listening(d.Pid(), "tcp", port)
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Curl makes one HTTP GET from the VM on a new connection and returns the
+// body; it gives up after 5 s.
+func (vm *VM) Curl(url string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd, err := vm.tool(ctx, "http-get", url)
+	if err != nil {
+		return "", err
+	}
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = strings.TrimSpace(string(ee.Stderr))
+		}
+		return "", fmt.Errorf("GET %s from %s: %v: %s", url, vm.Name, err, stderr)
+	}
+	return string(out), nil
+}
+
+// DHCP gets an IPv4 address for the VM by DHCP, configures it (and a
+// default route if a router was offered) and returns it.
+func (vm *VM) DHCP(t testing.TB) (netip.Prefix, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd, err := vm.tool(ctx, "dhcp4", vm.Dev)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("dhcp on %s: %v: %s", vm.Name, err, strings.TrimSpace(string(out)))
+	}
+	f := strings.Fields(string(out))
+	if len(f) != 2 {
+		return netip.Prefix{}, fmt.Errorf("dhcp on %s: unexpected output %q", vm.Name, out)
+	}
+	p, err := netip.ParsePrefix(f[0])
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("dhcp on %s: %w", vm.Name, err)
+	}
+	gw := f[1]
+	if gw == "-" {
+		gw = ""
+	}
+	vm.SetAddr(t, p, gw)
+	return p, nil
+}
