@@ -116,10 +116,29 @@ func (g *gen) PortKey(dp ovsdb.UUID, name string, requested uint32) uint32 {
 }
 
 func (g *gen) claimKey(space ovsdb.UUID, holder string, requested uint32) uint32 {
-	key := g.s.keySpace(space).claim(holder, requested)
+	ks := g.s.keySpace(space)
+	before := ks.held[holder]
+	key := ks.claim(holder, requested)
+	if space.IsZero() && key != before {
+		g.s.touch(datapathKeyDep(holder))
+	}
 	if requested != 0 && key != requested {
 		g.Warn("requested tunnel key is taken or out of range", "holder", holder, "requested", requested, "assigned", key)
 	}
 	g.o.keys = append(g.o.keys, keyClaim{space, holder})
 	return key
+}
+
+// datapathKeyDep is the dependency of an owner that reads a datapath's
+// tunnel key without holding it (a port group's Southbound name has it).
+func datapathKeyDep(holder string) depKey {
+	return depKey{kind: depDerived, name: "datapath-key/" + holder}
+}
+
+// DatapathKeyOf returns the tunnel key of the datapath for Northbound row
+// dp, held by that datapath's owner (0 if it has none yet), and makes the
+// owner depend on it.
+func (g *gen) DatapathKeyOf(dp ovsdb.UUID) uint32 {
+	g.dep(datapathKeyDep(dp.String()))
+	return g.s.keySpace(ovsdb.UUID{}).held[dp.String()]
 }

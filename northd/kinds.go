@@ -118,9 +118,5 @@ func genSwitchPort(g *gen) {
 	switchPort(g, sw, &lsp)
 }
 
-func genPortGroup(g *gen)      {}
-func genAddressSet(g *gen)     {}
-func genQoS(g *gen)            {}
 func genDNS(g *gen)            {}
-func genMeter(g *gen)          {}
 func genHAChassisGroup(g *gen) {}
