@@ -47,7 +47,7 @@ func TestDifferentialParser(t *testing.T) {
 	for _, c := range readCases(t, "testdata/exprs.txt") {
 		ins = append(ins, ovnparse.Input{Kind: ovnparse.Match, Text: c[1], Where: "exprs.txt " + c[0]})
 	}
-	for i, m := range generateMatches(st, 1, 1500) {
+	for i, m := range generateMatches(st, 1, 3000) {
 		ins = append(ins, ovnparse.Input{Kind: ovnparse.Match, Text: m, Where: fmt.Sprintf("generated #%d", i)})
 	}
 	n, agree := compareWithOVN(t, st, ins, "testdata/ovnparse/known.txt")
@@ -195,6 +195,9 @@ func generateMatches(st *Symtab, seed uint64, n int) []string {
 	var out []string
 	for tries := 0; len(out) < n && tries < 20*n; tries++ {
 		m := g.expr(0)
+		if g.r.IntN(8) == 0 {
+			m = g.mutate(m)
+		}
 		if !seen[m] {
 			seen[m] = true
 			out = append(out, m)
@@ -225,7 +228,11 @@ func (g *matchGen) expr(depth int) string {
 	case depth < 3 && k < 7:
 		return "!" + g.pick("", "(") + g.expr(depth+1) + ")"[:g.r.IntN(2)]
 	case k < 8:
-		return g.pick("0", "1", "2", "0x1", "true", "is_chassis_resident(\"p1\")", "is_chassis_resident(p1)", "is_chassis_resident()")
+		return g.pick("0", "1", "2", "0x1", "true", "is_chassis_resident(\"p1\")", "is_chassis_resident(p1)", "is_chassis_resident()",
+			"is_chassis_resident(\"p1\", \"p2\")", "is_chassis_resident (\"p1\")", "ip4(", "00", "01", "1/1", "{1}", "{0, 1}")
+	case k < 9:
+		n := 98 + g.r.IntN(4)
+		return strings.Repeat("(", n) + g.cmp() + strings.Repeat(")", n)
 	default:
 		return g.cmp()
 	}
@@ -240,11 +247,13 @@ func (g *matchGen) field() (string, *Symbol) {
 	if s.Kind != KindPredicate && g.r.IntN(5) == 0 {
 		w := max(s.Width, 1)
 		lo := g.r.IntN(w + 1)
-		switch g.r.IntN(4) {
+		switch g.r.IntN(5) {
 		case 0:
 			name += fmt.Sprintf("[%d]", lo)
 		case 1:
 			name += fmt.Sprintf("[0..%d]", w-1)
+		case 2:
+			name += g.pick("[ 0 ]", "[0 .. 1]", "[0x1]", "[-1]", "[1..]", "[]", "[0..1", "[00]", "[0...1]")
 		default:
 			hi := lo + g.r.IntN(w-lo+2)
 			name += fmt.Sprintf("[%d..%d]", lo, hi)
@@ -273,7 +282,7 @@ func (g *matchGen) cmp() string {
 func (g *matchGen) rhs(s *Symbol) string {
 	switch g.r.IntN(8) {
 	case 0:
-		return g.pick("$set4", "$set6", "$setmac", "$nope", "@pg1", "@pg2", "@nope")
+		return g.pick("$set4", "$set6", "$setmac", "$nope", "@pg1", "@pg2", "@nope", "$", "@", "$4", "$set4.x", "@pg1-x", "$ set4")
 	case 1, 2:
 		k := 1 + g.r.IntN(3)
 		var elems []string
@@ -289,12 +298,34 @@ func (g *matchGen) rhs(s *Symbol) string {
 	return g.value(s)
 }
 
+// mutate changes the text of a match lexically: spacing, a stray token,
+// a character dropped or doubled.
+func (g *matchGen) mutate(m string) string {
+	switch g.r.IntN(5) {
+	case 0:
+		return strings.ReplaceAll(m, " ", "")
+	case 1:
+		return strings.ReplaceAll(m, " ", g.pick("\t", "  ", "\t \t"))
+	case 2:
+		i := g.r.IntN(len(m) + 1)
+		return m[:i] + g.pick(" = ", "===", "=>", "<>", "<->", "--", "..", "&", "|", ";", ":", "\\", "'", "#", "-", "+", "~", "!", "(", ")", "{", "}", "[", "]", ",", "$", "@", "\"", "0x", "é") + m[i:]
+	case 3:
+		if len(m) < 2 {
+			return m
+		}
+		i := g.r.IntN(len(m))
+		return m[:i] + m[i+1:]
+	}
+	i := g.r.IntN(len(m))
+	return m[:i+1] + m[i:]
+}
+
 // value returns a constant, usually in the symbol's own format.
 func (g *matchGen) value(s *Symbol) string {
 	format := s.Format
 	if s.Kind == KindString || g.r.IntN(4) == 0 {
 		if s.Kind == KindString && g.r.IntN(3) != 0 {
-			return g.pick(`"p1"`, `"eth0"`, `"sw0-port1"`, `""`)
+			return g.pick(`"p1"`, `"eth0"`, `"sw0-port1"`, `""`, `"a\"b"`, `"a\\b"`, `"\n"`, `"\x41"`, `"\u00e9"`, `"é"`, `'p1'`, `"p1`)
 		}
 		format = Format(g.r.IntN(5))
 		if g.r.IntN(5) == 0 {
@@ -303,15 +334,20 @@ func (g *matchGen) value(s *Symbol) string {
 	}
 	switch format {
 	case FmtIPv4:
-		return g.pick("10.0.0.1", "0.0.0.0", "255.255.255.255", "10.0.0.0/8", "10.0.0.1/24", "10.0.0.0/255.0.0.0", "10.0.0.0/33", "192.168.1.0/24")
+		return g.pick("10.0.0.1", "0.0.0.0", "255.255.255.255", "10.0.0.0/8", "10.0.0.1/24", "10.0.0.0/255.0.0.0", "10.0.0.0/33", "192.168.1.0/24",
+			"10.0.0.0/0", "10.0.0.0/32", "10.0.0.1/0.0.0.255", "10.0.0.0/24.0", "1.2.3", "256.1.1.1", "010.0.0.1", "10.0.0.0/0x8")
 	case FmtIPv6:
-		return g.pick("fe80::1", "::", "::1", "fe80::/10", "aef0::1/64", "::ffff:10.0.0.1", "ff02::1:ff00:0/104", "fe80::/129")
+		return g.pick("fe80::1", "::", "::1", "fe80::/10", "aef0::1/64", "::ffff:10.0.0.1", "ff02::1:ff00:0/104", "fe80::/129",
+			"FE80::1", "fe80::1/ffff::", "fe80:::1", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7:8:9", "::/0", "fe80::1%eth0")
 	case FmtMAC:
-		return g.pick("00:00:00:00:00:01", "ff:ff:ff:ff:ff:ff", "01:00:00:00:00:00/01:00:00:00:00:00", "0a:58:0a:f4:00:01")
+		return g.pick("00:00:00:00:00:01", "ff:ff:ff:ff:ff:ff", "01:00:00:00:00:00/01:00:00:00:00:00", "0a:58:0a:f4:00:01",
+			"AA:BB:CC:DD:EE:FF", "0:0:0:0:0:1", "00:00:00:00:00", "00:00:00:00:00:01/ff:ff:ff:00:00:00", "00:00:00:00:00:01/24")
 	case FmtHex:
-		return g.pick("0x0", "0x1", "0x800", "0x86dd", "0xffff", "0x10000", "0xffffffff", "0x100000000", "0x1234567890abcdef1234", "0x8/0x8", "0x800/0xf00", "0xff/0xf")
+		return g.pick("0x0", "0x1", "0x800", "0x86dd", "0xffff", "0x10000", "0xffffffff", "0x100000000", "0x1234567890abcdef1234", "0x8/0x8", "0x800/0xf00", "0xff/0xf",
+			"0X800", "0xABC", "0x", "0xg", "0x00000000000000000000000000000000001", "0xffffffffffffffffffffffffffffffff", "0x1ffffffffffffffffffffffffffffffff", "0x8/8")
 	}
 	w := max(s.Width, 1)
 	return g.pick("0", "1", "2", "6", "80", "255", "256", "65535", "65536", "4294967296",
-		fmt.Sprint(uint64(1)<<min(w, 63)-1), fmt.Sprint(uint64(1)<<min(w, 63)), "5/7", "8/8")
+		fmt.Sprint(uint64(1)<<min(w, 63)-1), fmt.Sprint(uint64(1)<<min(w, 63)), "5/7", "8/8",
+		"00", "07", "1e3", "340282366920938463463374607431768211455", "340282366920938463463374607431768211456", "1/0x1", "18446744073709551616")
 }

@@ -471,8 +471,8 @@ func parseIPv4(s string) (U128, bool) {
 				return U128{}, false
 			}
 		}
-		if digits == 0 || n > 255 {
-			return U128{}, false
+		if digits == 0 || n > 255 || digits > 1 && s[i-digits] == '0' {
+			return U128{}, false // as OVN: no leading zeros (010.0.0.1)
 		}
 		v = v<<8 | uint64(n)
 		parts++

@@ -281,10 +281,10 @@ func NewSymtab() (*Symtab, error) {
 
 	// Ethernet and VLAN.
 	b.field("eth.src", 48, "eth_src", "", FmtMAC)
-	b.field("eth.dst", 48, "eth_dst", "", FmtMAC)
+	ethDst := b.field("eth.dst", 48, "eth_dst", "", FmtMAC)
 	noConjunction(b.nominal("eth.type", 16, "eth_type", "", FmtHex)).ReadOnly = true
 	b.predicate("eth.bcast", "eth.dst == ff:ff:ff:ff:ff:ff")
-	b.predicate("eth.mcast", "eth.dst[40]")
+	b.subfield("eth.mcast", ethDst, 40, 40, "") // a subfield in OVN, not a predicate
 	b.predicate("eth.mcastv6", "eth.dst[32..47] == 0x3333")
 	tci := b.field("vlan.tci", 16, "vlan_tci", "", FmtHex)
 	b.predicate("vlan.present", "vlan.tci[12]")
