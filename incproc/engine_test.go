@@ -176,3 +176,24 @@ func TestCommands(t *testing.T) {
 		t.Errorf("recomputes after clear-stats: %q, want 0", got)
 	}
 }
+
+// FuzzCommands: whatever the arguments, the control socket commands answer
+// or fail, and never panic.
+func FuzzCommands(f *testing.F) {
+	for _, s := range []string{"", "n", "recompute", "abort", "500", "-0", " +7", "4294967296"} {
+		f.Add(s, s)
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		e := incproc.New(incproc.Options{})
+		in := e.AddInput("a")
+		e.AddNode("n", incproc.NodeFuncs{Compute: nop}, incproc.Input{Node: in})
+		for name, cmd := range e.Commands(nil) {
+			for _, args := range [][]string{nil, {a}, {a, b}, {a, b, a}} {
+				out, err := cmd(args)
+				if err != nil && out != "" {
+					t.Errorf("%s %q: output %q with error %v", name, args, out, err)
+				}
+			}
+		}
+	})
+}

@@ -125,3 +125,11 @@ func randomSequence(t *testing.T, seed uint64, steps int) {
 		fail("needs-run after a completed run: %v", got)
 	}
 }
+
+// FuzzSequences explores more seeds (and lengths) of TestRandomSequences.
+func FuzzSequences(f *testing.F) {
+	f.Add(uint64(0), uint16(100))
+	f.Fuzz(func(t *testing.T, seed uint64, steps uint16) {
+		randomSequence(t, seed, int(steps%500))
+	})
+}
