@@ -3,6 +3,7 @@ package northd
 import (
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/govn/govn/ovsdb"
 )
@@ -39,6 +40,7 @@ type State struct {
 	memoOwners   map[string]*owner
 
 	stats Stats
+	nbw   nbSync
 }
 
 // Stats counts State's work, for inc-engine/show-stats and tests.
@@ -50,6 +52,9 @@ type Stats struct {
 // Options configure a State.
 type Options struct {
 	Logger *slog.Logger
+	// Now is the clock of the Northbound timestamps WriteNB writes (nil:
+	// time.Now).
+	Now func() time.Time
 }
 
 // New returns an empty State for the given Northbound and Southbound
@@ -76,6 +81,7 @@ func New(nbSchema, sbSchema *ovsdb.Schema, opts Options) *State {
 		memoOwners:   make(map[string]*owner),
 	}
 	s.sbIndex = newSBIndex(s)
+	s.nbw.now = opts.Now
 	return s
 }
 

@@ -92,6 +92,7 @@ func rootCommand() *command {
 		usage:   "COMMAND [ARGS]",
 		subs: []*command{
 			dbCommand(),
+			northdCommand(),
 			lflowCommand(),
 			switchCommand(),
 			appctlCommand(),

@@ -1,0 +1,238 @@
+package northd
+
+import (
+	"crypto/rand"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/govn/govn/ovsdb"
+	"github.com/govn/govn/schema/nb"
+	"github.com/govn/govn/schema/sb"
+)
+
+// The largest datapath tunnel key with Geneve (24 bits, less the range
+// ovn-northd keeps for itself) and with VXLAN (12 bits), which ovn-northd
+// publishes as NB_Global:options:max_tunid.
+const (
+	maxTunIDGeneve = 1<<24 - 1<<16
+	maxTunIDVXLAN  = 1<<12 - 1
+)
+
+// nbSync is what WriteNB remembers between calls.
+type nbSync struct {
+	now func() time.Time
+	// stampedCfg is the nb_cfg whose nb_cfg_timestamp has been written.
+	stampedCfg int64
+	stamped    bool
+}
+
+func (w *nbSync) clock() time.Time {
+	if w.now != nil {
+		return w.now()
+	}
+	return time.Now()
+}
+
+// SouthboundTables lists the Southbound tables northd reads or writes:
+// what the daemon monitors. Chassis-only tables (Controller_Event,
+// Connection, SSL) are left out.
+func SouthboundTables() []string {
+	t := slices.Clone(recordTables)
+	t = append(t, "Logical_Flow", "Logical_DP_Group", "Chassis", "Chassis_Private", "Encap",
+		"Gateway_Chassis", "HA_Chassis", "Meter_Band", "MAC_Binding", "FDB", "IGMP_Group",
+		"Chassis_Template_Var", "Mirror")
+	slices.Sort(t)
+	return slices.Compact(t)
+}
+
+// WriteNB adds to b the Northbound updates northd is responsible for,
+// computed from the snapshot of both databases, and returns how many
+// operations it added:
+//
+//   - NB_Global itself, inserted if the Northbound has none, and its
+//     options mac_prefix and svc_monitor_mac (made up once, then kept),
+//     max_tunid and northd_internal_version;
+//   - nb_cfg_timestamp when a new nb_cfg is seen, and sb_cfg (with
+//     sb_cfg_timestamp) once SB_Global.nb_cfg shows the Southbound reflects
+//     it: the daemon writes the Southbound before it calls WriteNB, so
+//     ovn-nbctl --wait=sb returns only once the Southbound is up to date;
+//   - hv_cfg and hv_cfg_timestamp, the smallest nb_cfg any chassis has
+//     caught up with (Chassis_Private; remote chassis are not waited for),
+//     for ovn-nbctl --wait=hv;
+//   - Logical_Switch_Port.up: from its Port_Binding's up (a port bound to a
+//     remote chassis is up), always true for router ports.
+//
+// Call it only while holding the Southbound lock, as WriteSB. Like WriteSB
+// it writes only differences: with nothing to change it adds nothing.
+func (s *State) WriteNB(b TxnBuilder) int {
+	ops := 0
+	globals := sortedRows(s.nb.rows[nb.NBGlobalTable])
+	if len(globals) == 0 {
+		b.Insert(nb.NBGlobalTable, map[string]ovsdb.Datum{
+			"options": dMap(s.nbOptions(nil)),
+		})
+		return 1
+	}
+	var glob nb.NBGlobal
+	glob.LoadRow(s.nb.table(nb.NBGlobalTable), globals[0])
+	upd := make(map[string]ovsdb.Datum)
+	if opts := s.nbOptions(glob.Options); !maps.Equal(opts, glob.Options) {
+		upd["options"] = dMap(opts)
+	}
+	now := s.nbw.clock().UnixMilli()
+	sbCfg, haveSB := s.southboundCfg()
+	if haveSB && sbCfg != glob.NBCfg && (!s.nbw.stamped || s.nbw.stampedCfg != glob.NBCfg) {
+		upd["nb_cfg_timestamp"] = dInt(now)
+		s.nbw.stamped, s.nbw.stampedCfg = true, glob.NBCfg
+	}
+	if haveSB && sbCfg != 0 && glob.SBCfg != sbCfg {
+		upd["sb_cfg"] = dInt(sbCfg)
+		upd["sb_cfg_timestamp"] = dInt(now)
+	}
+	if hv, ts := s.chassisCfg(glob.NBCfg); glob.HVCfg != hv {
+		upd["hv_cfg"] = dInt(hv)
+		upd["hv_cfg_timestamp"] = dInt(ts)
+	}
+	if len(upd) > 0 {
+		b.Update(nb.NBGlobalTable, glob.UUID, upd)
+		ops++
+	}
+	return ops + s.writePortsUp(b)
+}
+
+// nbOptions returns NB_Global's options with those northd fills in.
+func (s *State) nbOptions(cur map[string]string) map[string]string {
+	opts := maps.Clone(cur)
+	if opts == nil {
+		opts = make(map[string]string)
+	}
+	if !validMACPrefix(opts["mac_prefix"]) {
+		m := randomMAC()
+		opts["mac_prefix"] = m[:8]
+	}
+	if _, ok := opts["svc_monitor_mac"]; !ok {
+		opts["svc_monitor_mac"] = randomMAC()
+	}
+	maxTunID := maxTunIDGeneve
+	for _, r := range s.sb.rows[sb.EncapTable] {
+		if stringColumn(s.sb, sb.EncapTable, r, "type") == "vxlan" {
+			maxTunID = maxTunIDVXLAN
+			break
+		}
+	}
+	opts["max_tunid"] = strconv.Itoa(maxTunID)
+	opts["northd_internal_version"] = northdInternalVersion
+	return opts
+}
+
+// validMACPrefix says whether p is three hex octets ("0a:1b:2c"), what
+// ovn-northd accepts in mac_prefix; anything else is replaced.
+func validMACPrefix(p string) bool {
+	var a, b, c uint8
+	n, err := fmt.Sscanf(p, "%2x:%2x:%2x", &a, &b, &c)
+	return err == nil && n == 3 && len(p) == 8
+}
+
+// randomMAC returns a random unicast, locally administered MAC address.
+func randomMAC() string {
+	var m [6]byte
+	_, _ = rand.Read(m[:]) // crypto/rand.Read never fails
+	m[0] = m[0]&^1 | 2
+	return fmt.Sprintf("%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5])
+}
+
+// southboundCfg returns SB_Global.nb_cfg: the nb_cfg whose changes the
+// Southbound holds.
+func (s *State) southboundCfg() (int64, bool) {
+	rows := sortedRows(s.sb.rows[sb.SBGlobalTable])
+	if len(rows) == 0 {
+		return 0, false
+	}
+	return intColumn(s.sb, sb.SBGlobalTable, rows[0], "nb_cfg"), true
+}
+
+// chassisCfg returns the nb_cfg every chassis has caught up with and the
+// time the last of those that are at it got there: nbCfg itself when there
+// is no chassis (nothing to wait for).
+func (s *State) chassisCfg(nbCfg int64) (cfg, ts int64) {
+	cfg = nbCfg
+	table := s.sb.table(sb.ChassisPrivateTable)
+	for _, r := range sortedRows(s.sb.rows[sb.ChassisPrivateTable]) {
+		var cp sb.ChassisPrivate
+		cp.LoadRow(table, r)
+		if cp.Chassis == nil {
+			continue // a chassis that is going or not yet there
+		}
+		ch := s.sb.row(sb.ChassisTable, *cp.Chassis)
+		if ch == nil {
+			continue
+		}
+		var c sb.Chassis
+		c.LoadRow(s.sb.table(sb.ChassisTable), ch)
+		if c.OtherConfig["is-remote"] == "true" {
+			continue // another availability zone's: nothing to wait for
+		}
+		switch {
+		case cp.NBCfg < cfg:
+			cfg, ts = cp.NBCfg, cp.NBCfgTimestamp
+		case cp.NBCfg == cfg && cp.NBCfgTimestamp > ts:
+			ts = cp.NBCfgTimestamp
+		}
+	}
+	return cfg, ts
+}
+
+// writePortsUp writes Logical_Switch_Port.up for the ports on a switch.
+func (s *State) writePortsUp(b TxnBuilder) int {
+	ops := 0
+	lspTable := s.nb.table(nb.LogicalSwitchPortTable)
+	pbTable := s.sb.table(sb.PortBindingTable)
+	if lspTable == nil || pbTable == nil {
+		return 0
+	}
+	for _, r := range sortedRows(s.nb.rows[nb.LogicalSwitchPortTable]) {
+		if len(s.nb.referrers[refKey{nb.LogicalSwitchTable, "ports", r.UUID}]) == 0 {
+			continue // on no switch: no Port_Binding, nothing to report
+		}
+		var lsp nb.LogicalSwitchPort
+		lsp.LoadRow(lspTable, r)
+		up := lsp.Type == "router"
+		if !up {
+			for _, id := range s.sb.names[sb.PortBindingTable][lsp.Name] {
+				var pb sb.PortBinding
+				pb.LoadRow(pbTable, s.sb.row(sb.PortBindingTable, id))
+				if pb.Chassis == nil {
+					continue
+				}
+				if ch := s.sb.row(sb.ChassisTable, *pb.Chassis); ch != nil {
+					var c sb.Chassis
+					c.LoadRow(s.sb.table(sb.ChassisTable), ch)
+					if c.OtherConfig["is-remote"] == "true" {
+						up = true
+						break
+					}
+				}
+				up = pb.Up != nil && *pb.Up
+				break
+			}
+		}
+		if lsp.Up == nil || *lsp.Up != up {
+			b.Update(nb.LogicalSwitchPortTable, lsp.UUID, map[string]ovsdb.Datum{"up": dBool(up)})
+			ops++
+		}
+	}
+	return ops
+}
+
+// sortedRows returns the rows of a table in UUID order.
+func sortedRows(rows map[ovsdb.UUID]*ovsdb.Row) []*ovsdb.Row {
+	out := make([]*ovsdb.Row, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b *ovsdb.Row) int { return a.UUID.Compare(b.UUID) })
+	return out
+}
