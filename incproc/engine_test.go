@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -196,4 +197,42 @@ func FuzzCommands(f *testing.F) {
 			}
 		}
 	})
+}
+
+// What a handler learns from its Run: the node, which inputs have changes
+// for it, whether it is a recompute, and whether recomputing is allowed.
+func TestRunAccessors(t *testing.T) {
+	e := incproc.New(incproc.Options{})
+	a, b := e.AddInput("a"), e.AddInput("b")
+	var log []string
+	var n *incproc.Node
+	n = e.AddNode("n", incproc.NodeFuncs{Compute: func(r *incproc.Run) error {
+		log = append(log, fmt.Sprintf("compute node=%s recomputing=%v", r.Node().Name(), r.Recomputing()))
+		return nil
+	}}, incproc.Input{Node: a, Handler: func(r *incproc.Run) (bool, error) {
+		log = append(log, fmt.Sprintf("handle a: node=%s a=%v b=%v recomputing=%v allow=%v",
+			r.Node().Name(), r.Updated(a), r.Updated(b), r.Recomputing(), r.AllowRecompute()))
+		return true, nil
+	}}, incproc.Input{Node: b, Handler: func(r *incproc.Run) (bool, error) { return true, nil }})
+	ctx := context.Background()
+	e.Run(ctx, incproc.RunOptions{AllowRecompute: true})
+	e.MarkUpdated(a)
+	e.Run(ctx, incproc.RunOptions{AllowRecompute: false})
+	e.MarkUpdated(a)
+	e.MarkUpdated(b)
+	e.Run(ctx, incproc.RunOptions{AllowRecompute: true})
+	want := []string{
+		"compute node=n recomputing=true",
+		"handle a: node=n a=true b=false recomputing=false allow=false",
+		"handle a: node=n a=true b=true recomputing=false allow=true",
+	}
+	if !slices.Equal(log, want) {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(log, "\n"), strings.Join(want, "\n"))
+	}
+	if e.Node("n") != n || e.Node("nosuch") != nil {
+		t.Error("Node does not find nodes by name")
+	}
+	if got := e.Nodes(); len(got) != 3 || got[0] != a || got[1] != b || got[2] != n {
+		t.Errorf("Nodes: %v", got)
+	}
 }
