@@ -396,13 +396,21 @@ func (w *sbWriter) record(k recordKey) {
 	complete := true
 	for c, d := range r.cols {
 		rd, ok := w.resolve(d)
-		complete = complete && ok
+		if !ok {
+			// A reference to a row that is not there yet: leave the
+			// column as it is and write it once the row exists.
+			complete = false
+			continue
+		}
 		cols[c] = rd
 	}
 	if !complete {
 		w.retry = append(w.retry, k)
 	}
 	if len(existing) == 0 {
+		if !complete {
+			return
+		}
 		for c, ch := range r.children {
 			cols[c] = w.insertChildren(ch)
 		}
