@@ -202,7 +202,14 @@ func (a Output) String() string {
 
 func (a Load) String() string {
 	if a.Dst.Ofs == 0 && a.Dst.Width() == a.Dst.Field.Bits() {
-		return fmt.Sprintf("load:%s->%s", FormatValue(a.Dst.Field, a.Value, fieldOnes(a.Dst.Field)), a.Dst)
+		v := FormatValue(a.Dst.Field, a.Value, fieldOnes(a.Dst.Field))
+		if strings.ContainsAny(v, ".:") {
+			// An address: ovs-ofctl reads load's value as an
+			// integer (and "10.0.0.1" as 10), set_field's as
+			// the field's own syntax.
+			return fmt.Sprintf("set_field:%s->%s", v, a.Dst)
+		}
+		return fmt.Sprintf("load:%s->%s", v, a.Dst)
 	}
 	// A subfield's value is written in the subfield's own bit space.
 	return fmt.Sprintf("load:%s->%s", hexU128(a.Value), a.Dst)

@@ -60,7 +60,8 @@ func (s LearnSpec) String() string {
 	if s.Src.Field.Valid() {
 		return fmt.Sprintf("%s%s->%s", kind, s.Src, s.Dst)
 	}
-	return kind + strings.TrimPrefix(Load{Dst: s.Dst, Value: s.Value}.String(), "load:")
+	l := Load{Dst: s.Dst, Value: s.Value}.String()
+	return kind + strings.TrimPrefix(strings.TrimPrefix(l, "load:"), "set_field:")
 }
 
 func parseLearn(args string) (Action, error) {
@@ -116,8 +117,8 @@ func parseLearnSpec(p string) (LearnSpec, error) {
 		s.Src, s.Dst = r, d
 		return s, err
 	}
-	// A value, written as a load's.
-	l, err := parseAction("load:" + rest)
+	// A value, written as set_field's (an address as an address).
+	l, err := parseAction("set_field:" + rest)
 	if err != nil {
 		return s, err
 	}

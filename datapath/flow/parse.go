@@ -447,6 +447,10 @@ func parseAction(s string) (Action, error) {
 		if !ok {
 			return nil, fmt.Errorf("missing ->")
 		}
+		if name == "load" && strings.ContainsAny(vs, ".:") {
+			// ovs-ofctl would read "10.0.0.1" as 10.
+			return nil, fmt.Errorf("load takes an integer; write set_field:%s->%s for an address", vs, ds)
+		}
 		dst, err := ParseFieldRange(ds)
 		if err != nil {
 			return nil, err

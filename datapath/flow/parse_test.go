@@ -7,7 +7,7 @@ import (
 
 func TestParseRuleRoundTrip(t *testing.T) {
 	for _, s := range []string{
-		"table=1,priority=120,tcp,nw_dst=10.0.0.100,tp_dst=80 actions=load:0x1->reg10[3],load:10.0.0.100->reg1,resubmit(,2)",
+		"table=1,priority=120,tcp,nw_dst=10.0.0.100,tp_dst=80 actions=load:0x1->reg10[3],set_field:10.0.0.100->nw_src,load:0xa000064->reg1,resubmit(,2)",
 		"priority=10,in_port=1,eth_dst=00:00:00:00:00:0b actions=output:2",
 		"table=3,priority=5,ct_state=+trk+est-new,reg14=0x3 actions=goto_table:4",
 		"table=3,priority=5,ct_state=0x100/0x100 actions=drop",
@@ -70,6 +70,9 @@ func TestParseRuleErrors(t *testing.T) {
 		"actions=ct(zone=nosuch)",
 		"actions=ct(nat(src=1.2.3))",
 		"actions=goto_table:0",
+		// ovs-ofctl reads load's value as an integer, this one as 10.
+		"ip actions=load:10.0.0.1->nw_dst",
+		"actions=load:00:00:00:00:00:01->eth_dst",
 		"actions=drop,drop",
 		"bogus actions=drop",
 	} {
@@ -84,6 +87,9 @@ func FuzzParseRule(f *testing.F) {
 	f.Add("priority=1 actions=ct(commit,zone=reg13[0..15],table=5,nat(dst=[fd00::1]:80),exec(load:0x1->ct_mark))")
 	f.Add("ct_state=+trk-new,ipv6_src=fd00::/64 actions=clone(output:1),controller(userdata=01.02)")
 	f.Add("tcp actions=learn(table=78,priority=100,idle_timeout=30,match:nw_src->nw_src,load:0x1->reg10[14]),push:reg0,pop:reg1,check_pkt_larger(1500)->reg9[1]")
+	for _, r := range ofctlRules {
+		f.Add(r)
+	}
 	f.Fuzz(func(t *testing.T, s string) {
 		r, err := ParseRule(s)
 		if err != nil {
