@@ -74,7 +74,7 @@ func (s *State) WriteNB(b TxnBuilder) int {
 		b.Insert(nb.NBGlobalTable, map[string]ovsdb.Datum{
 			"options": dMap(s.nbOptions(nil)),
 		})
-		return 1
+		return 1 + s.writePortsUp(b)
 	}
 	var glob nb.NBGlobal
 	glob.LoadRow(s.nb.table(nb.NBGlobalTable), globals[0])

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -227,7 +228,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		case <-d.wake:
 		case <-retry.C:
 		}
-		if wait, again := d.iterate(ctx); again {
+		if wait, again := d.safeIterate(ctx); again {
 			retry.Reset(wait)
 		}
 	}
@@ -238,6 +239,22 @@ func ignoreCancel(ctx context.Context, err error) error {
 		return nil
 	}
 	return err
+}
+
+// safeIterate is iterate that survives a panic in the state machine (a
+// generator's bug on input nobody foresaw): the panic is logged, the next
+// run recomputes everything and the Southbound is compared in full.
+func (d *Daemon) safeIterate(ctx context.Context) (wait time.Duration, again bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			d.log.Error("northd iteration failed; recomputing everything after a backoff",
+				"panic", p, "stack", string(debug.Stack()))
+			d.engine.ForceRecompute()
+			d.state.Resync()
+			wait, again = d.failed()
+		}
+	}()
+	return d.iterate(ctx)
 }
 
 // iterate runs one iteration of the loop (see the package documentation).

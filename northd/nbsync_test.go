@@ -1,0 +1,159 @@
+package northd
+
+import (
+	"testing"
+	"time"
+
+	"github.com/govn/govn/ovsdb"
+	"github.com/govn/govn/schema/nb"
+	"github.com/govn/govn/schema/sb"
+)
+
+// nbHarness is a harness whose State has a fixed clock and that commits
+// WriteNB's operations to the Northbound.
+func nbHarness(t *testing.T) (*harness, int64) {
+	h := &harness{t: t, nb: newMemDB(t, NB, "nb"), sb: newMemDB(t, SB, "sb")}
+	now := time.UnixMilli(1_700_000_000_000)
+	h.s = New(h.nb.schema, h.sb.schema, Options{Now: func() time.Time { return now }})
+	return h, now.UnixMilli()
+}
+
+// writeNB runs WriteNB, commits it and hands the events back; it returns
+// the operations.
+func (h *harness) writeNB() int {
+	n := h.s.WriteNB(h.nb)
+	h.s.Apply(h.nb.commit())
+	return n
+}
+
+func (h *harness) global() nb.NBGlobal {
+	h.t.Helper()
+	var g nb.NBGlobal
+	for _, r := range h.nb.rows[nb.NBGlobalTable] {
+		g.LoadRow(h.nb.schema.Tables[nb.NBGlobalTable], r)
+		return g
+	}
+	h.t.Fatal("no NB_Global")
+	return g
+}
+
+func (h *harness) lspUp(name string) *bool {
+	h.t.Helper()
+	for _, r := range h.nb.rows[nb.LogicalSwitchPortTable] {
+		var p nb.LogicalSwitchPort
+		p.LoadRow(h.nb.schema.Tables[nb.LogicalSwitchPortTable], r)
+		if p.Name == name {
+			return p.Up
+		}
+	}
+	h.t.Fatalf("no port %s", name)
+	return nil
+}
+
+func TestWriteNBGlobal(t *testing.T) {
+	h, now := nbHarness(t)
+	// An empty Northbound gets its NB_Global, with the options northd
+	// fills in.
+	if n := h.writeNB(); n != 1 {
+		t.Fatalf("WriteNB on an empty Northbound: %d operations, want 1", n)
+	}
+	g := h.global()
+	for k, ok := range map[string]bool{
+		"mac_prefix":              validMACPrefix(g.Options["mac_prefix"]),
+		"svc_monitor_mac":         len(g.Options["svc_monitor_mac"]) == 17,
+		"max_tunid":               g.Options["max_tunid"] == "16711680",
+		"northd_internal_version": g.Options["northd_internal_version"] == northdInternalVersion,
+	} {
+		if !ok {
+			t.Errorf("options:%s = %q", k, g.Options[k])
+		}
+	}
+	prefix, mac := g.Options["mac_prefix"], g.Options["svc_monitor_mac"]
+	h.s.Recompute()
+	h.sync()
+	if n := h.writeNB(); n != 0 {
+		t.Errorf("second WriteNB: %d operations, want 0", n)
+	}
+
+	// ovn-nbctl --wait=sb: nb_cfg 1 reaches the Southbound, then sb_cfg.
+	h.nb.Update(nb.NBGlobalTable, g.UUID, map[string]ovsdb.Datum{"nb_cfg": dInt(1)})
+	h.nbCommit()
+	if n := h.writeNB(); n != 1 {
+		t.Fatalf("WriteNB before the Southbound caught up: %d operations, want 1 (nb_cfg_timestamp, hv_cfg)", n)
+	}
+	if g := h.global(); g.SBCfg != 0 || g.NBCfgTimestamp != now || g.HVCfg != 1 {
+		t.Errorf("before the Southbound write: sb_cfg %d (want 0), nb_cfg_timestamp %d (want %d), hv_cfg %d (want 1 without chassis)",
+			g.SBCfg, g.NBCfgTimestamp, now, g.HVCfg)
+	}
+	h.sync()
+	h.writeNB()
+	if g := h.global(); g.SBCfg != 1 || g.SBCfgTimestamp != now {
+		t.Errorf("after the Southbound write: sb_cfg %d, sb_cfg_timestamp %d; want 1, %d", g.SBCfg, g.SBCfgTimestamp, now)
+	}
+	if g := h.global(); g.Options["mac_prefix"] != prefix || g.Options["svc_monitor_mac"] != mac {
+		t.Errorf("generated options changed: %v", g.Options)
+	}
+
+	// --wait=hv: hv_cfg is the smallest nb_cfg of the local chassis.
+	ch := h.sb.Insert(sb.ChassisTable, map[string]ovsdb.Datum{"name": dString("hv1")})
+	remote := h.sb.Insert(sb.ChassisTable, map[string]ovsdb.Datum{"name": dString("hv2"),
+		"other_config": dMap(map[string]string{"is-remote": "true"})})
+	h.sb.Insert(sb.ChassisPrivateTable, map[string]ovsdb.Datum{"name": dString("hv1"), "chassis": dUUID(ch)})
+	h.sb.Insert(sb.ChassisPrivateTable, map[string]ovsdb.Datum{"name": dString("hv2"), "chassis": dUUID(remote)})
+	h.sb.Insert(sb.ChassisPrivateTable, map[string]ovsdb.Datum{"name": dString("gone")})
+	h.s.Apply(h.sb.commit())
+	h.writeNB()
+	if g := h.global(); g.HVCfg != 0 {
+		t.Errorf("hv_cfg %d with a chassis at nb_cfg 0, want 0", g.HVCfg)
+	}
+	var privID ovsdb.UUID
+	for id, r := range h.sb.rows[sb.ChassisPrivateTable] {
+		if stringColumn(h.s.sb, sb.ChassisPrivateTable, r, "name") == "hv1" {
+			privID = id
+		}
+	}
+	h.sb.Update(sb.ChassisPrivateTable, privID, map[string]ovsdb.Datum{"nb_cfg": dInt(1), "nb_cfg_timestamp": dInt(4242)})
+	h.s.Apply(h.sb.commit())
+	h.writeNB()
+	if g := h.global(); g.HVCfg != 1 || g.HVCfgTimestamp != 4242 {
+		t.Errorf("hv_cfg %d at %d, want 1 at 4242", g.HVCfg, g.HVCfgTimestamp)
+	}
+	if n := h.writeNB(); n != 0 {
+		t.Errorf("WriteNB with nothing new: %d operations", n)
+	}
+}
+
+func TestWriteNBPortsUp(t *testing.T) {
+	h, _ := nbHarness(t)
+	vif := h.nb.Insert(nb.LogicalSwitchPortTable, (&nb.LogicalSwitchPort{Name: "vif"}).Row())
+	rtr := h.nb.Insert(nb.LogicalSwitchPortTable, (&nb.LogicalSwitchPort{Name: "rtr", Type: "router"}).Row())
+	h.nb.Insert(nb.LogicalSwitchTable, (&nb.LogicalSwitch{Name: "sw", Ports: []ovsdb.UUID{vif, rtr}}).Row())
+	h.nbCommit()
+	h.s.Recompute()
+	h.sync()
+	h.writeNB()
+	if up := h.lspUp("rtr"); up == nil || !*up {
+		t.Errorf("router port up = %v, want true", up)
+	}
+	if up := h.lspUp("vif"); up == nil || *up {
+		t.Errorf("unbound port up = %v, want false", up)
+	}
+	// The chassis claims the port and reports it up.
+	h.sb.Insert(sb.ChassisTable, map[string]ovsdb.Datum{"name": dString("hv1")})
+	h.s.Apply(h.sb.commit())
+	var chID, pbID ovsdb.UUID
+	for id := range h.sb.rows[sb.ChassisTable] {
+		chID = id
+	}
+	for id, r := range h.sb.rows[sb.PortBindingTable] {
+		if stringColumn(h.s.sb, sb.PortBindingTable, r, "logical_port") == "vif" {
+			pbID = id
+		}
+	}
+	h.sb.Update(sb.PortBindingTable, pbID, map[string]ovsdb.Datum{"chassis": dUUID(chID), "up": ovsdb.Set(ovsdb.Boolean(true))})
+	h.s.Apply(h.sb.commit())
+	h.writeNB()
+	if up := h.lspUp("vif"); up == nil || !*up {
+		t.Errorf("port its chassis reports up: up = %v, want true", up)
+	}
+}
