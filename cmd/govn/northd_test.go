@@ -95,8 +95,8 @@ func TestNorthdSSLNeedsFiles(t *testing.T) {
 // own process, and govn northd processes on them, all in one temporary
 // directory; the real ovn-nbctl, ovn-sbctl and ovn-appctl talk to them.
 type northdEnv struct {
-	t      *testing.T
-	govn   string
+	t    *testing.T
+	govn string
 	// northd is the northd to run: "govn" or, for reference, the real
 	// "ovn-northd".
 	northd string
