@@ -123,11 +123,11 @@ const (
 // Check reports why the bench cannot run here, or nil.
 func Check() error {
 	if os.Geteuid() != 0 {
-		return errors.New("govn bench datapath needs root (network namespaces)")
+		return errors.New("root is needed (for network namespaces)")
 	}
 	for _, b := range []string{"ip", "ethtool", "ovsdb-tool", "ovsdb-server", "ovs-vswitchd", "ovs-vsctl", "ovs-ofctl"} {
 		if _, err := exec.LookPath(b); err != nil {
-			return fmt.Errorf("govn bench datapath needs %s: %w", b, err)
+			return fmt.Errorf("%s is needed: %w", b, err)
 		}
 	}
 	return nil

@@ -20,7 +20,7 @@ const readyLine = "ready"
 // prints readyLine when forwarding and runs until ctx ends.
 func SwitchMain(ctx context.Context, args []string) error {
 	if len(args) != 2 {
-		return fmt.Errorf("bench switch: want 2 device names, have %d", len(args))
+		return fmt.Errorf("want 2 device names, have %d", len(args))
 	}
 	p := dp.NewPipeline()
 	var b flow.Bundle
@@ -30,7 +30,7 @@ func SwitchMain(ctx context.Context, args []string) error {
 		b.Add(flow.Rule{Table: 0, Priority: 100, Match: m, Actions: []flow.Action{flow.Output{Port: uint32(2 - i)}}})
 	}
 	if _, err := p.Apply(b); err != nil {
-		return fmt.Errorf("bench switch: %w", err)
+		return fmt.Errorf("installing flows: %w", err)
 	}
 	d, err := dp.New(dp.Config{Flows: p})
 	if err != nil {
