@@ -1,0 +1,63 @@
+package difftrace
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/govn/govn/internal/refovn"
+)
+
+// topologies are the Northbound scripts of testdata, each compared.
+func topologies(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("testdata/*.sh")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no topologies in testdata: %v", err)
+	}
+	if only := os.Getenv("DIFFTRACE_ONLY"); only != "" {
+		var keep []string
+		for _, f := range files {
+			if strings.Contains(f, only) {
+				keep = append(keep, f)
+			}
+		}
+		files = keep
+	}
+	return files
+}
+
+// check fails t for every mismatch of r (the first few in full).
+func check(t *testing.T, r *Report) {
+	t.Helper()
+	t.Log(r.Summary())
+	if len(r.Missed) > 0 {
+		t.Logf("stages no trace reached: %s", strings.Join(r.Missed, " "))
+	}
+	for _, s := range r.Skipped {
+		t.Logf("skipped %q --ct=%s: %s", s.Packet.Name, s.CT, s.Reason)
+	}
+	for i, m := range r.Mismatches {
+		if i == 5 {
+			t.Errorf("... and %d more mismatches", len(r.Mismatches)-i)
+			break
+		}
+		t.Errorf("%s --ct=%s differs:\n  ovn-trace %s '%s'\nreference:\n%s\nunder test:\n%s", m.Packet.Name, m.CT, m.Packet.Datapath, m.Packet.Flow, m.Reference, m.UnderTest)
+	}
+}
+
+// TestDifftraceReference compares the real ovn-northd with itself on every
+// topology: the harness must be deterministic, so every trace agrees.
+func TestDifftraceReference(t *testing.T) {
+	refovn.SkipUnlessInstalled(t, "ovn-trace")
+	for _, script := range topologies(t) {
+		t.Run(strings.TrimSuffix(filepath.Base(script), ".sh"), func(t *testing.T) {
+			r := Run(t, Options{Script: script, UnderTest: refovn.RealNorthd})
+			check(t, r)
+			if r.Packets < 100 {
+				t.Errorf("only %d packets: the battery should reach every stage", r.Packets)
+			}
+		})
+	}
+}
