@@ -28,6 +28,9 @@ type Options struct {
 	Reference, UnderTest refovn.Northd
 	// Filter, if set, keeps only the packets it returns true for.
 	Filter func(Packet) bool
+	// Dump, if set, is a file to write every reference trace to, as
+	// compared (normalized), for reading what the battery does.
+	Dump string
 }
 
 // Report is the outcome of one comparison.
@@ -69,9 +72,18 @@ type side struct {
 	env     *refovn.Env
 	sb      *southbound
 	daemons map[string]*traceDaemon
+	mu      sync.Mutex // guards daemons, runs, stages
 	runs    int
 	stages  map[string]bool
 }
+
+// tracesInFlight is how many traces a side runs at once, and
+// oneShotParallel how many one-shot ovn-trace processes one trace starts
+// at once.
+const (
+	tracesInFlight  = 4
+	oneShotParallel = 4
+)
 
 // Run builds both Southbounds from opts.Script, traces the generated
 // battery on each and compares. Setup failures fail t; differences are
@@ -141,13 +153,24 @@ func Run(t testing.TB, opts Options) *Report {
 		}
 	}
 	results := [2][]outcome{make([]outcome, len(jobs)), make([]outcome, len(jobs))}
+	// ovn-trace mostly waits (for its daemon's turn, for a one-shot's
+	// Southbound), so each side keeps a few traces in flight.
 	for i, s := range sides {
-		wg.Add(1)
+		next := make(chan int)
+		for range tracesInFlight {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for j := range next {
+					results[i][j] = s.trace(ctx, jobs[j].p, jobs[j].ct)
+				}
+			}()
+		}
 		go func() {
-			defer wg.Done()
-			for j, jb := range jobs {
-				results[i][j] = s.trace(ctx, jb.p, jb.ct)
+			for j := range jobs {
+				next <- j
 			}
+			close(next)
 		}()
 	}
 	wg.Wait()
@@ -162,6 +185,15 @@ func Run(t testing.TB, opts Options) *Report {
 			r.Skipped = append(r.Skipped, Skip{jb.p, jb.ct, strings.TrimSpace(ref.skip + " " + test.skip)})
 		case ref.text != test.text:
 			r.Mismatches = append(r.Mismatches, Mismatch{jb.p, jb.ct, ref.text, test.text})
+		}
+	}
+	if opts.Dump != "" {
+		var b strings.Builder
+		for j, jb := range jobs {
+			fmt.Fprintf(&b, "### %s --ct=%s\n# ovn-trace %s '%s'\n%s%s\n\n", jb.p.Name, jb.ct, jb.p.Datapath, jb.p.Flow, results[0][j].text, results[0][j].skip)
+		}
+		if err := os.WriteFile(opts.Dump, []byte(b.String()), 0o644); err != nil {
+			t.Error(err)
 		}
 	}
 	r.OvnTraces = [2]int{sides[0].runs, sides[1].runs}
@@ -209,6 +241,8 @@ type outcome struct {
 var stageLine = regexp.MustCompile(`(?m)^\s*\d+\. (l[sr]_(?:in|out)_[a-z0-9_]+)`)
 
 func (s *side) noteStages(detailed string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, m := range stageLine.FindAllStringSubmatch(detailed, -1) {
 		s.stages[m[1]] = true
 	}
@@ -217,12 +251,14 @@ func (s *side) noteStages(detailed string) {
 // trace traces p with conntrack state ct and resolves ovn-trace's random
 // choices by tracing each alternative (see tracer.go).
 func (s *side) trace(ctx context.Context, p Packet, ct string) outcome {
+	s.mu.Lock()
 	d := s.daemons[ct]
 	if d == nil {
 		d = newTraceDaemon(s.env.Dir, s.env.SBRemote(), ct)
 		s.daemons[ct] = d
 	}
 	s.runs++
+	s.mu.Unlock()
 	raw, err := d.trace(ctx, p.Datapath, p.Flow)
 	if errors.Is(err, errAborted) {
 		return outcome{text: "<ovn-trace aborted>"}
@@ -246,33 +282,60 @@ func (s *side) trace(ctx context.Context, p Packet, ct string) outcome {
 	if len(c.selects) == 1 {
 		selects = c.selects[0]
 	}
-	var parts []string
+	// One-shot ovn-trace spends most of its time waiting for the
+	// Southbound, not computing, so the alternatives run side by side.
+	type alt struct {
+		extra []string
+		label string
+	}
+	var alts []alt
 	for _, be := range backends {
 		for _, id := range selects {
-			var extra []string
-			label := ""
+			var a alt
 			if be != "" {
-				extra = append(extra, "--lb-dst="+be)
-				label = "lb-dst=" + be + "\n"
+				a.extra = append(a.extra, "--lb-dst="+be)
+				a.label = "lb-dst=" + be + "\n"
 			}
 			if id != "" {
-				extra = append(extra, "--select-id="+id)
+				a.extra = append(a.extra, "--select-id="+id)
 			}
-			s.runs++
-			out, err := oneShot(ctx, s.env.Dir, s.env.SBRemote(), ct, extra, p.Datapath, p.Flow)
+			alts = append(alts, a)
+		}
+	}
+	parts := make([]string, len(alts))
+	results := make([]outcome, len(alts))
+	sem := make(chan struct{}, oneShotParallel)
+	var wg sync.WaitGroup
+	for i, a := range alts {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out, err := oneShot(ctx, s.env.Dir, s.env.SBRemote(), ct, a.extra, p.Datapath, p.Flow)
 			if errors.Is(err, errAborted) {
-				parts = append(parts, label+"<ovn-trace aborted>")
-				continue
+				parts[i] = a.label + "<ovn-trace aborted>"
+				return
 			}
 			if err != nil {
-				return outcome{err: err}
+				results[i] = outcome{err: err}
+				return
 			}
 			tt := splitTrace(out)
 			s.noteStages(tt.detailed)
 			if c2 := randomChoices(tt.detailed); len(c2.backends) > 1 || len(c2.selects) > 1 {
-				return outcome{skip: "more than one random choice (load balancing or ECMP) in one trace"}
+				results[i] = outcome{skip: "more than one random choice (load balancing or ECMP) in one trace"}
+				return
 			}
-			parts = append(parts, label+normalize(tt, s.sb.marks))
+			parts[i] = a.label + normalize(tt, s.sb.marks)
+		}()
+	}
+	wg.Wait()
+	s.mu.Lock()
+	s.runs += len(alts)
+	s.mu.Unlock()
+	for _, r := range results {
+		if r.err != nil || r.skip != "" {
+			return r
 		}
 	}
 	slices.Sort(parts)

@@ -53,7 +53,11 @@ func TestDifftraceReference(t *testing.T) {
 	refovn.SkipUnlessInstalled(t, "ovn-trace")
 	for _, script := range topologies(t) {
 		t.Run(strings.TrimSuffix(filepath.Base(script), ".sh"), func(t *testing.T) {
-			r := Run(t, Options{Script: script, UnderTest: refovn.RealNorthd})
+			opts := Options{Script: script, UnderTest: refovn.RealNorthd}
+			if dir := os.Getenv("DIFFTRACE_DUMP"); dir != "" {
+				opts.Dump = filepath.Join(dir, filepath.Base(script)+".traces")
+			}
+			r := Run(t, opts)
 			check(t, r)
 			if r.Packets < 100 {
 				t.Errorf("only %d packets: the battery should reach every stage", r.Packets)

@@ -78,6 +78,7 @@ type source struct {
 // Northbound's contents.
 func generate(t *topology) []Packet {
 	b := &battery{names: map[string]bool{}}
+	routedDone := map[*lswitch]bool{} // the first source of a switch sends more
 	for _, sw := range t.switches {
 		for i, p := range sw.ports {
 			switch p.typ {
@@ -87,14 +88,15 @@ func generate(t *topology) []Packet {
 			}
 			s := source{port: p, ep: sourceEndpoint(p, i)}
 			genLocal(b, t, s)
-			genRouted(b, t, s)
+			genRouted(b, t, s, !routedDone[sw])
+			routedDone[sw] = true
 		}
 	}
 	return b.pkts
 }
 
 // sourceEndpoint is the port's first address, or one made up from the
-// switch's first subnets (host 200+i).
+// switch's first subnets (host 180+i).
 func sourceEndpoint(p *lport, i int) endpoint {
 	for _, ep := range p.addrs {
 		if len(ep.ip4)+len(ep.ip6) > 0 {
@@ -107,9 +109,9 @@ func sourceEndpoint(p *lport, i int) endpoint {
 	}
 	for _, pfx := range p.sw.prefixes {
 		if pfx.Addr().Is4() && len(ep.ip4) == 0 {
-			ep.ip4 = append(ep.ip4, nthHost(pfx, 200+i))
+			ep.ip4 = append(ep.ip4, nthHost(pfx, 180+i))
 		} else if pfx.Addr().Is6() && len(ep.ip6) == 0 {
-			ep.ip6 = append(ep.ip6, nthHost(pfx, 200+i))
+			ep.ip6 = append(ep.ip6, nthHost(pfx, 180+i))
 		}
 	}
 	return ep
@@ -378,24 +380,38 @@ func genVIPs(b *battery, s source, lbName, proto string, vips map[string]string,
 // switches' ports, router ports, NAT addresses, VIPs of routers, static
 // route and policy destinations, an address nothing routes), with TTL 64
 // and TTL 1.
-func genRouted(b *battery, t *topology, s source) {
+func genRouted(b *battery, t *topology, s source, first bool) {
 	for _, gp := range s.port.sw.ports {
 		if gp.rp == nil {
 			continue
 		}
 		rp := gp.rp
 		what := "via " + rp.name + " "
-		// The router's own addresses: ping, TCP and UDP.
+		// The router's own addresses: ping from every source, TCP and UDP
+		// (reset and port unreachable) from the first.
 		for _, p := range rp.router.ports {
 			for _, n := range p.nets {
-				unicast(b, s, what+"router ip "+n.Addr().String(), rp.mac, n.Addr(), 64, ctFresh)
+				if first {
+					unicast(b, s, what+"router ip "+n.Addr().String(), rp.mac, n.Addr(), 64, ctFresh)
+				} else if src, ok := pick(s.ep, n.Addr()); ok {
+					b.add(fmt.Sprintf("%s %srouter ip %s ping", s.port.name, what, n.Addr()), s.port.sw.name,
+						flow(eth(s.port.name, s.ep.mac, rp.mac), ipHdr(src, n.Addr(), 64), l4("icmp", n.Addr().Is6(), 0, 0)), ctFresh)
+				}
 			}
 		}
-		for _, dst := range routedTargets(t, s.port.sw) {
-			unicast(b, s, what+"to "+dst.String(), rp.mac, dst, 64, ctFresh)
-			if src, ok := pick(s.ep, dst); ok {
+		// Everything beyond: one protocol per destination, in turn, and
+		// TTL 1 from the first source.
+		for k, dst := range routedTargets(t, s.port.sw) {
+			src, ok := pick(s.ep, dst)
+			if !ok {
+				continue
+			}
+			proto := []string{"tcp", "udp", "icmp"}[k%3]
+			b.add(fmt.Sprintf("%s %sto %s %s", s.port.name, what, dst, proto), s.port.sw.name,
+				flow(eth(s.port.name, s.ep.mac, rp.mac), ipHdr(src, dst, 64), l4(proto, dst.Is6(), 33000, 80)), ctFresh)
+			if first {
 				b.add(fmt.Sprintf("%s %sto %s ttl1", s.port.name, what, dst), s.port.sw.name,
-					flow(eth(s.port.name, s.ep.mac, rp.mac), ipHdr(src, dst, 1), l4("icmp", dst.Is6(), 0, 0)), ctFresh)
+					flow(eth(s.port.name, s.ep.mac, rp.mac), ipHdr(src, dst, 1), l4("icmp", dst.Is6(), 0, 0)), ctOnce)
 			}
 		}
 		for _, lb := range rp.router.lbs {

@@ -15,7 +15,7 @@ import (
 // it works around ovn-trace's abort (see normalize.go).
 type southbound struct {
 	marks  map[int64]string // put_nd_ra_opts marker → its options
-	stages map[string]bool  // every stage that has a logical flow
+	stages map[string]bool  // every stage with a flow that does something
 	flows  int
 }
 
@@ -26,7 +26,7 @@ func prepareSouthbound(ctx context.Context, remote string) (*southbound, error) 
 	c, err := client.Connect(ctx, client.Options{
 		Endpoints: []string{remote},
 		Database:  sb.DatabaseName,
-		Tables:    map[string][]string{sb.LogicalFlowTable: {"actions", "external_ids"}},
+		Tables:    map[string][]string{sb.LogicalFlowTable: {"actions", "match", "external_ids"}},
 		Logger:    slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -39,7 +39,8 @@ func prepareSouthbound(ctx context.Context, remote string) (*southbound, error) 
 	changed := 0
 	for _, f := range client.List[sb.LogicalFlow](c.Cache()) {
 		s.flows++
-		if st := f.ExternalIDs["stage-name"]; st != "" {
+		// A stage whose only flow is "1 → next;" is one ovn-trace skips.
+		if st := f.ExternalIDs["stage-name"]; st != "" && (f.Match != "1" || f.Actions != "next;") {
 			s.stages[st] = true
 		}
 		actions, ok := rewriteActions(f.Actions, func(opts string) int64 {

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -47,7 +48,10 @@ var errAborted = errors.New("ovn-trace aborted")
 type traceDaemon struct {
 	dir, db, ct string
 	ctl, pid    string
-	running     bool
+
+	mu      sync.Mutex // guards running and gen; held while (re)starting
+	running bool
+	gen     int // counts starts, so that one failure restarts it once
 }
 
 func newTraceDaemon(dir, db, ct string) *traceDaemon {
@@ -62,6 +66,45 @@ func ctFlags(ct string, n int) []string {
 		out[i] = "--ct=" + ct
 	}
 	return out
+}
+
+// ensure starts the daemon unless it runs, and returns its generation.
+func (d *traceDaemon) ensure(ctx context.Context) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.running {
+		if err := d.start(ctx); err != nil {
+			return 0, err
+		}
+		d.gen++
+	}
+	return d.gen, nil
+}
+
+// restart stops generation gen of the daemon, unless another caller
+// already did; the next ensure starts it again.
+func (d *traceDaemon) restart(gen int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.gen == gen && d.running {
+		d.stopLocked()
+	}
+}
+
+func (d *traceDaemon) generation() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.gen
+}
+
+// alive reports whether the process in the daemon's pidfile runs.
+func (d *traceDaemon) alive() bool {
+	b, err := os.ReadFile(d.pid)
+	if err != nil {
+		return false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return err == nil && pid > 0 && syscall.Kill(pid, 0) == nil
 }
 
 // start runs the daemon; ovn-trace --detach returns once it has read the
@@ -82,6 +125,12 @@ func (d *traceDaemon) start(ctx context.Context) error {
 // stop ends the daemon: "exit" on its control socket, then SIGKILL to
 // the pid in its pidfile if it is still there.
 func (d *traceDaemon) stop() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stopLocked()
+}
+
+func (d *traceDaemon) stopLocked() {
 	if !d.running {
 		return
 	}
@@ -103,10 +152,9 @@ func (d *traceDaemon) stop() {
 // during it is restarted and errAborted returned.
 func (d *traceDaemon) trace(ctx context.Context, dp, microflow string) (string, error) {
 	for attempt := 0; ; attempt++ {
-		if !d.running {
-			if err := d.start(ctx); err != nil {
-				return "", err
-			}
+		gen, err := d.ensure(ctx)
+		if err != nil {
+			return "", err
 		}
 		out, err := unixctl.Call(ctx, d.ctl, "trace", "--detailed", "--minimal", dp, microflow)
 		var ce *unixctl.CommandError
@@ -117,10 +165,19 @@ func (d *traceDaemon) trace(ctx context.Context, dp, microflow string) (string, 
 			if ctx.Err() != nil {
 				return "", ctx.Err()
 			}
-			d.stop()
+			// Another trace may have restarted the daemon under this one;
+			// only a daemon that died of this trace is an abort.
+			if attempt < 3 && (d.generation() != gen || d.alive()) {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			d.restart(gen)
 			return "", errAborted
-		case strings.Contains(out, "default (use --ct to customize)") && attempt == 0:
-			d.stop() // the --ct queue ran out: start over
+		case strings.Contains(out, "default (use --ct to customize)"):
+			if attempt >= 3 {
+				return "", fmt.Errorf("ovn-trace --ct=%s: the conntrack state queue runs out within one trace", d.ct)
+			}
+			d.restart(gen) // the --ct queue ran out: start over
 			continue
 		}
 		return out, nil
