@@ -12,9 +12,11 @@
 // to it (northd, chassis, trace, sandbox) follows them without code of its
 // own:
 //
-//   - "-h", "-help" and "--help" as a command's first argument, a group's
-//     "help" and "govn help COMMAND [SUBCOMMAND]" print that command's help
-//     (usage, summary, flags, subcommands) to standard output and exit 0.
+//   - "-h", "-help" and "--help" as a command's first argument, "help" as
+//     the first argument of a group or of a command that takes no
+//     positional arguments, and "govn help COMMAND [SUBCOMMAND]" print that
+//     command's help (usage, summary, flags, subcommands) to standard
+//     output and exit 0.
 //   - A bad flag, a missing or unknown subcommand, or a wrong number of
 //     arguments prints "govn CMD: what is wrong", the usage and where to get
 //     help to standard error and exits 2. A command reports such errors of
@@ -168,6 +170,11 @@ func (c *command) exec(ctx context.Context, s stdio, parents []string, args []st
 			return c.usageError(s, path, fmt.Sprintf("unknown flag %s", args[0]))
 		}
 		return c.usageError(s, path, fmt.Sprintf("unknown command %q", args[0]))
+	}
+	if c.maxArgs == 0 && len(args) > 0 && args[0] == "help" {
+		// It cannot be an argument: it asks for help.
+		c.printHelp(s.out, path)
+		return 0
 	}
 	fs := flag.NewFlagSet(strings.Join(path, " "), flag.ContinueOnError)
 	fs.SetOutput(io.Discard)

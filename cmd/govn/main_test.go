@@ -35,7 +35,8 @@ func commandPaths(c *command, path []string) [][]string {
 // output and exits 0; given a bad flag it says so on standard error,
 // naming the program once, and exits 2.
 func TestHelpAndBadFlags(t *testing.T) {
-	paths := commandPaths(rootCommand(), nil)
+	root := rootCommand()
+	paths := commandPaths(root, nil)
 	if len(paths) < 15 {
 		t.Fatalf("only %d commands in the tree: %q", len(paths), paths)
 	}
@@ -46,6 +47,9 @@ func TestHelpAndBadFlags(t *testing.T) {
 			append(append([]string(nil), path...), "-h"),
 			append(append([]string(nil), path...), "-help"),
 			append([]string{"help"}, path...),
+		}
+		if c := root.lookup(path); len(c.subs) > 0 || c.maxArgs == 0 {
+			helps = append(helps, append(append([]string(nil), path...), "help"))
 		}
 		for _, args := range helps {
 			code, out, errOut := runCapture(args...)
@@ -63,6 +67,14 @@ func TestHelpAndBadFlags(t *testing.T) {
 				strings.Join(args, " "), code, out, errOut, name)
 		}
 	}
+}
+
+// lookup returns the command at path below c.
+func (c *command) lookup(path []string) *command {
+	for _, name := range path {
+		c = c.sub(name)
+	}
+	return c
 }
 
 func firstLine(s string) string {
