@@ -34,6 +34,11 @@ type Options struct {
 	// Underlay is the underlay's IPv4 prefix; hypervisor i gets host i+10
 	// in it as its encap IP. Default 172.31.0.0/24.
 	Underlay netip.Prefix
+	// Physnet, if set, names a provider network: a second bridge in the
+	// underlay namespace, reached from every hypervisor through an OVS
+	// bridge br-ex (external_ids:ovn-bridge-mappings=Physnet:br-ex), for
+	// localnet switch ports; AddExternal puts namespaces on it.
+	Physnet string
 }
 
 // Cluster is one OVN deployment in namespaces.
@@ -53,6 +58,8 @@ type Cluster struct {
 
 	underlayNS string
 	underlay   netip.Prefix
+	physnet    string
+	externals  int // namespaces on the provider network so far; guarded by mu
 	mu         sync.Mutex
 	vms        map[string]*VM
 }
@@ -127,6 +134,10 @@ func New(t testing.TB, opts Options) *Cluster {
 	c.underlayNS = c.newNS(t, "ul")
 	c.nsRun(t, c.underlayNS, "ip", "link", "add", "br0", "mtu", "9000", "type", "bridge")
 	c.nsRun(t, c.underlayNS, "ip", "link", "set", "br0", "up")
+	if c.physnet = opts.Physnet; c.physnet != "" {
+		c.nsRun(t, c.underlayNS, "ip", "link", "add", physBridge, "type", "bridge")
+		c.nsRun(t, c.underlayNS, "ip", "link", "set", physBridge, "up")
+	}
 	for i := 1; i <= opts.Hypervisors; i++ {
 		c.HVs = append(c.HVs, c.newHypervisor(t, i, opts.Chassis(i)))
 	}
@@ -295,6 +306,17 @@ func (c *Cluster) WaitHV(t testing.TB) {
 func (c *Cluster) WaitPortUp(t testing.TB, lsp string) {
 	t.Helper()
 	c.NBCtl(t, "wait-until", "Logical_Switch_Port", lsp, "up=true")
+}
+
+// WaitBound waits until the Southbound binds the logical port to hv's
+// chassis.
+func (c *Cluster) WaitBound(t testing.TB, lsp string, hv *Hypervisor) {
+	t.Helper()
+	uuid := strings.TrimSpace(c.SBCtl(t, "--bare", "--columns=_uuid", "find", "Chassis", "name="+hv.Name))
+	if uuid == "" {
+		t.Fatalf("no Chassis %s in the Southbound", hv.Name)
+	}
+	c.SBCtl(t, "wait-until", "Port_Binding", lsp, "chassis="+uuid)
 }
 
 // Hypervisor returns hypervisor i (1-based).

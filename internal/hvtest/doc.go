@@ -21,7 +21,24 @@
 // call [RunToolIfAsked] first thing in its TestMain. Ping uses ping(8) from
 // iputils-ping.
 //
-// The Southbound's first packet to a new tunnel neighbour is lost while OVS
-// resolves it, so tests wait for connectivity ([VM.WaitPing]) before they
-// count anything.
+// With Options.Physnet set, a provider network joins the hypervisors too
+// (br-ex and ovn-bridge-mappings), for localnet ports, and
+// [Cluster.AddExternal] puts hosts on it. [VM.MoveTo] moves a VM to another
+// hypervisor, as a migration does.
+//
+// The first packet to a new tunnel neighbour is lost while OVS resolves it,
+// so tests wait for connectivity ([VM.WaitPing]) before they count
+// anything.
+//
+// A typical test:
+//
+//	c := hvtest.New(t, hvtest.Options{})          // hv1, hv2; real OVN
+//	c.NBCtl(t, "ls-add", "ls0")
+//	c.NBCtl(t, "lsp-add", "ls0", "vm1", "--", "lsp-set-addresses", "vm1", "0a:00:00:00:00:01 10.0.0.11")
+//	vm1 := c.AddVM(t, c.Hypervisor(1), hvtest.VMSpec{Name: "vm1", LSP: "vm1",
+//		MAC: "0a:00:00:00:00:01", Addr: "10.0.0.11/24"})
+//	... vm2 likewise on c.Hypervisor(2) ...
+//	c.WaitPortUp(t, "vm1")
+//	if err := vm1.WaitPing(vm2.IP(), 20*time.Second); err != nil { ... }
+//	if err := vm1.Ping(vm2.IP(), 5); err != nil { ... }
 package hvtest

@@ -68,12 +68,12 @@ func govnHas(t *testing.T, bin, sub string) {
 	}
 }
 
-// TestLogicalSwitch runs one logical switch across two hypervisors for
-// every pairing of a northd and a chassis: the real ovn-northd and the
-// real ovn-controller with ovs-vswitchd now; govn northd and govn chassis
-// (alone and mixed with a real hypervisor) as soon as `govn northd --help`
-// or `govn chassis --help` succeed from a fresh build of ./cmd/govn.
-func TestLogicalSwitch(t *testing.T) {
+// forEachDeployment runs scenario once for every pairing of a northd and
+// a chassis: the real ovn-northd and the real ovn-controller with
+// ovs-vswitchd now; govn northd and govn chassis (alone, and mixed with
+// real hypervisors) as soon as `govn northd --help` or `govn chassis
+// --help` succeed from a fresh build of ./cmd/govn.
+func forEachDeployment(t *testing.T, scenario func(t *testing.T, opts Options)) {
 	if why := Available(); why != "" {
 		t.Skip(why)
 	}
@@ -115,21 +115,38 @@ func TestLogicalSwitch(t *testing.T) {
 			}},
 	} {
 		t.Run(strings.ReplaceAll(d.name, "/", "+"), func(t *testing.T) {
-			logicalSwitch(t, Options{Northd: d.northd(t), Chassis: d.chassis(t)})
+			scenario(t, Options{Northd: d.northd(t), Chassis: d.chassis(t)})
 		})
 	}
 }
 
-// logicalSwitch is the scenario: ping across Geneve, --wait=hv, DHCPv4, a
+// timer logs how long each step of a scenario takes, and the total.
+type timer struct {
+	t     *testing.T
+	start time.Time
+}
+
+func newTimer(t *testing.T) *timer { return &timer{t: t, start: time.Now()} }
+
+// step starts timing a step; call what it returns when the step ends.
+func (tm *timer) step(name string) func() {
+	t0 := time.Now()
+	return func() { tm.t.Logf("%-40s %6.2fs", name, time.Since(t0).Seconds()) }
+}
+
+func (tm *timer) total() { tm.t.Logf("%-40s %6.2fs", "total", time.Since(tm.start).Seconds()) }
+
+// TestLogicalSwitch: ping across Geneve, --wait=hv, DHCPv4, a
 // load-balancer VIP with three backends (one of them calling its own VIP),
-// and ACLs that drop and allow related traffic.
+// and ACLs that drop and allow related traffic: issue 9 (c) and most of
+// issue 11 (a).
+func TestLogicalSwitch(t *testing.T) { forEachDeployment(t, logicalSwitch) }
+
+// logicalSwitch is TestLogicalSwitch's scenario on one deployment.
 func logicalSwitch(t *testing.T, opts Options) {
-	start := time.Now()
-	step := func(name string) func() {
-		t0 := time.Now()
-		return func() { t.Logf("%-40s %6.2fs", name, time.Since(t0).Seconds()) }
-	}
-	defer func() { t.Logf("%-40s %6.2fs", "total", time.Since(start).Seconds()) }()
+	tm := newTimer(t)
+	defer tm.total()
+	step := tm.step
 
 	done := step("cluster up")
 	c := New(t, opts)
@@ -268,4 +285,84 @@ func curlUntilAll(t *testing.T, vm *VM, url string, want []string) []string {
 	}
 	t.Logf("%s → %s: %v", vm.Name, url, seen)
 	return missing
+}
+
+// TestLocalnetAndMove: three hypervisors; ping across all of them; a VM
+// moved from one hypervisor to another is reachable again; VMs on a switch
+// with a localnet port reach a host on the provider network and each other
+// through it (issue 11 (a), its provider-network and rebinding parts).
+func TestLocalnetAndMove(t *testing.T) { forEachDeployment(t, localnetAndMove) }
+
+func localnetAndMove(t *testing.T, opts Options) {
+	tm := newTimer(t)
+	defer tm.total()
+	done := tm.step("cluster up")
+	opts.Hypervisors, opts.Physnet = 3, "physnet1"
+	c := New(t, opts)
+	done()
+
+	done = tm.step("switches, ports and VMs")
+	c.NBCtl(t, "ls-add", "ls0")
+	c.NBCtl(t, "ls-add", "pub", "--", "lsp-add", "pub", "pub-ln",
+		"--", "lsp-set-type", "pub-ln", "localnet", "--", "lsp-set-addresses", "pub-ln", "unknown",
+		"--", "lsp-set-options", "pub-ln", "network_name=physnet1")
+	type vmOn struct {
+		hv       int
+		ls, name string
+		mac, ip  string
+	}
+	vms := map[string]*VM{}
+	for _, v := range []vmOn{
+		{1, "ls0", "vm1", "0a:00:00:00:01:01", "10.0.0.11/24"},
+		{2, "ls0", "vm2", "0a:00:00:00:01:02", "10.0.0.12/24"},
+		{3, "ls0", "vm3", "0a:00:00:00:01:03", "10.0.0.13/24"},
+		{1, "pub", "pub1", "0a:00:00:00:02:01", "192.168.50.11/24"},
+		{2, "pub", "pub2", "0a:00:00:00:02:02", "192.168.50.12/24"},
+	} {
+		ip, _, _ := strings.Cut(v.ip, "/")
+		c.NBCtl(t, "lsp-add", v.ls, v.name, "--", "lsp-set-addresses", v.name, v.mac+" "+ip)
+		vms[v.name] = c.AddVM(t, c.Hypervisor(v.hv), VMSpec{Name: v.name, LSP: v.name, MAC: v.mac, Addr: v.ip})
+	}
+	ext := c.AddExternal(t, VMSpec{Name: "ext", MAC: "0a:00:00:00:03:01", Addr: "192.168.50.1/24"})
+	for name := range vms {
+		c.WaitPortUp(t, name)
+	}
+	c.WaitHV(t)
+	done()
+	vm1, vm2, vm3 := vms["vm1"], vms["vm2"], vms["vm3"]
+
+	t.Run("ping", func(t *testing.T) {
+		defer tm.step("ping across three hypervisors")()
+		for _, p := range [][2]*VM{{vm1, vm2}, {vm2, vm3}, {vm3, vm1}} {
+			if err := p[0].WaitPing(p[1].IP(), 20*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if err := p[0].Ping(p[1].IP(), 3); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+
+	t.Run("move", func(t *testing.T) {
+		defer tm.step("VM moved from hv2 to hv3")()
+		vm2.MoveTo(t, c.Hypervisor(3))
+		c.WaitBound(t, "vm2", c.Hypervisor(3))
+		for _, from := range []*VM{vm1, vm3} {
+			if err := from.WaitPing(vm2.IP(), 20*time.Second); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+
+	t.Run("localnet", func(t *testing.T) {
+		defer tm.step("localnet to the provider network")()
+		for _, p := range [][2]*VM{{vms["pub1"], ext}, {vms["pub2"], ext}, {ext, vms["pub1"]}, {vms["pub1"], vms["pub2"]}} {
+			if err := p[0].WaitPing(p[1].IP(), 20*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if err := p[0].Ping(p[1].IP(), 3); err != nil {
+				t.Error(err)
+			}
+		}
+	})
 }

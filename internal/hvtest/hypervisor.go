@@ -137,7 +137,12 @@ func (c *Cluster) newHypervisor(t testing.TB, i int, ch Chassis) *Hypervisor {
 	hv.Vsctl(t, "--", "--may-exist", "add-br", "br-int",
 		"--", "set", "Bridge", "br-int", "datapath_type=netdev", "fail-mode=secure",
 		"other-config:disable-in-band=true")
-	hv.Vsctl(t, "set", "Open_vSwitch", ".",
+	mappings := "external_ids:ovn-bridge-mappings="
+	if c.physnet != "" {
+		c.physnetLink(t, hv)
+		mappings += c.physnet + ":br-ex"
+	}
+	hv.Vsctl(t, "set", "Open_vSwitch", ".", mappings,
 		"external_ids:system-id="+hv.Name,
 		"external_ids:hostname="+hv.Name,
 		"external_ids:ovn-remote=unix:"+c.SB,
@@ -146,6 +151,25 @@ func (c *Cluster) newHypervisor(t testing.TB, i int, ch Chassis) *Hypervisor {
 		"external_ids:ovn-bridge=br-int",
 		"external_ids:ovn-bridge-datapath-type=netdev")
 	return hv
+}
+
+// physBridge is the provider network's bridge in the underlay namespace.
+const physBridge = "br-phys"
+
+// physnetLink joins a hypervisor to the provider network: OVS bridge br-ex
+// with port px0, a veth whose other end is on the provider bridge. px0
+// has no address, so the kernel answers nothing on it.
+func (c *Cluster) physnetLink(t testing.TB, hv *Hypervisor) {
+	t.Helper()
+	peer := "px" + hv.Name
+	mustRun(t, nil, "ip", "link", "add", "px0", "netns", hv.NS, "type", "veth", "peer", "name", peer, "netns", c.underlayNS)
+	c.nsRun(t, c.underlayNS, "ip", "link", "set", peer, "master", physBridge, "up")
+	c.nsRun(t, hv.NS, "ip", "link", "set", "px0", "up")
+	txOff(t, c.underlayNS, peer)
+	txOff(t, hv.NS, "px0")
+	hv.Vsctl(t, "--", "--may-exist", "add-br", "br-ex",
+		"--", "set", "Bridge", "br-ex", "datapath_type=netdev",
+		"--", "--may-exist", "add-port", "br-ex", "px0")
 }
 
 // txOff turns off transmit checksum offload on a veth end: OVS's userspace

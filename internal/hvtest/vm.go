@@ -25,7 +25,7 @@ type VMSpec struct {
 }
 
 // VM is a namespace whose interface eth0 is a veth into its hypervisor,
-// on br-int.
+// on br-int; or, made by AddExternal, a host on the provider network.
 type VM struct {
 	Name string
 	NS   string // network namespace
@@ -33,8 +33,8 @@ type VM struct {
 	MAC  string
 	Addr netip.Prefix // invalid until an address is set
 	LSP  string
-	HV   *Hypervisor
-	Port string // the veth end in the hypervisor, a br-int port
+	HV   *Hypervisor // nil for an external host
+	Port string      // the veth's other end: a br-int port, or on the provider bridge
 
 	c *Cluster
 }
@@ -62,20 +62,86 @@ func (c *Cluster) AddVM(t testing.TB, hv *Hypervisor, spec VMSpec) *VM {
 
 	vm.NS = c.newNS(t, "vm-"+spec.Name)
 	mustRun(t, nil, "ip", "link", "add", vm.Port, "netns", hv.NS, "type", "veth", "peer", "name", vm.Dev, "netns", vm.NS)
-	c.nsRun(t, vm.NS, "ip", "link", "set", vm.Dev, "address", spec.MAC, "up")
-	c.nsRun(t, hv.NS, "ip", "link", "set", vm.Port, "up")
-	txOff(t, vm.NS, vm.Dev)
-	txOff(t, hv.NS, vm.Port)
-	if spec.Addr != "" {
-		p, err := netip.ParsePrefix(spec.Addr)
-		if err != nil {
-			t.Fatalf("hvtest: VM %s: %v", spec.Name, err)
-		}
-		vm.SetAddr(t, p, spec.Gateway)
-	}
+	vm.plugIn(t, spec.Addr, spec.Gateway, hv.NS)
 	hv.Vsctl(t, "add-port", "br-int", vm.Port,
 		"--", "set", "Interface", vm.Port, "external_ids:iface-id="+spec.LSP)
 	return vm
+}
+
+// AddExternal makes a namespace on the provider network (Options.Physnet),
+// outside every hypervisor: a host that VMs reach through a localnet port.
+// Its VM has no HV and no LSP.
+func (c *Cluster) AddExternal(t testing.TB, spec VMSpec) *VM {
+	t.Helper()
+	if c.physnet == "" {
+		t.Fatal("hvtest: AddExternal needs Options.Physnet")
+	}
+	if !vmName.MatchString(spec.Name) {
+		t.Fatalf("hvtest: namespace name %q: want 1 to 32 letters, digits or '-'", spec.Name)
+	}
+	c.mu.Lock()
+	if _, dup := c.vms[spec.Name]; dup {
+		c.mu.Unlock()
+		t.Fatalf("hvtest: two VMs named %q", spec.Name)
+	}
+	c.externals++
+	vm := &VM{Name: spec.Name, Dev: "eth0", MAC: spec.MAC, Port: "ext" + strconv.Itoa(c.externals), c: c}
+	c.vms[spec.Name] = vm
+	c.mu.Unlock()
+
+	vm.NS = c.newNS(t, "ext-"+spec.Name)
+	mustRun(t, nil, "ip", "link", "add", vm.Port, "netns", c.underlayNS, "type", "veth", "peer", "name", vm.Dev, "netns", vm.NS)
+	c.nsRun(t, c.underlayNS, "ip", "link", "set", vm.Port, "master", physBridge, "up")
+	vm.plugIn(t, spec.Addr, spec.Gateway, c.underlayNS)
+	return vm
+}
+
+// plugIn configures the VM's end of its fresh veth (MAC, up, no transmit
+// checksum offload on either end) and its address, if any; peerNS holds
+// the other end, vm.Port.
+func (vm *VM) plugIn(t testing.TB, addr, gateway, peerNS string) {
+	t.Helper()
+	c := vm.c
+	c.nsRun(t, vm.NS, "ip", "link", "set", vm.Dev, "address", vm.MAC, "up")
+	c.nsRun(t, peerNS, "ip", "link", "set", vm.Port, "up")
+	txOff(t, vm.NS, vm.Dev)
+	txOff(t, peerNS, vm.Port)
+	if addr != "" {
+		p, err := netip.ParsePrefix(addr)
+		if err != nil {
+			t.Fatalf("hvtest: VM %s: %v", vm.Name, err)
+		}
+		vm.SetAddr(t, p, gateway)
+	}
+}
+
+// MoveTo unplugs the VM from its hypervisor and plugs it into hv with the
+// same MAC, address, routes and iface-id, as a migration would: OVN then
+// releases the port binding on the old chassis and claims it on the new.
+func (vm *VM) MoveTo(t testing.TB, hv *Hypervisor) {
+	t.Helper()
+	if vm.HV == nil {
+		t.Fatalf("hvtest: %s is on no hypervisor", vm.Name)
+	}
+	c := vm.c
+	routes := c.nsRun(t, vm.NS, "ip", "-4", "route", "show", "default")
+	vm.HV.Vsctl(t, "del-port", "br-int", vm.Port)
+	c.nsRun(t, vm.HV.NS, "ip", "link", "del", vm.Port) // takes eth0 with it
+	c.mu.Lock()
+	hv.vifs++
+	vm.HV, vm.Port = hv, "vif"+strconv.Itoa(hv.vifs)
+	c.mu.Unlock()
+	mustRun(t, nil, "ip", "link", "add", vm.Port, "netns", hv.NS, "type", "veth", "peer", "name", vm.Dev, "netns", vm.NS)
+	var addr, gw string
+	if vm.Addr.IsValid() {
+		addr = vm.Addr.String()
+	}
+	if f := strings.Fields(routes); len(f) >= 3 && f[0] == "default" && f[1] == "via" {
+		gw = f[2]
+	}
+	vm.plugIn(t, addr, gw, hv.NS)
+	hv.Vsctl(t, "add-port", "br-int", vm.Port,
+		"--", "set", "Interface", vm.Port, "external_ids:iface-id="+vm.LSP)
 }
 
 // SetAddr gives the VM's interface an address and, if gateway is not
