@@ -137,12 +137,11 @@ func (c *Cluster) newHypervisor(t testing.TB, i int, ch Chassis) *Hypervisor {
 	hv.Vsctl(t, "--", "--may-exist", "add-br", "br-int",
 		"--", "set", "Bridge", "br-int", "datapath_type=netdev", "fail-mode=secure",
 		"other-config:disable-in-band=true")
-	mappings := "external_ids:ovn-bridge-mappings="
 	if c.physnet != "" {
 		c.physnetLink(t, hv)
-		mappings += c.physnet + ":br-ex"
+		hv.Vsctl(t, "set", "Open_vSwitch", ".", "external_ids:ovn-bridge-mappings="+c.physnet+":br-ex")
 	}
-	hv.Vsctl(t, "set", "Open_vSwitch", ".", mappings,
+	hv.Vsctl(t, "set", "Open_vSwitch", ".",
 		"external_ids:system-id="+hv.Name,
 		"external_ids:hostname="+hv.Name,
 		"external_ids:ovn-remote=unix:"+c.SB,
