@@ -124,6 +124,25 @@ func (d *rowDB) rowName(t *ovsdb.TableSchema, r *ovsdb.Row) (string, bool) {
 	return v.Keys[0].Str(), true
 }
 
+// lspRouterPortIndex is the pseudo-table under which the names index finds
+// Logical_Switch_Ports by options:router-port (the router port they peer
+// with).
+const lspRouterPortIndex = "Logical_Switch_Port/router-port"
+
+// extraName returns the key of r in the extra name indexes (for now only
+// lspRouterPortIndex).
+func (d *rowDB) extraName(t *ovsdb.TableSchema, r *ovsdb.Row) (string, bool) {
+	if d.which != NB || t.Name != "Logical_Switch_Port" || r == nil {
+		return "", false
+	}
+	opts := r.Get(t.Column("options"))
+	v, ok := opts.Lookup(ovsdb.String("router-port"))
+	if !ok {
+		return "", false
+	}
+	return v.Str(), true
+}
+
 // apply installs one change and reports, through touch, every dependency
 // it invalidates.
 func (d *rowDB) apply(table string, old, new *ovsdb.Row, touch func(depKey)) {
@@ -165,6 +184,22 @@ func (d *rowDB) apply(table string, old, new *ovsdb.Row, touch func(depKey)) {
 			}
 			d.names[table][newName] = append(d.names[table][newName], id)
 			touch(depKey{db: d.which, kind: depName, table: table, name: newName})
+		}
+	}
+
+	oldExtra, hadExtra := d.extraName(t, old)
+	newExtra, hasExtra := d.extraName(t, new)
+	if hadExtra != hasExtra || oldExtra != newExtra {
+		if hadExtra {
+			d.unname(lspRouterPortIndex, oldExtra, id)
+			touch(depKey{db: d.which, kind: depName, table: lspRouterPortIndex, name: oldExtra})
+		}
+		if hasExtra {
+			if d.names[lspRouterPortIndex] == nil {
+				d.names[lspRouterPortIndex] = make(map[string][]ovsdb.UUID)
+			}
+			d.names[lspRouterPortIndex][newExtra] = append(d.names[lspRouterPortIndex][newExtra], id)
+			touch(depKey{db: d.which, kind: depName, table: lspRouterPortIndex, name: newExtra})
 		}
 	}
 

@@ -21,6 +21,8 @@ const (
 	kindDNS
 	kindMeter
 	kindHAChassisGroup
+	kindRouter
+	kindRouterPort
 
 	// kindMemo owners compute memos (memo.go); they are not in ownerKinds
 	// and produce no output.
@@ -41,6 +43,8 @@ func ownerKinds() []ownerKindInfo {
 		kindDNS:            {"dns", nb.DNSTable, genDNS},
 		kindMeter:          {"meter", nb.MeterTable, genMeter},
 		kindHAChassisGroup: {"ha-chassis-group", nb.HAChassisGroupTable, genHAChassisGroup},
+		kindRouter:         {"router", nb.LogicalRouterTable, genRouter},
+		kindRouterPort:     {"router-port", nb.LogicalRouterPortTable, genRouterPort},
 	}
 }
 

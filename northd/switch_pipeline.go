@@ -108,7 +108,13 @@ func switchPipeline(g *gen, sw *logicalSwitch) {
 			g.Flow(dp, LSOutPreACL, 110, out, "next;")
 		}
 		g.Flow(dp, LSInPreLB, 110, in, "next;")
-		g.Flow(dp, LSOutPreLB, 110, out, "ct_clear; next;")
+		if !facts.hasLBVIP {
+			// With a VIP on the switch the load balancer's conntrack
+			// state must survive to the router; without, leave none.
+			g.Flow(dp, LSOutPreLB, 110, out, "ct_clear; next;")
+		} else {
+			g.Flow(dp, LSOutPreLB, 110, out, "next;")
+		}
 	}
 
 	// ACL hints and the ACLs' switch-wide flows.
