@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/govn/govn/internal/daemon"
 	northdaemon "github.com/govn/govn/northd/daemon"
@@ -167,6 +168,18 @@ func splitRemotes(flagName, list string) ([]string, error) {
 	return out, nil
 }
 
+// probeInterval is how long a connection may stay silent before northd
+// probes it: ovn-northd's default of 5 s over the network, none over unix
+// sockets, whose peer cannot vanish without the kernel saying so.
+func (o northdOptions) probeInterval() time.Duration {
+	for _, r := range append(append([]string(nil), o.nb...), o.sb...) {
+		if !strings.HasPrefix(r, "unix:") {
+			return 5 * time.Second
+		}
+	}
+	return 0
+}
+
 // controlSocket is the control socket's path for process pid.
 func (o northdOptions) controlSocket(pid int) string {
 	if o.unixctl != "" {
@@ -241,7 +254,8 @@ func serveNorthd(ctx context.Context, opts northdOptions, ready func()) error {
 		}
 		defer pf.Remove()
 	}
-	d, err := northdaemon.New(northdaemon.Config{NB: opts.nb, SB: opts.sb, TLS: tlsConf, Logger: logger})
+	d, err := northdaemon.New(northdaemon.Config{NB: opts.nb, SB: opts.sb, TLS: tlsConf, Logger: logger,
+		ProbeInterval: opts.probeInterval()})
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/govn/govn/internal/testpki"
 )
 
 func TestParseNorthdFlags(t *testing.T) {
@@ -103,6 +106,10 @@ type northdEnv struct {
 	dir    string
 	server string // "govn" or "ovsdb-server"
 	dbs    map[string]*exec.Cmd
+	// dbArgs, if set, gives further arguments of a database's server.
+	dbArgs func(db string) []string
+	// northdArgs replace the database arguments of northd.
+	northdArgs []string
 }
 
 // needOVNTools skips the test without the real OVN command-line tools.
@@ -117,11 +124,18 @@ func needOVNTools(t *testing.T, extra ...string) {
 
 func newNorthdEnv(t *testing.T, govn, server string) *northdEnv {
 	e := &northdEnv{t: t, govn: govn, northd: "govn", dir: t.TempDir(), server: server, dbs: map[string]*exec.Cmd{}}
+	e.createDBs()
+	return e
+}
+
+// createDBs creates and serves the two databases.
+func (e *northdEnv) createDBs() {
+	t := e.t
 	for _, db := range []string{"nb", "sb"} {
 		file := filepath.Join(e.dir, db+".db")
 		var cmd *exec.Cmd
-		if server == "govn" {
-			cmd = exec.Command(govn, "db", "create", file, db)
+		if e.server == "govn" {
+			cmd = exec.Command(e.govn, "db", "create", file, db)
 		} else {
 			cmd = exec.Command("ovsdb-tool", "create", file, fmt.Sprintf("/usr/share/ovn/ovn-%s.ovsschema", db))
 		}
@@ -130,7 +144,6 @@ func newNorthdEnv(t *testing.T, govn, server string) *northdEnv {
 		}
 		e.startDB(db)
 	}
-	return e
 }
 
 func (e *northdEnv) sock(db string) string { return filepath.Join(e.dir, db+".sock") }
@@ -140,7 +153,11 @@ func (e *northdEnv) startDB(db string) {
 	t := e.t
 	t.Helper()
 	args := []string{"--remote=punix:" + e.sock(db), "--unixctl=" + filepath.Join(e.dir, db+"-server.ctl"),
-		"--log-file=" + filepath.Join(e.dir, db+"-server.log"), filepath.Join(e.dir, db+".db")}
+		"--log-file=" + filepath.Join(e.dir, db+"-server.log")}
+	if e.dbArgs != nil {
+		args = append(args, e.dbArgs(db)...)
+	}
+	args = append(args, filepath.Join(e.dir, db+".db"))
 	var cmd *exec.Cmd
 	if e.server == "govn" {
 		cmd = exec.Command(e.govn, append([]string{"db"}, args...)...)
@@ -185,8 +202,11 @@ func (e *northdEnv) start(cmd *exec.Cmd) {
 // control socket.
 func (e *northdEnv) startNorthd(name string) (*exec.Cmd, string) {
 	ctl := filepath.Join(e.dir, name+".ctl")
-	args := []string{"--ovnnb-db=unix:" + e.sock("nb"), "--ovnsb-db=unix:" + e.sock("sb"),
-		"--unixctl=" + ctl, "--log-file=" + filepath.Join(e.dir, name+".log"), "--pidfile=" + filepath.Join(e.dir, name+".pid")}
+	args := []string{"--ovnnb-db=unix:" + e.sock("nb"), "--ovnsb-db=unix:" + e.sock("sb")}
+	if e.northdArgs != nil {
+		args = e.northdArgs
+	}
+	args = append(args, "--unixctl="+ctl, "--log-file="+filepath.Join(e.dir, name+".log"), "--pidfile="+filepath.Join(e.dir, name+".pid"))
 	cmd := exec.Command(e.govn, append([]string{"northd"}, args...)...)
 	if e.northd != "govn" {
 		cmd = exec.Command(e.northd, args...)
@@ -467,11 +487,23 @@ func TestNorthdStandbyTakeover(t *testing.T) {
 }
 
 // TestNorthdDatabaseRestart restarts both databases under a running govn
-// northd: it reconnects, resumes its monitors, and goes on without a full
-// recompute.
+// northd: it reconnects, resumes its monitors (or, with a server that
+// forgot its history, takes the difference to what it had), and goes on
+// without a full recompute.
 func TestNorthdDatabaseRestart(t *testing.T) {
 	needOVNTools(t)
-	e := newNorthdEnv(t, buildGovn(t), "govn")
+	govn := buildGovn(t)
+	for _, server := range []string{"govn", "ovsdb-server"} {
+		t.Run(server, func(t *testing.T) {
+			if _, err := exec.LookPath(server); server != "govn" && err != nil {
+				t.Skipf("%s not installed", server)
+			}
+			testNorthdDatabaseRestart(t, newNorthdEnv(t, govn, server))
+		})
+	}
+}
+
+func testNorthdDatabaseRestart(t *testing.T, e *northdEnv) {
 	_, ctl := e.startNorthd("northd")
 	e.waitStatus(ctl, "active", 10*time.Second)
 	e.nbctl("--wait=sb", "ls-add", "sw0", "--", "lsp-add", "sw0", "p1")
@@ -492,5 +524,54 @@ func TestNorthdDatabaseRestart(t *testing.T) {
 	}
 	if n := e.stat(ctl, "northd", "recompute"); n != 0 {
 		t.Errorf("northd recomputed %d times after the databases restarted, want 0", n)
+	}
+	if n := e.stat(ctl, "northd", "compute"); n == 0 {
+		t.Error("northd did not compute after the restart")
+	}
+	logText, err := os.ReadFile(filepath.Join(e.dir, "northd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(string(logText), "session ended"); got < 2 {
+		t.Errorf("the log shows %d ended sessions, want one per database at least", got)
+	}
+}
+
+// freePort returns a TCP port on 127.0.0.1 that nothing listens on now.
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestNorthdSSL connects govn northd to both databases over SSL, each
+// through a list of remotes whose first one does not answer.
+func TestNorthdSSL(t *testing.T) {
+	needOVNTools(t)
+	govn := buildGovn(t)
+	e := &northdEnv{t: t, govn: govn, northd: "govn", dir: t.TempDir(), server: "govn", dbs: map[string]*exec.Cmd{}}
+	ca := testpki.NewCA(t, e.dir, "ca")
+	serverKey, serverCert := ca.Issue(t, e.dir, "server")
+	clientKey, clientCert := ca.Issue(t, e.dir, "northd")
+	ports := map[string]int{"nb": freePort(t), "sb": freePort(t)}
+	dead := freePort(t)
+	e.dbArgs = func(db string) []string {
+		return []string{fmt.Sprintf("--remote=pssl:%d:127.0.0.1", ports[db]),
+			"--private-key=" + serverKey, "--certificate=" + serverCert, "--ca-cert=" + ca.File}
+	}
+	e.createDBs()
+	e.northdArgs = []string{
+		fmt.Sprintf("--ovnnb-db=tcp:127.0.0.1:%d,ssl:127.0.0.1:%d", dead, ports["nb"]),
+		fmt.Sprintf("--ovnsb-db=ssl:127.0.0.1:%d,ssl:127.0.0.1:%d", dead, ports["sb"]),
+		"-p", clientKey, "-c", clientCert, "-C", ca.File,
+	}
+	_, ctl := e.startNorthd("northd")
+	e.waitStatus(ctl, "active", 15*time.Second)
+	e.nbctl("--wait=sb", "ls-add", "sw0", "--", "lsp-add", "sw0", "p1")
+	if got := e.column("Port_Binding", "logical_port"); !reflect.DeepEqual(got, []string{"p1"}) {
+		t.Errorf("Port_Binding logical ports over SSL: %q", got)
 	}
 }

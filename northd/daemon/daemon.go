@@ -270,7 +270,14 @@ func (d *Daemon) iterate(ctx context.Context) (wait time.Duration, again bool) {
 	d.followLock(ctx, paused)
 	active := !paused && d.sb.HasLock(LockName)
 	if active != d.active {
-		d.log.Info("northd status changed", "status", statusWord(paused, active))
+		switch {
+		case active:
+			d.log.Info("holding the southbound lock: this northd is now active", "lock", LockName)
+		case paused:
+			d.log.Info("paused: this northd writes nothing until resumed")
+		default:
+			d.log.Info("without the southbound lock: this northd is now standby", "lock", LockName)
+		}
 		if active && d.ranOnce {
 			// Another northd wrote meanwhile: compare everything once.
 			d.state.Resync()
