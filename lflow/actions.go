@@ -2,6 +2,7 @@ package lflow
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,10 +55,11 @@ func (r FieldRef) write(sb *strings.Builder) {
 	}
 }
 
-// NextAction is next; next(N); or next(pipeline=P, table=N).
+// NextAction is next;, next(N);, next(pipeline=P); or
+// next(pipeline=P, table=N).
 type NextAction struct {
 	Pipeline string // "", "ingress" or "egress"
-	Table    int    // -1 for the table after the current one
+	Table    int    // -1 for the table after the current one (in Pipeline)
 }
 
 // AssignAction is dst = constant; or dst = src;.
@@ -103,7 +105,10 @@ type ArgToken struct {
 // CallAction is any other action: a keyword (output; ct_next;), a call
 // (put_arp(inport, arp.spa, arp.sha);), possibly with a result
 // (reg0[3] = put_dhcp_opts(...);) — Parens says the parentheses were
-// written.
+// written. Args hold the arguments in a canonical layout: positional ones
+// in order; KEY=VALUE ones with Key set; a list such as ct_lb's backends
+// or fwd_group's childports as one argument per element, the first
+// carrying the key; arguments after a ';' with Sep ';'.
 type CallAction struct {
 	Result *FieldRef
 	Name   string
@@ -111,48 +116,28 @@ type CallAction struct {
 	Args   []Arg
 }
 
-// actionShape lists the forms an action name accepts.
-type actionShape uint8
+// maxLogicalTable is the highest table number of a logical pipeline:
+// OVN 23.03 has 29 tables in each (ovn-controller refuses next(29)).
+const maxLogicalTable = 28
+
+// maxNestedActions is how deep nested actions (clone { clone { ... } })
+// may go: OVN refuses a 32nd level.
+const maxNestedActions = 31
+
+// writeScope says which fields an assignment may write: outside
+// ct_commit { } the packet's fields and registers, inside it only the
+// connection's ct_mark and ct_label (and their subfields), as in OVN.
+type writeScope uint8
 
 const (
-	shapeBare   actionShape = 1 << iota // name;
-	shapeParens                         // name(...);
-	shapeBody                           // name { ... };
-	shapeResult                         // R = name...;
+	scopePacket writeScope = iota
+	scopeCTCommit
 )
 
-// actionShapes is the catalogue of OVN 23.03 actions (ovn-sb(5)).
-func actionShapeOf(name string) (actionShape, bool) {
-	switch name {
-	case "output", "drop", "ct_clear", "ct_commit_nat", "handle_dhcpv6_reply",
-		"igmp", "mld", "handle_bfd_msg", "mac_cache_use", "ct_next", "next":
-		return shapeBare, true
-	case "ct_dnat", "ct_snat", "ct_dnat_in_czone", "ct_snat_in_czone", "ct_lb", "ct_lb_mark":
-		return shapeBare | shapeParens, true
-	case "ct_commit":
-		return shapeBare | shapeParens | shapeBody, true
-	case "clone", "arp", "nd_ns", "nd_na", "nd_na_router", "icmp4", "icmp4_error",
-		"icmp6", "icmp6_error", "tcp_reset", "sctp_abort", "reject":
-		return shapeBody, true
-	case "get_arp", "put_arp", "get_nd", "put_nd", "put_fdb", "bind_vport",
-		"handle_svc_check", "log", "set_meter", "set_queue", "trigger_event",
-		"fwd_group", "sample", "commit_lb_aff", "commit_ecmp_nh", "push", "pop",
-		"ovn_field":
-		return shapeParens, true
-	case "lookup_arp", "lookup_arp_ip", "lookup_nd", "lookup_nd_ip", "get_fdb",
-		"lookup_fdb", "put_dhcp_opts", "put_dhcpv6_opts", "dns_lookup",
-		"put_nd_ra_opts", "check_pkt_larger", "chk_lb_hairpin",
-		"chk_lb_hairpin_reply", "check_in_port_sec", "check_out_port_sec",
-		"chk_ecmp_nh_mac", "chk_ecmp_nh", "chk_lb_aff", "select":
-		return shapeResult | shapeParens, true
-	case "ct_snat_to_vip":
-		return shapeResult | shapeBare, true
-	}
-	return 0, false
-}
-
-// ParseActions parses an actions string. An empty string (or only
-// comments) means drop, and yields no actions.
+// ParseActions parses an actions string as OVN 23.03's ovn-controller
+// does: it accepts exactly what OVN accepts and refuses the rest with the
+// reason. An empty string (or only comments) means drop, and yields no
+// actions.
 func (t *Symtab) ParseActions(s string) ([]Action, error) {
 	p := &parser{symtab: t}
 	return p.parseActions(s)
@@ -164,7 +149,7 @@ func (p *parser) parseActions(s string) ([]Action, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	acts := p.actionList(TokEOF)
+	acts := p.actionList(TokEOF, scopePacket)
 	if p.err != nil {
 		return nil, p.err
 	}
@@ -189,22 +174,44 @@ func writeActions(sb *strings.Builder, acts []Action) {
 	}
 }
 
-// actionList parses "action; action; ..." up to end (TokEOF or TokRCurly).
-func (p *parser) actionList(end TokenKind) []Action {
-	p.depth++
-	defer func() { p.depth-- }()
-	if p.depth > maxDepth {
-		p.errorf("actions nested too deeply")
-		return nil
+// peek returns the token after the current one without consuming it.
+func (p *parser) peek() Token {
+	l := p.lex
+	return l.Next()
+}
+
+// isIdent reports whether the current token is the identifier name.
+func (p *parser) isIdent(name string) bool {
+	return p.tok.Kind == TokIdent && p.tok.Text == name
+}
+
+// acceptIdent consumes the identifier name if it is the current token.
+func (p *parser) acceptIdent(name string) bool {
+	if p.isIdent(name) {
+		p.advance()
+		return true
+	}
+	return false
+}
+
+// actionList parses "action; action; ..." up to and including end
+// (TokEOF or TokRCurly). "drop;" is an action list of its own: nothing
+// may follow it, as in OVN.
+func (p *parser) actionList(end TokenKind, scope writeScope) []Action {
+	if p.isIdent("drop") && p.peek().Kind == TokSemicolon {
+		p.advance()
+		p.advance()
+		if p.tok.Kind != end {
+			p.errorf("drop; must be the only action, found %s after it", p.describe())
+			return nil
+		}
+		p.advance()
+		return []Action{&CallAction{Name: "drop"}}
 	}
 	var buf [8]Action
 	acts := buf[:0]
-	for p.tok.Kind != end && p.err == nil {
-		if p.tok.Kind == TokEOF {
-			p.errorf("expected '}' to close nested actions, found end of input")
-			return nil
-		}
-		a := p.action()
+	for !p.accept(end) && p.err == nil {
+		a := p.action(scope)
 		if p.err != nil {
 			return nil
 		}
@@ -214,72 +221,78 @@ func (p *parser) actionList(end TokenKind) []Action {
 			return nil
 		}
 	}
-	if len(acts) == 0 {
+	if p.err != nil || len(acts) == 0 {
 		return nil
 	}
 	return slices.Clone(acts)
 }
 
-func (p *parser) action() Action {
+func (p *parser) action(scope writeScope) Action {
 	if p.tok.Kind != TokIdent {
 		p.errorf("expected an action, found %s", p.describe())
 		return nil
 	}
-	name := p.tok.Text
-	if sym := p.symtab.Lookup(name); sym != nil && sym.Kind != KindPredicate {
-		return p.assignment(sym)
+	switch p.peek().Kind {
+	case TokEquals, TokExchange, TokLSquare:
+		return p.setAction(scope)
 	}
-	shape, ok := actionShapeOf(name)
-	if !ok {
-		if p.symtab.Lookup(name) != nil {
-			p.errorf("predicate %s cannot be assigned", name)
-		} else {
-			p.errorf("unknown action or field %q", name)
+	name := p.tok.Text
+	switch name {
+	case "next":
+		return p.next()
+	case "ip.ttl":
+		p.advance()
+		if !p.accept(TokDecrement) {
+			p.errorf("expected '--' after ip.ttl, found %s", p.describe())
+			return nil
 		}
+		return &DecTTLAction{}
+	case "output", "ct_next", "ct_clear", "ct_commit_nat", "igmp",
+		"handle_dhcpv6_reply", "ct_snat_to_vip":
+		p.advance()
+		return &CallAction{Name: name}
+	case "ct_commit":
+		return p.ctCommit()
+	case "clone":
+		p.advance()
+		return p.nested(name, scopePacket)
+	case "arp", "icmp4", "icmp4_error", "icmp6", "icmp6_error", "tcp_reset",
+		"sctp_abort", "nd_na", "nd_na_router", "nd_ns", "reject":
+		p.advance()
+		return p.nested(name, scope)
+	}
+	if isCallAction(name) {
+		p.advance()
+		c := &CallAction{Name: name}
+		p.callArgs(c, scope)
+		return c
+	}
+	if name == "drop" {
+		p.errorf("drop; must be the only action of its list")
 		return nil
 	}
-	if name == "next" {
-		return p.next()
+	p.errorf("unknown action %q", name)
+	return nil
+}
+
+// nested parses the { actions } of action name, whose name has been
+// read. Inside, fields are writable as in scope.
+func (p *parser) nested(name string, scope writeScope) Action {
+	if !p.accept(TokLCurly) {
+		p.errorf("%s needs nested actions in { }, found %s", name, p.describe())
+		return nil
 	}
-	p.advance()
-	switch {
-	case p.tok.Kind == TokLCurly:
-		if shape&shapeBody == 0 {
-			p.errorf("%s does not take nested actions", name)
-			return nil
-		}
-		p.advance()
-		body := p.actionList(TokRCurly)
-		if !p.expect(TokRCurly) {
-			return nil
-		}
-		return &NestedAction{Name: name, Body: body}
-	case p.tok.Kind == TokLParen:
-		if shape&shapeParens == 0 {
-			p.errorf("%s does not take arguments", name)
-			return nil
-		}
-		if shape&shapeResult != 0 {
-			p.errorf("%s must be used as R = %s(...)", name, name)
-			return nil
-		}
-		c := &CallAction{Name: name, Parens: true}
-		c.Args = p.args()
-		return c
-	default:
-		if shape&shapeBare == 0 {
-			switch {
-			case shape&shapeBody != 0:
-				p.errorf("%s needs nested actions in { }", name)
-			case shape&shapeResult != 0 && shape&shapeParens != 0:
-				p.errorf("%s must be used as R = %s(...)", name, name)
-			default:
-				p.errorf("%s needs arguments in ( )", name)
-			}
-			return nil
-		}
-		return &CallAction{Name: name}
+	if p.depth >= maxNestedActions {
+		p.errorf("actions nested more than %d deep", maxNestedActions)
+		return nil
 	}
+	p.depth++
+	body := p.actionList(TokRCurly, scope)
+	p.depth--
+	if p.err != nil {
+		return nil
+	}
+	return &NestedAction{Name: name, Body: body}
 }
 
 func (p *parser) next() Action {
@@ -294,120 +307,138 @@ func (p *parser) next() Action {
 	if !p.accept(TokLParen) {
 		return n
 	}
-	for p.tok.Kind != TokRParen && p.err == nil {
-		if p.tok.Kind == TokInt {
-			n.Table = p.tableNumber()
-		} else if p.tok.Kind == TokIdent && (p.tok.Text == "pipeline" || p.tok.Text == "table") {
-			key := p.tok.Text
-			p.advance()
-			p.expect(TokEquals)
-			if key == "table" {
-				n.Table = p.tableNumber()
-			} else {
-				if p.tok.Kind != TokIdent || p.tok.Text != "ingress" && p.tok.Text != "egress" {
+	if p.smallInt() {
+		n.Table = int(p.tok.Value.Lo)
+		p.advance()
+	} else {
+		for {
+			switch {
+			case p.acceptIdent("pipeline"):
+				if !p.expect(TokEquals) {
+					return nil
+				}
+				if !p.isIdent("ingress") && !p.isIdent("egress") {
 					p.errorf("pipeline must be ingress or egress, not %s", p.describe())
 					return nil
 				}
 				n.Pipeline = p.tok.Text
 				p.advance()
+			case p.acceptIdent("table"):
+				if !p.expect(TokEquals) {
+					return nil
+				}
+				if !p.smallInt() {
+					p.errorf("expected a table number, found %s", p.describe())
+					return nil
+				}
+				n.Table = int(p.tok.Value.Lo)
+				p.advance()
+			default:
+				p.errorf("next takes a table number or pipeline=, table=; found %s", p.describe())
+				return nil
 			}
-		} else {
-			p.errorf("next takes a table number or pipeline=, table=; found %s", p.describe())
-			return nil
-		}
-		if !p.accept(TokComma) {
-			break
+			if !p.accept(TokComma) {
+				break
+			}
 		}
 	}
-	p.expect(TokRParen)
-	if p.err == nil && n.Pipeline != "" && n.Table < 0 {
-		p.errorf("next(pipeline=%s) needs a table", n.Pipeline)
+	if !p.expect(TokRParen) {
+		return nil
+	}
+	if n.Table > maxLogicalTable {
+		p.errorf("next(%d): a logical pipeline has only tables 0 to %d", n.Table, maxLogicalTable)
+		return nil
 	}
 	return n
 }
 
-func (p *parser) tableNumber() int {
-	if p.tok.Kind != TokInt || p.tok.Format != FmtDecimal || p.tok.Value.Hi != 0 || p.tok.Value.Lo > 254 {
-		p.errorf("expected a table number 0..254, found %s", p.describe())
-		return -1
-	}
-	v := int(p.tok.Value.Lo)
-	p.advance()
-	return v
+// plainInt reports whether the current token is a number without a mask.
+func (p *parser) plainInt() bool {
+	return p.tok.Kind == TokInt && p.peek().Kind != TokSlash
 }
 
-func (p *parser) assignment(dstSym *Symbol) Action {
+// smallInt reports whether the current token is a decimal number without
+// a mask that fits an int32: the only numbers OVN takes for table numbers,
+// lengths, queue ids, ports and weights.
+func (p *parser) smallInt() bool {
+	return p.plainInt() && p.tok.Format == FmtDecimal && p.tok.Value.Hi == 0 && p.tok.Value.Lo <= math.MaxInt32
+}
+
+// uint16Int reports whether the current token is a smallInt of at most
+// 65535.
+func (p *parser) uint16Int() bool {
+	return p.smallInt() && p.tok.Value.Lo <= 65535
+}
+
+// setAction parses an action that starts with a field: an assignment of a
+// constant or a field, an exchange, or R = function(...).
+func (p *parser) setAction(scope writeScope) Action {
 	dstPos := p.tok.Pos
-	dst, ok := p.fieldRefValue(dstSym)
+	dst, ok := p.fieldRefValue(nil)
 	if !ok {
 		return nil
 	}
 	switch p.tok.Kind {
-	case TokDecrement:
-		if dst.Sym.Name != "ip.ttl" || dst.Bits {
-			p.errorAt(dstPos, "only ip.ttl can be decremented")
-			return nil
-		}
-		p.advance()
-		return &DecTTLAction{}
 	case TokExchange:
 		p.advance()
 		src, ok := p.fieldRefValue(nil)
 		if !ok {
 			return nil
 		}
-		if err := checkWritable(dst); err != nil {
+		if err := checkMove(dst, src, true, scope); err != nil {
 			p.errorAt(dstPos, "%v", err)
-		} else if err := checkWritable(src); err != nil {
-			p.errorAt(dstPos, "%v", err)
-		} else if err := checkSameType(dst, src); err != nil {
-			p.errorAt(dstPos, "%v", err)
+			return nil
 		}
 		return &ExchangeAction{A: dst, B: src}
 	case TokEquals:
 		p.advance()
 	default:
-		p.errorf("expected '=', '<->' or '--' after %s, found %s", dst.Sym.Name, p.describe())
+		p.errorf("expected '=' or '<->' after %s, found %s", dst.Sym.Name, p.describe())
 		return nil
 	}
-	// R = function(...) or R = keyword.
-	var srcSym *Symbol
-	if p.tok.Kind == TokIdent {
-		srcSym = p.symtab.Lookup(p.tok.Text)
+	if p.tok.Kind != TokIdent {
+		return p.load(dst, dstPos, scope)
 	}
-	if p.tok.Kind == TokIdent && srcSym == nil {
-		name := p.tok.Text
-		shape, ok := actionShapeOf(name)
-		if !ok || shape&shapeResult == 0 {
-			if ok {
-				p.errorf("%s does not return a value", name)
-			} else {
-				p.errorf("unknown field or function %q", name)
-			}
-			return nil
-		}
-		p.advance()
+	if isResultAction(p.tok.Text) && p.peek().Kind == TokLParen {
 		// A copy, so that dst itself does not escape on every assignment.
 		result := dst
-		c := &CallAction{Result: &result, Name: name}
-		if p.tok.Kind == TokLParen {
-			if shape&shapeParens == 0 {
-				p.errorf("%s does not take arguments", name)
-				return nil
-			}
-			c.Parens = true
-			c.Args = p.args()
-		} else if shape&shapeBare == 0 {
-			p.errorf("%s needs arguments in ( )", name)
-			return nil
-		}
-		if err := checkResult(dst, name); err != nil {
-			p.errorAt(dstPos, "%v", err)
-		}
+		c := &CallAction{Result: &result, Name: p.tok.Text, Parens: true}
+		p.resultArgs(c, dstPos, scope)
 		return c
 	}
-	if err := checkWritable(dst); err != nil {
+	src, ok := p.fieldRefValue(nil)
+	if !ok {
+		return nil
+	}
+	if err := checkMove(dst, src, false, scope); err != nil {
 		p.errorAt(dstPos, "%v", err)
+		return nil
+	}
+	var a *AssignAction
+	if p.arena != nil {
+		a = p.arena.assigns.new()
+		a.Dst = dst
+		a.Src = p.arena.refs.new()
+		*a.Src = src
+	} else {
+		a = &AssignAction{Dst: dst, Src: &src}
+	}
+	return a
+}
+
+// load parses the constant of dst = constant.
+func (p *parser) load(dst FieldRef, dstPos int, scope writeScope) Action {
+	if err := checkField(dst, fieldWidth(dst), true, scope); err != nil {
+		p.errorAt(dstPos, "%v", err)
+		return nil
+	}
+	cpos := p.tok.Pos
+	c, ok := p.actionConst()
+	if !ok {
+		return nil
+	}
+	if err := checkConstFits(dst.Sym, &c); err != nil {
+		p.errorAt(cpos, "%v", err)
 		return nil
 	}
 	var a *AssignAction
@@ -417,135 +448,165 @@ func (p *parser) assignment(dstSym *Symbol) Action {
 	} else {
 		a = &AssignAction{Dst: dst}
 	}
-	if p.tok.Kind == TokIdent {
-		src, ok := p.fieldRefValue(srcSym)
-		if !ok {
-			return nil
-		}
-		if err := checkSameType(dst, src); err != nil {
-			p.errorAt(dstPos, "%v", err)
-			return nil
-		}
-		if p.arena != nil {
-			a.Src = p.arena.refs.new()
-			*a.Src = src
-		} else {
-			a.Src = &src
-		}
-		return a
-	}
-	cpos := p.tok.Pos
-	a.Value = p.constant()
-	if p.err != nil {
-		return nil
-	}
-	isStr := dst.Sym.Kind == KindString
-	switch {
-	case isStr != a.Value.IsStr:
-		if isStr {
-			p.errorAt(cpos, "%s takes a quoted port name", dst.Sym.Name)
-		} else {
-			p.errorAt(cpos, "%s is an integer field; cannot assign a string", dst.Sym.Name)
-		}
-	case !isStr && (a.Value.Value.BitLen() > dst.Width() || a.Value.Masked && a.Value.Mask.BitLen() > dst.Width()):
-		p.errorAt(cpos, "constant %s does not fit %d-bit %s", constText(&a.Value), dst.Width(), dst.Sym.Name)
-	}
+	a.Value = c
 	return a
 }
 
-func checkWritable(r FieldRef) error {
-	if r.Sym.ReadOnly || r.Sym.Field != nil && r.Sym.Field.ReadOnly {
-		return fmt.Errorf("field %s is read-only", r.Sym.Name)
+// checkConstFits checks a constant against the field it is assigned to.
+// As in OVN, the width that counts is the symbol's (reg0[0] = 2 is
+// accepted, its higher bits are dropped), and of a masked constant the
+// mask's.
+func checkConstFits(sym *Symbol, c *Const) error {
+	isStr := sym.Kind == KindString
+	switch {
+	case isStr && !c.IsStr:
+		return fmt.Errorf("%s takes a quoted port name, not a number", sym.Name)
+	case !isStr && c.IsStr:
+		return fmt.Errorf("%s is an integer field; cannot assign a string", sym.Name)
+	case isStr:
+		return nil
+	}
+	w := c.Value.BitLen()
+	if c.Masked {
+		w = c.Mask.BitLen()
+	}
+	if w > sym.Width {
+		return fmt.Errorf("constant %s needs %d bits, more than %d-bit %s has", constText(c), w, sym.Width, sym.Name)
 	}
 	return nil
 }
 
-func checkSameType(dst, src FieldRef) error {
+// actionConst parses a constant of an action: a string, or a number with
+// an optional /mask or /prefix-length. Unlike a match, an action accepts
+// a value with 1-bits outside its mask; the mask must be written like the
+// value (an IPv4 or IPv6 address also takes a prefix length), as in OVN.
+func (p *parser) actionConst() (Const, bool) {
+	switch p.tok.Kind {
+	case TokString:
+		c := Const{IsStr: true, Str: p.tok.Str}
+		p.advance()
+		return c, true
+	case TokInt:
+	default:
+		p.errorf("expected a constant, found %s", p.describe())
+		return Const{}, false
+	}
+	if !checkDecimal(p) {
+		return Const{}, false
+	}
+	c := Const{Value: p.tok.Value, Format: p.tok.Format, Prefix: -1}
+	vtok := p.tok
+	p.advance()
+	if p.tok.Kind != TokSlash {
+		return c, true
+	}
+	p.advance()
+	if p.tok.Kind != TokInt {
+		p.errorf("expected a mask after '/', found %s", p.describe())
+		return Const{}, false
+	}
+	m := p.tok
+	if !checkDecimal(p) {
+		return Const{}, false
+	}
+	c.Masked = true
+	switch {
+	case m.Format == vtok.Format:
+		c.Mask, c.MaskFmt = m.Value, m.Format
+	case m.Format == FmtDecimal && (c.Format == FmtIPv4 || c.Format == FmtIPv6):
+		w := 32
+		if c.Format == FmtIPv6 {
+			w = 128
+		}
+		if m.Value.Hi != 0 || m.Value.Lo > uint64(w) {
+			p.errorf("prefix length %s is longer than %d", m.Text, w)
+			return Const{}, false
+		}
+		c.Prefix = int(m.Value.Lo)
+		c.Mask = Ones(c.Prefix).Lsh(w - c.Prefix)
+	default:
+		p.errorf("mask %s is not written like value %s", m.Text, vtok.Text)
+		return Const{}, false
+	}
+	p.advance()
+	return c, true
+}
+
+// checkDecimal refuses a decimal number of 2**64 or more, as OVN's lexer
+// does (hexadecimal numbers may be wider).
+func checkDecimal(p *parser) bool {
+	if p.tok.Format == FmtDecimal && p.tok.Value.Hi != 0 {
+		p.errorf("decimal number %s is 2**64 or more", p.tok.Text)
+		return false
+	}
+	return true
+}
+
+// fieldWidth is the width OVN gives a field reference: its bits, or 0 for
+// a string field.
+func fieldWidth(r FieldRef) int {
+	if r.Sym.Kind == KindString {
+		return 0
+	}
+	return r.Width()
+}
+
+// checkField checks that r is n bits wide (n = 0: a string field, such as
+// a port) and, if rw, that it may be written in scope.
+func checkField(r FieldRef, n int, rw bool, scope writeScope) error {
+	if w := fieldWidth(r); w != n {
+		switch {
+		case w > 0 && n > 0:
+			return fmt.Errorf("%s is %d bits (%s[%d..%d]) where a %d-bit field is needed", refText(r), w, r.Sym.Name, r.Lo, r.Lo+w-1, n)
+		case n > 0:
+			return fmt.Errorf("string field %s is used where a %d-bit field is needed", r.Sym.Name, n)
+		default:
+			return fmt.Errorf("%d-bit field %s is used where a string field (a port) is needed", w, refText(r))
+		}
+	}
+	if rw {
+		return checkWritable(r, scope)
+	}
+	return nil
+}
+
+// checkWritable checks that r may be written in scope.
+func checkWritable(r FieldRef, scope writeScope) error {
+	if r.Sym.ReadOnly || r.Sym.Field != nil && r.Sym.Field.ReadOnly {
+		return fmt.Errorf("field %s is read-only", r.Sym.Name)
+	}
+	ct := r.Sym.Field != nil && (r.Sym.Field.Name == "ct_mark" || r.Sym.Field.Name == "ct_label")
+	switch {
+	case ct && scope != scopeCTCommit:
+		return fmt.Errorf("field %s can only be set inside ct_commit { }", r.Sym.Name)
+	case !ct && scope == scopeCTCommit:
+		return fmt.Errorf("field %s cannot be set inside ct_commit { }, which sets only ct_mark and ct_label", r.Sym.Name)
+	}
+	return nil
+}
+
+// checkMove checks dst = src (or dst <-> src when exchange).
+func checkMove(dst, src FieldRef, exchange bool, scope writeScope) error {
 	ds, ss := dst.Sym.Kind == KindString, src.Sym.Kind == KindString
 	if ds != ss {
 		return fmt.Errorf("cannot mix string field and integer field (%s, %s)", dst.Sym.Name, src.Sym.Name)
 	}
-	if !ds && dst.Width() != src.Width() {
-		return fmt.Errorf("%s is %d bits but %s is %d bits", dst.Sym.Name, dst.Width(), src.Sym.Name, src.Width())
+	if dw, sw := fieldWidth(dst), fieldWidth(src); dw != sw {
+		return fmt.Errorf("%s is %d bits but %s is %d bits", refText(dst), dw, refText(src), sw)
+	}
+	if err := checkWritable(dst, scope); err != nil {
+		return err
+	}
+	if exchange {
+		return checkWritable(src, scope)
 	}
 	return nil
 }
 
-// checkResult checks the destination of R = function(...).
-func checkResult(r FieldRef, name string) error {
-	if r.Sym.Kind == KindString && name != "get_fdb" {
-		return fmt.Errorf("%s cannot store its result in string field %s", name, r.Sym.Name)
-	}
-	if name == "get_fdb" && r.Sym.Kind != KindString {
-		return fmt.Errorf("get_fdb stores a port: its result must be outport or inport")
-	}
-	return checkWritable(r)
-}
-
-// args parses (arg, arg; key=value ...).
-func (p *parser) args() []Arg {
-	p.advance() // (
-	var args []Arg
-	var sep byte
-	for p.tok.Kind != TokRParen && p.err == nil {
-		a := Arg{Sep: sep}
-		// key = value, where the key is a name or a number (select(1=50)).
-		if p.tok.Kind == TokIdent || p.tok.Kind == TokInt {
-			save := p.tok
-			saveLex := p.lex
-			p.advance()
-			if p.tok.Kind == TokEquals {
-				a.Key = argTokenText(save)
-				p.advance()
-			} else {
-				p.tok, p.lex = save, saveLex
-			}
-		}
-		prevEnd := p.tok.Pos
-		for p.err == nil {
-			switch p.tok.Kind {
-			case TokComma, TokSemicolon, TokRParen:
-			case TokEOF:
-				p.errorf("expected ')' to close arguments, found end of input")
-			case TokIdent, TokInt, TokString, TokColon, TokMinus, TokSlash,
-				TokLSquare, TokRSquare, TokEllipsis, TokAddrSet, TokPortGroup:
-				a.Value = append(a.Value, ArgToken{Kind: p.tok.Kind, Spaced: p.tok.Pos > prevEnd, Text: p.tok.Text, Str: p.tok.Str, Value: p.tok.Value, Format: p.tok.Format})
-				prevEnd = p.tok.Pos + len(p.tok.Text)
-				p.advance()
-				continue
-			default:
-				p.errorf("unexpected %s in arguments", p.describe())
-			}
-			break
-		}
-		if p.err != nil {
-			return nil
-		}
-		if len(a.Value) == 0 {
-			p.errorf("empty argument")
-			return nil
-		}
-		args = append(args, a)
-		switch p.tok.Kind {
-		case TokComma:
-			sep = ','
-			p.advance()
-		case TokSemicolon:
-			sep = ';'
-			p.advance()
-		}
-	}
-	p.expect(TokRParen)
-	return args
-}
-
-func argTokenText(t Token) string {
-	if t.Kind == TokInt {
-		var sb strings.Builder
-		formatValue(&sb, t.Value, t.Format)
-		return sb.String()
-	}
-	return t.Text
+func refText(r FieldRef) string {
+	var sb strings.Builder
+	r.write(&sb)
+	return sb.String()
 }
 
 // Printing.
@@ -553,6 +614,8 @@ func argTokenText(t Token) string {
 func (a *NextAction) write(sb *strings.Builder) {
 	sb.WriteString("next")
 	switch {
+	case a.Pipeline != "" && a.Table < 0:
+		fmt.Fprintf(sb, "(pipeline=%s)", a.Pipeline)
 	case a.Pipeline != "":
 		fmt.Fprintf(sb, "(pipeline=%s, table=%d)", a.Pipeline, a.Table)
 	case a.Table >= 0:

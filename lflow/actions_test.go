@@ -1,6 +1,9 @@
 package lflow
 
 import (
+	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -23,7 +26,17 @@ func TestParseActionsPrint(t *testing.T) {
 			"ct_lb_mark(backends = 10.0.0.11:80, 10.0.0.12:80; hash_fields = \"ip_dst,ip_src\"; force_snat);"},
 		{"ct_lb_mark(backends=[aef0::11]:80);", "ct_lb_mark(backends = [aef0::11]:80);"},
 		{"ct_dnat(10.0.0.1, 1000-2000);", "ct_dnat(10.0.0.1, 1000-2000);"},
-		{"ct_snat(10.0.0.1-10.0.0.9,1000-2000);", "ct_snat(10.0.0.1-10.0.0.9, 1000-2000);"},
+		{"ct_snat(10.0.0.1,70000-80000);", "ct_snat(10.0.0.1, 4464-14464);"},
+		{"ct_commit(ct_mark=0x100000001, ct_label=5/5);", "ct_commit { ct_mark = 0x1; ct_label = 5/5; };"},
+		{"reg0[0] = put_dhcpv6_opts(dns_server = {ae70::1,ae70::2});", "reg0[0] = put_dhcpv6_opts(dns_server = {ae70::1,ae70::2});"},
+		{"ct_lb(backends=10.0.0.1; hash_fields=\"ip_src\" x;", "ct_lb(backends = 10.0.0.1; hash_fields = \"ip_src\");"},
+		{"ct_lb(backends=; skip_snat);", "ct_lb(backends = ; skip_snat);"},
+		{"ct_lb(backends=);", "ct_lb();"},
+		{"set_meter(100, x);", "set_meter(100);"},
+		{"sample(probability=10, obs_domain=x, obs_point=$cookie);", "sample(probability = 10, obs_point = $cookie);"},
+		{"fwd_group(liveness=true, childports=);", "fwd_group(liveness = true, childports = );"},
+		{"next(pipeline=egress);", "next(pipeline=egress);"},
+		{"handle_bfd_msg();", "handle_bfd_msg();"},
 		{"reg0[3] = put_dhcp_opts(offerip = 10.0.0.11, router = 10.0.0.1, netmask = 255.255.255.0);",
 			"reg0[3] = put_dhcp_opts(offerip = 10.0.0.11, router = 10.0.0.1, netmask = 255.255.255.0);"},
 		{"reg0[4] = dns_lookup(); next;", "reg0[4] = dns_lookup(); next;"},
@@ -31,9 +44,9 @@ func TestParseActionsPrint(t *testing.T) {
 		{"outport = get_fdb(eth.dst);", "outport = get_fdb(eth.dst);"},
 		{"log(name=\"x\", severity=warning, verdict=reject);", "log(name = \"x\", severity = warning, verdict = reject);"},
 		{"arp { eth.dst = ff:ff:ff:ff:ff:ff; arp.op = 1; output; };", "arp { eth.dst = ff:ff:ff:ff:ff:ff; arp.op = 1; output; };"},
-		{"trigger_event(event = \"empty_lb_backends\", vip = \"10.0.0.1:80\", protocol = \"tcp\", load_balancer = \"u\");",
-			"trigger_event(event = \"empty_lb_backends\", vip = \"10.0.0.1:80\", protocol = \"tcp\", load_balancer = \"u\");"},
-		{"ct_snat_to_vip; reg0 = ct_snat_to_vip;", "ct_snat_to_vip; reg0 = ct_snat_to_vip;"},
+		{"trigger_event(event = \"empty_lb_backends\", vip = \"10.0.0.1:80\", protocol = \"tcp\", load_balancer = \"9a3b2d1c-0000-4000-8000-000000000001\");",
+			"trigger_event(event = \"empty_lb_backends\", vip = \"10.0.0.1:80\", protocol = \"tcp\", load_balancer = \"9a3b2d1c-0000-4000-8000-000000000001\");"},
+		{"ct_snat_to_vip;", "ct_snat_to_vip;"},
 		{"reg9[2] = lookup_arp(inport, arp.spa, arp.sha);", "reg9[2] = lookup_arp(inport, arp.spa, arp.sha);"},
 		{"clone { clone { output; }; };", "clone { clone { output; }; };"},
 		{"icmp4_error { icmp4.frag_mtu = 1442; output; };", "icmp4_error { icmp4.frag_mtu = 1442; output; };"},
@@ -60,37 +73,120 @@ func TestParseActionsErrors(t *testing.T) {
 	st := testSymtab(t)
 	tests := []struct{ in, want string }{
 		{"next", "expected ';' after action"},
-		{"frobnicate;", "unknown action or field \"frobnicate\""},
+		{"drop; next;", "drop; must be the only action"},
+		{"next; drop;", "drop; must be the only action"},
+		{"frobnicate;", "unknown action \"frobnicate\""},
 		{"eth.type = 0x800;", "field eth.type is read-only"},
-		{"ip.proto = 6;", "read-only"},
-		{"tcp.dst = 70000;", "does not fit 16-bit tcp.dst"},
+		{"ct_mark = 1;", "can only be set inside ct_commit"},
+		{"ct_commit { reg0 = 1; };", "cannot be set inside ct_commit"},
+		{"tcp.dst = 70000;", "needs 17 bits, more than 16-bit tcp.dst has"},
 		{"outport = 5;", "outport takes a quoted port name"},
 		{"reg0 = \"x\";", "cannot assign a string"},
 		{"reg0 = eth.src;", "reg0 is 32 bits but eth.src is 48 bits"},
 		{"outport = eth.src;", "cannot mix string field"},
-		{"reg0 = frob();", "unknown field or function \"frob\""},
-		{"reg0 = put_arp(inport, arp.spa, arp.sha);", "put_arp does not return a value"},
-		{"lookup_arp(inport, arp.spa, arp.sha);", "must be used as R = lookup_arp(...)"},
-		{"ct_commit { next; ", "expected '}'"},
+		{"reg0 = frob();", "unknown field frob"},
+		{"reg0 = check_pkt_larger(1500);", "reg0 is 32 bits (reg0[0..31]) where a 1-bit field is needed"},
+		{"reg0[0] = chk_lb_hairpin(1);", "chk_lb_hairpin takes no arguments"},
+		{"put_fdb(inport, ip4.src);", "ip4.src is 32 bits (ip4.src[0..31]) where a 48-bit field is needed"},
+		{"put_fdb(reg0, eth.src);", "32-bit field reg0 is used where a string field (a port) is needed"},
+		{"reg0 = put_arp(inport, arp.spa, arp.sha);", "unknown field put_arp"},
+		{"lookup_arp(inport, arp.spa, arp.sha);", "unknown action \"lookup_arp\""},
+		{"ct_commit { next; ", "expected an action, found end of input"},
 		{"clone;", "clone needs nested actions"},
-		{"put_arp;", "put_arp needs arguments"},
-		{"output(1);", "output does not take arguments"},
+		{"put_arp;", "expected '(', found \";\""},
+		{"output(1);", "expected ';' after action, found \"(\""},
 		{"next(pipeline=sideways, table=1);", "pipeline must be ingress or egress"},
-		{"next(pipeline=egress);", "needs a table"},
-		{"next(300);", "table number 0..254"},
-		{"reg0 = dns_lookup;", "dns_lookup needs arguments"},
-		{"reg0[1]--;", "only ip.ttl can be decremented"},
-		{"put_arp(inport, ;", "empty argument"},
-		{"put_arp(inport", "expected ')' to close arguments"},
-		{"tcp = 1;", "predicate tcp cannot be assigned"},
-		{"ip4 { };", "predicate ip4 cannot be assigned"},
+		{"next(29);", "only tables 0 to 28"},
+		{"ct_dnat(10.0.0.1, 0-10);", "cannot start at port 0"},
+		{"ct_dnat(10.0.0.1-10.0.0.9);", "expected ')', found \"-\""},
+		{"reg0[0..15] = select(1);", "at least 2 members"},
+		{"reg0[0..14] = select(1, 2);", "16 bits or more"},
+		{"set_queue(61441);", "queue numbers go from 0 to 61440"},
+		{"log(verdict=pass);", "verdict must be allow, drop or reject"},
+		{"sample(probability=0);", "probability above 0"},
+		{"reg0[0] = put_dhcp_opts(router = 10.0.0.1);", "needs the offerip option"},
+		{"reg0[0] = put_dhcp_opts(offerip = 10.0.0.4, frob = 1);", "unknown DHCPv4 option \"frob\""},
+		{"reg0[0] = put_dhcp_opts(offerip = 10.0.0.4, hostname = 1);", "option hostname takes a quoted string"},
+		{"reg0[0] = put_nd_ra_opts(addr_mode = \"slaac\", prefix = aef0::/64);", "needs the slla option"},
+		{"trigger_event(event = \"empty_lb_backends\", protocol = \"icmp\");", "not tcp, udp or sctp"},
+		{"reg0[1]--;", "expected '=' or '<->' after reg0"},
+		{"reg0--;", "unknown action \"reg0\""},
+		{"put_arp(inport, ;", "expected a field name"},
+		{"put_arp(inport", "expected ',', found end of input"},
+		{"tcp = 1;", "predicate tcp used where a field is needed"},
+		{"ip4 { };", "unknown action \"ip4\""},
 		{"1;", "expected an action"},
-		{strings.Repeat("clone { ", 200), "nested too deeply"},
+		{strings.Repeat("clone { ", 32), "nested more than 31 deep"},
 	}
 	for _, tt := range tests {
 		_, err := st.ParseActions(tt.in)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%q: got error %v, want %q", tt.in, err, tt.want)
+		}
+	}
+}
+
+// TestActionsGolden parses every input of testdata/ovnparse/actions.txt
+// (the inputs TestDifferentialParser also gives the real OVN) and writes
+// the verdict, with the canonical print or the error, to
+// testdata/actions.golden (regenerate with -update). An accepted input's
+// print must parse back to the same print.
+func TestActionsGolden(t *testing.T) {
+	st := testSymtab(t)
+	var sb strings.Builder
+	for _, in := range readActionInputs(t) {
+		sb.WriteString(in)
+		acts, err := st.ParseActions(in)
+		if err != nil {
+			fmt.Fprintf(&sb, "\n\trefused: %v\n", err)
+			continue
+		}
+		printed := ActionsString(acts)
+		fmt.Fprintf(&sb, "\n\taccepted: %s\n", printed)
+		again, err := st.ParseActions(printed)
+		if err != nil {
+			t.Errorf("%q printed as %q, which does not parse: %v", in, printed, err)
+		} else if p2 := ActionsString(again); p2 != printed {
+			t.Errorf("%q: unstable print %q then %q", in, printed, p2)
+		}
+	}
+	checkGolden(t, "actions.golden", sb.String())
+}
+
+// readActionInputs reads testdata/ovnparse/actions.txt: one input a line,
+// without blank lines and # comments.
+func readActionInputs(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile("testdata/ovnparse/actions.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ins []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		ins = append(ins, l)
+	}
+	return ins
+}
+
+// TestOptionsCovered checks that the inputs try every DHCPv4, DHCPv6 and
+// router advertisement option, so that a new option cannot go untested.
+func TestOptionsCovered(t *testing.T) {
+	ins := readActionInputs(t)
+	for _, tab := range []struct {
+		action string
+		opts   []Option
+	}{{"put_dhcp_opts", DHCPv4Options()}, {"put_dhcpv6_opts", DHCPv6Options()}, {"put_nd_ra_opts", raOptions[:]}} {
+		for _, o := range tab.opts {
+			used := slices.ContainsFunc(ins, func(in string) bool {
+				_, args, ok := strings.Cut(in, tab.action+"(")
+				return ok && (strings.HasPrefix(args, o.Name+" = ") || strings.Contains(args, " "+o.Name+" = "))
+			})
+			if !used {
+				t.Errorf("no input of testdata/ovnparse/actions.txt uses %s option %s", tab.action, o.Name)
+			}
 		}
 	}
 }

@@ -42,7 +42,7 @@ func TestCheckListingFailures(t *testing.T) {
 	for _, want := range []string{
 		"line 6: bad table number",
 		"line 3: match: at offset 10: expected a constant, found \"=\"",
-		"line 4: actions: at offset 0: unknown action or field \"frob\"",
+		"line 4: actions: at offset 0: unknown action \"frob\"",
 		"line 5: not normalized: unknown address set $nope",
 		"    eth.type == {0x800, 0x86dd} && ip.proto == 6 && tcp.dst == 80",
 		"1 matches not normalized",

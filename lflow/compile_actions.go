@@ -312,41 +312,28 @@ func (ac *actionCompiler) lookup(out []flow.Action, a *CallAction, result *Field
 	return out, nil
 }
 
-// natArgs reads "IP", "IP-IP" (a range of addresses to choose from),
-// optionally followed by ", PORT" or ", PORT-PORT", of ct_dnat/ct_snat.
+// natArgs reads ct_dnat's and ct_snat's "IP" and optional ", PORT" or
+// ", PORT-PORT" (ParseActions has checked them).
 func natArgs(n *flow.NAT, a *CallAction) error {
 	toks := a.Args[0].Value
-	var lo, hi ArgToken
-	switch {
-	case len(toks) == 1 && toks[0].Kind == TokInt:
-		lo, hi = toks[0], toks[0]
-	case len(toks) == 3 && toks[0].Kind == TokInt && toks[1].Kind == TokMinus && toks[2].Kind == TokInt:
-		lo, hi = toks[0], toks[2]
-	default:
-		return fmt.Errorf("%s: expected an IP address or a range IP-IP", a.Name)
+	if len(toks) != 1 || toks[0].Kind != TokInt {
+		return fmt.Errorf("%s: expected an IP address", a.Name)
 	}
 	var err error
-	if n.AddrMin, err = tokAddr(lo); err != nil {
+	if n.AddrMin, err = tokAddr(toks[0]); err != nil {
 		return fmt.Errorf("%s: %w", a.Name, err)
 	}
-	if n.AddrMax, err = tokAddr(hi); err != nil {
-		return fmt.Errorf("%s: %w", a.Name, err)
-	}
-	if n.AddrMin.Is4() != n.AddrMax.Is4() {
-		return fmt.Errorf("%s: address range %s-%s mixes IPv4 and IPv6", a.Name, lo.Text, hi.Text)
-	}
-	if n.AddrMax.Less(n.AddrMin) {
-		return fmt.Errorf("%s: address range %s-%s is backwards", a.Name, lo.Text, hi.Text)
-	}
+	n.AddrMax = n.AddrMin
 	if len(a.Args) > 1 {
 		pr := a.Args[1].Value
+		var lo, hi ArgToken
 		switch {
 		case len(pr) == 3 && pr[0].Kind == TokInt && pr[1].Kind == TokMinus && pr[2].Kind == TokInt:
 			lo, hi = pr[0], pr[2]
 		case len(pr) == 1 && pr[0].Kind == TokInt:
 			lo, hi = pr[0], pr[0]
 		default:
-			return nil
+			return fmt.Errorf("%s: expected a port or a port range", a.Name)
 		}
 		if n.PortMin, err = tokPort(lo); err != nil {
 			return fmt.Errorf("%s: %w", a.Name, err)
@@ -405,7 +392,7 @@ func (ac *actionCompiler) ctLB(out []flow.Action, a *CallAction, next uint8) ([]
 			forceSNAT = forceSNAT || arg.Value[0].Text == "force_snat"
 			skipSNAT = skipSNAT || arg.Value[0].Text == "skip_snat"
 		}
-		if !inBackends {
+		if !inBackends || len(arg.Value) == 0 {
 			continue
 		}
 		toks := arg.Value

@@ -60,7 +60,7 @@ func (ac *actionCompiler) stackAction(out []flow.Action, a *CallAction) ([]flow.
 	if a.Name == "push" {
 		return append(out, flow.Push{Src: ac.c.rangeOf(r)}), nil
 	}
-	if err := checkWritable(r); err != nil {
+	if err := checkWritable(r, scopePacket); err != nil {
 		return nil, fmt.Errorf("pop: %w", err)
 	}
 	return append(out, flow.Pop{Dst: ac.c.rangeOf(r)}), nil

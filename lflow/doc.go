@@ -42,6 +42,20 @@
 // Address sets, port groups, logical port keys and chassis residency come
 // from the caller through Env; the package keeps no global state.
 //
+// # Actions
+//
+// ParseActions accepts exactly the actions OVN 23.03's ovn-controller
+// accepts, with the same checks of each action's arguments (widths and
+// types of fields, writability, option names and value types of
+// put_dhcp_opts, put_dhcpv6_opts and put_nd_ra_opts, ports, weights,
+// verdicts ...) and the same leniencies, and refuses the rest with the
+// reason. Inside ct_commit { } only ct_mark and ct_label may be set, and
+// they may be set nowhere else. The DHCP options are those ovn-northd
+// 23.03 writes into the Southbound (options.go).
+// TestDifferentialParser compares the verdicts with the real OVN's on
+// the inputs of testdata/ovnparse/actions.txt; testdata/actions.golden
+// holds govn's verdict and canonical print for each.
+//
 // # Compilation
 //
 // Compiler maps a logical pipeline table onto a datapath table through a
@@ -56,8 +70,8 @@
 // output a resubmit to the output stage; assignments are loads and moves;
 // ct_next, ct_commit, ct_dnat, ct_snat and ct_lb(_mark) are ct() actions in
 // the zones OVN keeps in reg11 (DNAT), reg12 (SNAT) and reg13 (port zone),
-// ct_dnat(IP-IP, PORT-PORT) and ct_snat(...) fill the NAT address and port
-// ranges (flow.NAT AddrMin..AddrMax, PortMin..PortMax), and
+// ct_dnat(IP, PORT-PORT) and ct_snat(...) fill the NAT address and port
+// range (flow.NAT AddrMin, PortMin..PortMax), and
 // backends of ct_lb_mark become a select group; actions that consult one of
 // OVN's fixed tables (get_arp, lookup_arp, get_fdb, chk_lb_hairpin, ...)
 // resubmit to the table Layout.Lookups names, which answers in a bit of flags;

@@ -88,10 +88,10 @@ func TestLBAffinity(t *testing.T) {
 func TestCommitLBAffErrors(t *testing.T) {
 	_, c := testCompiler(t)
 	for _, tt := range []struct{ actions, err string }{
-		{`commit_lb_aff(vip = "30.0.0.3:53", proto = udp);`, "needs vip, backend and proto"},
-		{`commit_lb_aff(vip = "30.0.0.3:53", backend = "fd00::1", proto = udp);`, "different IP versions"},
+		{`commit_lb_aff(vip = "30.0.0.3:53", proto = udp);`, "expects backend="},
+		{`commit_lb_aff(vip = "30.0.0.3:53", backend = "fd00::1", proto = udp);`, "not of the same IP version"},
 		{`commit_lb_aff(vip = "x", backend = "10.0.0.1", proto = udp);`, "not IP"},
-		{`commit_lb_aff(vip = "30.0.0.3", backend = "10.0.0.1", proto = icmp);`, "unknown proto"},
+		{`commit_lb_aff(vip = "30.0.0.3:53", backend = "10.0.0.1", proto = icmp, timeout = 1);`, "must be tcp, udp or sctp"},
 		{`commit_lb_aff(vip = "30.0.0.3", backend = "10.0.0.1", proto = tcp, timeout = 70000);`, "timeout"},
 	} {
 		var res Result

@@ -26,12 +26,12 @@ func TestCompileStackActions(t *testing.T) {
 		{"1", "pop(nosuch);", "", "unknown field"},
 		{"1", "pop(eth.type);", "", "read-only"},
 		{"1", "push(reg0[40]);", "", "outside"},
-		{"1", "push(reg0, reg1);", "", "one field"},
+		{"1", "push(reg0, reg1);", "", "expected ')'"},
 		{"1", "push(1);", "", "expected a field"},
 		{"1", "reg9[1] = check_pkt_larger(1514);", "check_pkt_larger(1514)->reg9[1]", ""},
-		{"1", "reg9[1..2] = check_pkt_larger(1514);", "", "one bit"},
+		{"1", "reg9[1..2] = check_pkt_larger(1514);", "", "where a 1-bit field is needed"},
 		{"1", "reg9[1] = check_pkt_larger(70000);", "", "out of range"},
-		{"1", "reg9[1] = check_pkt_larger(reg0);", "", "one length"},
+		{"1", "reg9[1] = check_pkt_larger(reg0);", "", "packet length"},
 	}
 	for _, tt := range tests {
 		var res Result
