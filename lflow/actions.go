@@ -500,12 +500,18 @@ func (p *parser) actionConst() (Const, bool) {
 	if p.tok.Kind != TokSlash {
 		return c, true
 	}
+	// As in OVN, '/' is part of the number: no space around it.
+	slash := p.tok
 	p.advance()
 	if p.tok.Kind != TokInt {
 		p.errorf("expected a mask after '/', found %s", p.describe())
 		return Const{}, false
 	}
 	m := p.tok
+	if slash.Pos != vtok.Pos+len(vtok.Text) || m.Pos != slash.Pos+1 {
+		p.errorAt(slash.Pos, "'/' must join %s and its mask %s without spaces", vtok.Text, m.Text)
+		return Const{}, false
+	}
 	if !checkDecimal(p) {
 		return Const{}, false
 	}
@@ -574,6 +580,9 @@ func checkField(r FieldRef, n int, rw bool, scope writeScope) error {
 func checkWritable(r FieldRef, scope writeScope) error {
 	if r.Sym.ReadOnly || r.Sym.Field != nil && r.Sym.Field.ReadOnly {
 		return fmt.Errorf("field %s is read-only", r.Sym.Name)
+	}
+	if r.Sym.OVNField {
+		return nil // OVN lets them be set anywhere
 	}
 	ct := r.Sym.Field != nil && (r.Sym.Field.Name == "ct_mark" || r.Sym.Field.Name == "ct_label")
 	switch {

@@ -47,6 +47,7 @@ func TestDifferentialParser(t *testing.T) {
 	for _, c := range readCases(t, "testdata/exprs.txt") {
 		ins = append(ins, ovnparse.Input{Kind: ovnparse.Match, Text: c[1], Where: "exprs.txt " + c[0]})
 	}
+	ins = append(ins, generateActions(st)...)
 	for i, m := range generateMatches(st, 1, 3000) {
 		ins = append(ins, ovnparse.Input{Kind: ovnparse.Match, Text: m, Where: fmt.Sprintf("generated #%d", i)})
 	}
@@ -164,6 +165,16 @@ func differentialEnv() ovnparse.Env {
 	e.AddressSets["as_v6"] = []string{"aef0::11", "aef0::12"}
 	e.AddressSets["pg_web_ip4"] = []string{"10.0.0.11", "10.0.0.12"}
 	e.PortGroups["pg_web"] = []string{"sw0-p1", "sw0-p2"}
+	// The DHCP options ovn-northd writes (TestDHCPOptionsDifferential
+	// checks this package's tables against a real ovn-northd's).
+	for _, t := range []struct {
+		opts []Option
+		to   *[]ovnparse.DHCPOption
+	}{{DHCPv4Options(), &e.DHCPOptions}, {DHCPv6Options(), &e.DHCPv6Options}} {
+		for _, o := range t.opts {
+			*t.to = append(*t.to, ovnparse.DHCPOption{Name: o.Name, Code: o.Code, Type: o.Type.String()})
+		}
+	}
 	return e
 }
 

@@ -76,10 +76,21 @@ type Verdict struct {
 }
 
 // Env is what the Southbound holds besides the flows: address sets and
-// port groups (by name, as a match refers to them) and their members.
+// port groups (by name, as a match refers to them) and their members, and
+// the options put_dhcp_opts and put_dhcpv6_opts take (ovn-controller
+// reads them from the Southbound, where ovn-northd writes them).
 type Env struct {
-	AddressSets map[string][]string
-	PortGroups  map[string][]string
+	AddressSets   map[string][]string
+	PortGroups    map[string][]string
+	DHCPOptions   []DHCPOption
+	DHCPv6Options []DHCPOption
+}
+
+// DHCPOption is a row of the Southbound's DHCP_Options or DHCPv6_Options.
+type DHCPOption struct {
+	Name string
+	Code int
+	Type string // "ipv4", "str", "mac" ...
 }
 
 // DefaultEnv returns the environment the lflow differential tests use:
@@ -276,6 +287,14 @@ func fill(conn net.Conn, env Env, all []Input) error {
 	}
 	for _, name := range sortedKeys(env.PortGroups) {
 		ops = append(ops, insert("Port_Group", row{"name": name, "ports": set(env.PortGroups[name])}, ""))
+	}
+	for _, t := range []struct {
+		table string
+		opts  []DHCPOption
+	}{{"DHCP_Options", env.DHCPOptions}, {"DHCPv6_Options", env.DHCPv6Options}} {
+		for _, o := range t.opts {
+			ops = append(ops, insert(t.table, row{"name": o.Name, "code": o.Code, "type": o.Type}, ""))
+		}
 	}
 	for i, in := range all {
 		match, actions := in.Text, "next;"
