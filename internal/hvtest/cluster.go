@@ -117,6 +117,8 @@ func New(t testing.TB, opts Options) *Cluster {
 	c.Dir = dir
 	t.Cleanup(func() {
 		if t.Failed() {
+			// Sweep leaves a failed run's files for whoever debugs it.
+			_ = os.WriteFile(filepath.Join(dir, keptFile), nil, 0o644)
 			t.Logf("cluster files kept in %s", dir)
 			return
 		}
@@ -181,7 +183,8 @@ func removeNS(name string) {
 }
 
 // Sweep removes the namespaces and directories that an earlier test
-// process, now dead, left behind (a run killed before its cleanups ran).
+// process, now dead, left behind (a run killed before its cleanups ran);
+// it keeps the directories of failed clusters.
 // New calls it.
 func Sweep(t testing.TB) {
 	t.Helper()
@@ -208,11 +211,20 @@ func Sweep(t testing.TB) {
 	}
 	if ents, err := os.ReadDir(os.TempDir()); err == nil {
 		for _, e := range ents {
-			if e.IsDir() && dead(e.Name()) {
+			if e.IsDir() && dead(e.Name()) && !exists(filepath.Join(os.TempDir(), e.Name(), keptFile)) {
 				_ = os.RemoveAll(filepath.Join(os.TempDir(), e.Name()))
 			}
 		}
 	}
+}
+
+// keptFile marks the directory of a failed cluster, kept for debugging:
+// Sweep removes only the directories of killed runs.
+const keptFile = "KEPT"
+
+func exists(name string) bool {
+	_, err := os.Stat(name)
+	return err == nil
 }
 
 // nsRun runs args inside the namespace ns and fails the test if it fails.
