@@ -1,5 +1,7 @@
 package northd
 
+import "reflect"
+
 // Memos are values derived from many rows that many owners read (a
 // switch's facts, say): computed once, with their own recorded
 // dependencies, and recomputed when those change. An owner that reads a
@@ -7,7 +9,8 @@ package northd
 // change that leaves the value as it was (a new port on a switch that
 // already had ACLs) regenerates the memo and nothing else.
 //
-// A memo's value must be comparable (==), and its compute function must
+// A memo's value is compared with reflect.DeepEqual, so it may hold slices
+// and maps but must not be mutated once returned; its compute function must
 // read only through the gen it is given.
 
 // memoState is a memo's current value and how to compute it again.
@@ -61,7 +64,7 @@ func (s *State) refreshMemo(o *owner) {
 	}
 	old := m.value
 	m.value = s.computeMemo(o, m)
-	if m.value != old {
+	if !reflect.DeepEqual(m.value, old) {
 		s.touch(dk)
 	}
 }

@@ -144,6 +144,7 @@ func genRouterPort(g *gen) {
 	r := &logicalRouter{nb: lr, dp: g.Datapath(lr.UUID), chassis: lr.Options["chassis"]}
 	routerPortBindings(g, r, p)
 	routerPortFlows(g, r, p)
+	routerPortIPFlows(g, r, p, routerNATIPs(g, lr.UUID))
 }
 
 // peerOf returns the name of the port on the other side of a router port:

@@ -1,0 +1,191 @@
+package northd
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/govn/govn/ovsdb"
+	"github.com/govn/govn/schema/nb"
+)
+
+// routerPortsOf returns the parsed ports of a router, by name (a memo:
+// owners that need a router's ports depend on what they are, not on every
+// read that found them).
+func routerPortsOf(g *gen, lr ovsdb.UUID) []routerPort {
+	return g.Memo("router-ports/"+lr.String(), func(g *gen) any {
+		var out []routerPort
+		for _, id := range g.Members(NB, nb.LogicalRouterTable, lr, "ports") {
+			if p, ok := readRouterPort(g, id); ok {
+				out = append(out, *p)
+			}
+		}
+		slices.SortFunc(out, func(a, b routerPort) int { return strings.Compare(a.nb.Name, b.nb.Name) })
+		return out
+	}).([]routerPort)
+}
+
+// routePriority is ovn-northd's priority for a route to a prefix of plen
+// bits: longer prefixes first, and at equal length connected routes before
+// static destination routes before source routes.
+func routePriority(plen int, kind routeKind) int { return plen*3 + int(kind) }
+
+type routeKind int
+
+const (
+	routeSource routeKind = iota
+	routeStatic
+	routeConnected
+)
+
+// solicitedNode returns the solicited-node multicast address of a.
+func solicitedNode(a netip.Addr) netip.Addr {
+	b := a.As16()
+	return netip.AddrFrom16([16]byte{0xff, 0x02, 10: 0, 11: 0x01, 12: 0xff, 13: b[13], 14: b[14], 15: b[15]})
+}
+
+// broadcast returns the broadcast address of an IPv4 prefix.
+func broadcast(p netip.Prefix) netip.Addr {
+	b := p.Addr().As4()
+	host := uint32(1)<<(32-p.Bits()) - 1
+	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) | host
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+// addrSet formats addresses as a match's right side: one alone, several
+// in braces.
+func addrSet(as []netip.Addr, braces bool) string {
+	ss := make([]string, len(as))
+	for i, a := range as {
+		ss[i] = a.String()
+	}
+	if len(ss) == 1 && !braces {
+		return ss[0]
+	}
+	return "{" + strings.Join(ss, ", ") + "}"
+}
+
+// routerPortIPFlows writes a router port's flows in the neighbor lookup,
+// IP input, ND RA and routing stages.
+func routerPortIPFlows(g *gen, r *logicalRouter, p *routerPort, natIPs map[netip.Addr]bool) {
+	dp := r.dp
+	id := p.nb.UUID
+	name := p.nb.Name
+	in := fmt.Sprintf("inport == %q", name)
+	resident := ""
+	if p.gateway {
+		resident = fmt.Sprintf(" && is_chassis_resident(%q)", p.crName)
+	}
+	v4, v6 := p.ipv4(), p.ipv6()
+	all6 := append([]netip.Addr{}, addrsOf(v6)...)
+	all6 = append(all6, p.lla)
+
+	// Neighbor lookup: learn only from ARP requests of the port's own
+	// subnets.
+	for _, n := range v4 {
+		g.FlowHint(dp, LRInLookupNeighbor, 100, fmt.Sprintf("%s && arp.spa == %s && arp.op == 1%s", in, n.Masked(), resident),
+			"reg9[2] = lookup_arp(inport, arp.spa, arp.sha); next;", id)
+	}
+
+	// IP input.
+	if len(v4) > 0 {
+		var own []netip.Addr
+		for _, n := range v4 {
+			own = append(own, n.Addr(), broadcast(n))
+		}
+		g.FlowHint(dp, LRInIPInput, 100, fmt.Sprintf("ip4.src == %s && reg9[0] == 0", addrSet(own, true)), "drop;", id)
+		g.FlowHint(dp, LRInIPInput, 90, fmt.Sprintf("ip4.dst == %s && icmp4.type == 8 && icmp4.code == 0", addrSet(addrsOf(v4), false)),
+			"ip4.dst <-> ip4.src; ip.ttl = 255; icmp4.type = 0; flags.loopback = 1; next; ", id)
+		var local []netip.Addr
+		for _, a := range addrsOf(v4) {
+			if !natIPs[a] {
+				local = append(local, a)
+			}
+		}
+		if len(local) > 0 && r.chassis == "" {
+			g.FlowHint(dp, LRInIPInput, 60, fmt.Sprintf("ip4.dst == %s", addrSet(local, true)), "drop;", id)
+		}
+		for _, n := range v4 {
+			g.FlowHint(dp, LRInIPInput, 90, fmt.Sprintf("%s && arp.op == 1 && arp.tpa == %s && arp.spa == %s%s", in, n.Addr(), n.Masked(), resident),
+				"eth.dst = eth.src; eth.src = xreg0[0..47]; arp.op = 2; /* ARP reply */ arp.tha = arp.sha; arp.sha = xreg0[0..47]; arp.tpa <-> arp.spa; outport = inport; flags.loopback = 1; output;", id)
+		}
+		src := fmt.Sprintf("ip4.dst = ip4.src; ip4.src = %s", v4[0].Addr())
+		if p.gateway {
+			src = "ip4.dst <-> ip4.src"
+		}
+		g.FlowHint(dp, LRInIPInput, 31, fmt.Sprintf("%s && ip4 && ip.ttl == {0, 1} && !ip.later_frag", in),
+			fmt.Sprintf("icmp4 {eth.dst <-> eth.src; icmp4.type = 11; /* Time exceeded */ icmp4.code = 0; /* TTL exceeded in transit */ %s ; ip.ttl = 254; outport = %q; flags.loopback = 1; output; };", src, name), id)
+	}
+	g.FlowHint(dp, LRInIPInput, 90, fmt.Sprintf("ip6.dst == %s && icmp6.type == 128 && icmp6.code == 0", addrSet(all6, false)),
+		"ip6.dst <-> ip6.src; ip.ttl = 255; icmp6.type = 129; flags.loopback = 1; next; ", id)
+	if r.chassis == "" {
+		// A gateway router leaves its addresses to its NAT and load
+		// balancer stages.
+		g.FlowHint(dp, LRInIPInput, 60, fmt.Sprintf("ip6.dst == %s", addrSet(all6, true)), "drop;", id)
+	}
+	for _, a := range all6 {
+		g.FlowHint(dp, LRInIPInput, 100, fmt.Sprintf("ip6.dst == %s && udp.src == 547 && udp.dst == 546", a), "reg0 = 0; handle_dhcpv6_reply;", id)
+		g.FlowHint(dp, LRInIPInput, 90, fmt.Sprintf("%s && ip6.dst == {%s, %s} && nd_ns && nd.target == %s%s", in, a, solicitedNode(a), a, resident),
+			"nd_na_router { eth.src = xreg0[0..47]; ip6.src = nd.target; nd.tll = xreg0[0..47]; outport = inport; flags.loopback = 1; output; };", id)
+	}
+	for _, n := range v6 {
+		g.FlowHint(dp, LRInIPInput, 31, fmt.Sprintf("%s && ip6 && ip6.src == %s && ip.ttl == {0, 1} && !ip.later_frag", in, n.Masked()),
+			fmt.Sprintf("icmp6 {eth.dst <-> eth.src; ip6.dst = ip6.src; ip6.src = %s ; ip.ttl = 254; icmp6.type = 3; /* Time exceeded */ icmp6.code = 0; /* TTL exceeded in transit */ outport = %q; flags.loopback = 1; output; };", n.Addr(), name), id)
+	}
+
+	// Router advertisements.
+	if mode := p.nb.IPv6RAConfigs["address_mode"]; mode != "" && len(v6) > 0 {
+		var opts []string
+		opts = append(opts, fmt.Sprintf("addr_mode = %q", mode), "slla = "+p.mac)
+		if mtu, ok := p.nb.IPv6RAConfigs["mtu"]; ok {
+			opts = append(opts, "mtu = "+mtu)
+		}
+		if mode != "dhcpv6_stateful" {
+			for _, n := range v6 {
+				opts = append(opts, "prefix = "+n.Masked().String())
+			}
+		}
+		if prf, ok := p.nb.IPv6RAConfigs["router_preference"]; ok && prf != "MEDIUM" {
+			opts = append(opts, fmt.Sprintf("router_preference = %q", prf))
+		}
+		g.FlowHint(dp, LRInNDRAOptions, 50, fmt.Sprintf("%s && ip6.dst == ff02::2 && nd_rs", in),
+			fmt.Sprintf("reg0[5] = put_nd_ra_opts(%s); next;", strings.Join(opts, ", ")), id)
+		g.FlowHint(dp, LRInNDRAResponse, 50, fmt.Sprintf("%s && ip6.dst == ff02::2 && nd_ra && reg0[5]", in),
+			fmt.Sprintf("eth.dst = eth.src; eth.src = %s; ip6.dst = ip6.src; ip6.src = %s; outport = inport; flags.loopback = 1; output;", p.mac, p.lla), id)
+	}
+
+	// Connected routes.
+	for _, n := range v4 {
+		g.FlowHint(dp, LRInIPRouting, routePriority(n.Bits(), routeConnected), fmt.Sprintf("ip4.dst == %s", n.Masked()),
+			fmt.Sprintf("ip.ttl--; reg8[0..15] = 0; reg0 = ip4.dst; reg1 = %s; eth.src = %s; outport = %q; flags.loopback = 1; next;", n.Addr(), p.mac, name), id)
+	}
+	for _, n := range v6 {
+		g.FlowHint(dp, LRInIPRouting, routePriority(n.Bits(), routeConnected), fmt.Sprintf("ip6.dst == %s", n.Masked()),
+			fmt.Sprintf("ip.ttl--; reg8[0..15] = 0; xxreg0 = ip6.dst; xxreg1 = %s; eth.src = %s; outport = %q; flags.loopback = 1; next;", n.Addr(), p.mac, name), id)
+	}
+	g.FlowHint(dp, LRInIPRouting, routePriority(64, routeConnected), fmt.Sprintf("%s && ip6.dst == fe80::/64", in),
+		fmt.Sprintf("ip.ttl--; reg8[0..15] = 0; xxreg0 = ip6.dst; xxreg1 = %s; eth.src = %s; outport = %q; flags.loopback = 1; next;", p.lla, p.mac, name), id)
+}
+
+func addrsOf(ps []netip.Prefix) []netip.Addr {
+	out := make([]netip.Addr, len(ps))
+	for i, p := range ps {
+		out[i] = p.Addr()
+	}
+	return out
+}
+
+// routerNATIPs returns the external addresses of a router's NAT rules (a
+// memo); traffic to them is the NAT stages', not the router's own.
+func routerNATIPs(g *gen, lr ovsdb.UUID) map[netip.Addr]bool {
+	return g.Memo("router-nat-ips/"+lr.String(), func(g *gen) any {
+		out := map[netip.Addr]bool{}
+		for _, nat := range ReadAll[nb.NAT](g, NB, g.Members(NB, nb.LogicalRouterTable, lr, "nat")) {
+			if a, err := netip.ParseAddr(nat.ExternalIP); err == nil {
+				out[a] = true
+			}
+		}
+		return out
+	}).(map[netip.Addr]bool)
+}
