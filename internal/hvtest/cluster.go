@@ -133,6 +133,16 @@ func New(t testing.TB, opts Options) *Cluster {
 		c.SB = c.startOVSDB(t, "sb", "/usr/share/ovn/ovn-sb.ovsschema")
 	}
 	opts.Northd.Start(t, c)
+	// Runs before the databases stop (cleanups run last in, first out).
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		nb, err := c.NBCtlErr("show")
+		t.Logf("ovn-nbctl show (%v):\n%s", err, nb)
+		sb, err := c.sbctlErr("show")
+		t.Logf("ovn-sbctl show (%v):\n%s", err, sb)
+	})
 	c.underlayNS = c.newNS(t, "ul")
 	c.nsRun(t, c.underlayNS, "ip", "link", "add", "br0", "mtu", "9000", "type", "bridge")
 	c.nsRun(t, c.underlayNS, "ip", "link", "set", "br0", "up")
