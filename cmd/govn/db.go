@@ -283,7 +283,14 @@ func isVlogArg(a string) bool {
 // keeps that name, so that ovn-ctl, which checks the name of the process
 // its pidfile names, recognises it.
 func detachCommand(argv0 string, args []string) (exe string, childArgs []string, err error) {
-	if filepath.Base(argv0) == dbProgramName {
+	return programCommand(argv0, dbProgramName, "db", args)
+}
+
+// programCommand returns the program and arguments that run "govn sub
+// args" in a child. Run as program (a link to govn named for the daemon it
+// stands in for), the child keeps that name.
+func programCommand(argv0, program, sub string, args []string) (exe string, childArgs []string, err error) {
+	if filepath.Base(argv0) == program {
 		if strings.Contains(argv0, "/") {
 			exe, err = filepath.Abs(argv0)
 		} else {
@@ -298,5 +305,5 @@ func detachCommand(argv0 string, args []string) (exe string, childArgs []string,
 	if err != nil {
 		return "", nil, fmt.Errorf("finding govn's executable: %w", err)
 	}
-	return exe, append([]string{"db"}, args...), nil
+	return exe, append([]string{sub}, args...), nil
 }

@@ -130,8 +130,13 @@ const dbProgramName = "ovsdb-server"
 
 // commandLine returns govn's arguments for the process arguments argv.
 func commandLine(argv []string) []string {
-	if len(argv) > 0 && filepath.Base(argv[0]) == dbProgramName {
-		return append([]string{"db"}, argv[1:]...)
+	if len(argv) > 0 {
+		switch filepath.Base(argv[0]) {
+		case dbProgramName:
+			return append([]string{"db"}, argv[1:]...)
+		case northdProgramName:
+			return append([]string{"northd"}, argv[1:]...)
+		}
 	}
 	return argv[1:]
 }

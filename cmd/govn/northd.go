@@ -34,6 +34,7 @@ type northdOptions struct {
 	detach                  bool
 	verbose                 bool
 	paused                  bool
+	user                    string
 	rundir                  string
 	vlog                    []string
 }
@@ -102,6 +103,7 @@ func defineNorthdFlags(fs *flag.FlagSet, getenv func(string) string) *northdFlag
 	fs.StringVar(&o.logFile, "log-file", "", "append logs to `PATH` instead of standard error (without a value: $OVN_LOGDIR/ovn-northd.log)")
 	fs.BoolVar(&o.detach, "detach", false, "run in the background; return once the control socket answers")
 	fs.BoolVar(&o.verbose, "verbose", false, "log debug messages")
+	fs.StringVar(&o.user, "user", "", "run as `USER[:GROUP]` (after starting as root)")
 	fs.BoolVar(&o.paused, "dry-run", false, "start paused (ovn-appctl resume starts it)")
 	fs.Bool("no-chdir", true, "accepted for ovn-northd compatibility (govn northd never changes directory)")
 	fs.Bool("monitor", false, "accepted for ovn-northd compatibility and ignored: a crashed govn northd is not restarted")
@@ -209,11 +211,13 @@ func (o northdOptions) tls() (*tls.Config, error) {
 func startNorthd(ctx context.Context, opts northdOptions, args []string) error {
 	env := os.Environ()
 	if opts.detach && !daemon.IsChild(env) {
-		exe, err := os.Executable()
+		// Run as ovn-northd (a link to govn), the child keeps the name:
+		// ovn-ctl checks the name of the process its pidfile names.
+		exe, childArgs, err := programCommand(os.Args[0], northdProgramName, "northd", args)
 		if err != nil {
-			return fmt.Errorf("--detach: finding govn's executable: %w", err)
+			return fmt.Errorf("--detach: %w", err)
 		}
-		return daemon.Detach(exe, append([]string{"northd"}, args...), env)
+		return daemon.Detach(exe, childArgs, env)
 	}
 	ready := daemon.ChildNotifier(env)
 	if err := serveNorthd(ctx, opts, ready.Ready); err != nil {
@@ -226,6 +230,15 @@ func startNorthd(ctx context.Context, opts northdOptions, args []string) error {
 // serveNorthd runs northd until ctx ends or ovn-appctl exit; it calls
 // ready once the control socket answers.
 func serveNorthd(ctx context.Context, opts northdOptions, ready func()) error {
+	if opts.user != "" {
+		cred, err := daemon.LookupUser(opts.user)
+		if err != nil {
+			return err
+		}
+		if err := cred.Drop(); err != nil {
+			return fmt.Errorf("--user %s: %w", opts.user, err)
+		}
+	}
 	level := slog.LevelInfo
 	if opts.verbose {
 		level = slog.LevelDebug
@@ -270,7 +283,7 @@ func serveNorthd(ctx context.Context, opts northdOptions, ready func()) error {
 	}
 	cmds := map[string]unixctlpkg.Command{
 		"exit":    func([]string) (string, error) { cancel(); return "", nil },
-		"version": func([]string) (string, error) { return "govn northd (ovn-northd of OVN 23.03.1)\n", nil },
+		"version": func([]string) (string, error) { return "govn northd (ovn-northd of OVN) 23.03.1\n", nil },
 	}
 	for name, f := range d.Commands() {
 		cmds[name] = f

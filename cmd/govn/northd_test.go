@@ -12,12 +12,53 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/govn/govn/internal/testpki"
 )
+
+// builtGovn is the govn binary the northd tests share: one build instead
+// of one per test.
+var builtGovn struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtGovn.dir != "" {
+		os.RemoveAll(builtGovn.dir)
+	}
+	os.Exit(code)
+}
+
+// northdGovn returns the shared govn binary, building it on first use.
+func northdGovn(t *testing.T) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go tool not found")
+	}
+	b := &builtGovn
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", "govn-northd-test"); b.err != nil {
+			return
+		}
+		b.path = filepath.Join(b.dir, "govn")
+		if out, err := exec.Command(goTool, "build", "-o", b.path, ".").CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
 
 func TestParseNorthdFlags(t *testing.T) {
 	env := map[string]string{"OVN_RUNDIR": "/run/ovn", "OVN_LOGDIR": "/log/ovn"}
@@ -306,7 +347,7 @@ func (e *northdEnv) column(table, col string) []string {
 // ovn-northd, which shows that what it checks is what ovn-northd does.
 func TestNorthdEndToEnd(t *testing.T) {
 	needOVNTools(t)
-	govn := buildGovn(t)
+	govn := northdGovn(t)
 	for _, tc := range []struct{ northd, server string }{
 		{"govn", "govn"},
 		{"govn", "ovsdb-server"},
@@ -457,7 +498,7 @@ func testNorthdEndToEnd(t *testing.T, e *northdEnv) {
 // standby's fresh compute writes nothing different) and follows new changes.
 func TestNorthdStandbyTakeover(t *testing.T) {
 	needOVNTools(t)
-	e := newNorthdEnv(t, buildGovn(t), "govn")
+	e := newNorthdEnv(t, northdGovn(t), "govn")
 	a, ctlA := e.startNorthd("a")
 	e.waitStatus(ctlA, "active", 10*time.Second)
 	_, ctlB := e.startNorthd("b")
@@ -492,7 +533,7 @@ func TestNorthdStandbyTakeover(t *testing.T) {
 // without a full recompute.
 func TestNorthdDatabaseRestart(t *testing.T) {
 	needOVNTools(t)
-	govn := buildGovn(t)
+	govn := northdGovn(t)
 	for _, server := range []string{"govn", "ovsdb-server"} {
 		t.Run(server, func(t *testing.T) {
 			if _, err := exec.LookPath(server); server != "govn" && err != nil {
@@ -551,7 +592,7 @@ func freePort(t *testing.T) int {
 // through a list of remotes whose first one does not answer.
 func TestNorthdSSL(t *testing.T) {
 	needOVNTools(t)
-	govn := buildGovn(t)
+	govn := northdGovn(t)
 	e := &northdEnv{t: t, govn: govn, northd: "govn", dir: t.TempDir(), server: "govn", dbs: map[string]*exec.Cmd{}}
 	ca := testpki.NewCA(t, e.dir, "ca")
 	serverKey, serverCert := ca.Issue(t, e.dir, "server")
@@ -573,5 +614,71 @@ func TestNorthdSSL(t *testing.T) {
 	e.nbctl("--wait=sb", "ls-add", "sw0", "--", "lsp-add", "sw0", "p1")
 	if got := e.column("Port_Binding", "logical_port"); !reflect.DeepEqual(got, []string{"p1"}) {
 		t.Errorf("Port_Binding logical ports over SSL: %q", got)
+	}
+}
+
+// TestOVNCtlStartsGovnNorthd runs the real ovn-ctl start_northd and
+// stop_northd with govn standing in for ovn-northd (a link named
+// ovn-northd), on databases govn db serves.
+func TestOVNCtlStartsGovnNorthd(t *testing.T) {
+	const ovnCtl = "/usr/share/ovn/scripts/ovn-ctl"
+	if os.Geteuid() != 0 {
+		t.Skip("ovn-ctl needs root (it chowns its directories)")
+	}
+	if _, err := os.Stat(ovnCtl); err != nil {
+		t.Skip("ovn-ctl not installed")
+	}
+	needOVNTools(t, "ovs-appctl")
+	e := newNorthdEnv(t, northdGovn(t), "govn")
+	bin, run := filepath.Join(e.dir, "bin"), filepath.Join(e.dir, "run")
+	for _, d := range []string{bin, run} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(e.govn, filepath.Join(bin, "ovn-northd")); err != nil {
+		t.Fatal(err)
+	}
+	pidfile := filepath.Join(run, "ovn-northd.pid")
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(pidfile); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	env := append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"),
+		"OVN_RUNDIR="+run, "OVS_RUNDIR="+run, "OVN_LOGDIR="+run, "OVN_DBDIR="+e.dir)
+	ovnctl := func(action string) {
+		t.Helper()
+		cmd := exec.Command(ovnCtl, "--ovn-manage-ovsdb=no", "--ovn-northd-nb-db=unix:"+e.sock("nb"),
+			"--ovn-northd-sb-db=unix:"+e.sock("sb"), action)
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("ovn-ctl %s: %v\n%s", action, err, out)
+		}
+	}
+	ovnctl("start_northd")
+	appctl := exec.Command("ovn-appctl", "--timeout=10", "-t", "ovn-northd", "status")
+	appctl.Env = env
+	// ovn-appctl -t ovn-northd finds the control socket through the pidfile.
+	e.waitFor("ovn-appctl -t ovn-northd status: active", 10*time.Second, func() bool {
+		cmd := exec.Command(appctl.Path, appctl.Args[1:]...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		return err == nil && string(out) == "Status: active\n"
+	})
+	e.nbctl("--wait=sb", "ls-add", "sw0")
+	b, err := os.ReadFile(pidfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err != nil || strings.TrimSpace(string(comm)) != "ovn-northd" {
+		t.Errorf("the detached daemon is named %q (%v), want ovn-northd", comm, err)
+	}
+	ovnctl("stop_northd")
+	if err := syscall.Kill(pid, 0); err == nil {
+		t.Errorf("govn northd (pid %d) still runs after ovn-ctl stop_northd", pid)
 	}
 }
