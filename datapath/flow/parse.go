@@ -119,10 +119,20 @@ var shorthands = map[string][][2]uint64{
 	"sctp6": {{uint64(EthType), 0x86dd}, {uint64(NWProto), 132}},
 }
 
+// unsupportedFlowMod are the flow options of ovs-ofctl(8) other than
+// table, priority, cookie and the timeouts, which ParseRule refuses by name.
+var unsupportedFlowMod = map[string]bool{
+	"importance": true, "out_port": true, "out_group": true, "send_flow_rem": true,
+	"check_overlap": true, "reset_counts": true, "no_packet_counts": true, "no_byte_counts": true,
+}
+
 // parseTerm parses one term into r and returns the field it matches
 // (FieldInvalid for a rule attribute).
 func (r *Rule) parseTerm(term string, rule bool) (Field, error) {
 	name, val, hasVal := strings.Cut(term, "=")
+	if unsupportedFlowMod[name] {
+		return FieldInvalid, fmt.Errorf("%s: an ovs-ofctl flow option that govn's tables do not support", name)
+	}
 	if !hasVal {
 		sh, ok := shorthands[name]
 		if !ok {

@@ -75,6 +75,11 @@ func TestParseRuleErrors(t *testing.T) {
 		"actions=load:00:00:00:00:00:01->eth_dst",
 		"actions=drop,drop",
 		"bogus actions=drop",
+		"importance=5 actions=drop",
+		"send_flow_rem,in_port=1 actions=drop",
+		"idle_timeout=10 actions=drop",
+		"hard_timeout=x actions=drop",
+		"in_port=1,priority=5 actions=drop,output:1",
 	} {
 		if r, err := ParseRule(s); err == nil {
 			t.Errorf("ParseRule(%q) accepted: %s", s, r.String())
@@ -103,4 +108,32 @@ func FuzzParseRule(f *testing.F) {
 			t.Fatalf("round trip: %q → %q", r.String(), again.String())
 		}
 	})
+}
+
+// TestParseRuleDefaults checks ovs-ofctl's defaults without ovs-ofctl at
+// hand (TestParseRuleAgainstOfctl checks them against it).
+func TestParseRuleDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		text            string
+		table, priority uint64
+		cookie          uint64
+	}{
+		{"actions=drop", 0, 32768, 0},
+		{"idle_timeout=0,hard_timeout=0 actions=drop", 0, 32768, 0},
+		{"table=3,cookie=0x10 actions=drop", 3, 32768, 0x10},
+		{"priority=0 actions=drop", 0, 0, 0},
+	} {
+		r, err := ParseRule(tc.text)
+		if err != nil {
+			t.Errorf("%q: %v", tc.text, err)
+			continue
+		}
+		if uint64(r.Table) != tc.table || uint64(r.Priority) != tc.priority || r.Cookie != tc.cookie {
+			t.Errorf("%q: table %d priority %d cookie %#x, want %d %d %#x", tc.text, r.Table, r.Priority, r.Cookie, tc.table, tc.priority, tc.cookie)
+		}
+	}
+	r, err := ParseRule("arp,nw_proto=2 actions=drop")
+	if err != nil || r.Match.Key.Get(ARPOp) != 2 || !r.Match.Mask.Get(NWProto).IsZero() {
+		t.Errorf("arp,nw_proto=2 is the ARP opcode: %v %v", r.String(), err)
+	}
 }
