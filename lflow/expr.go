@@ -853,7 +853,7 @@ func (e *PredExpr) write(sb *strings.Builder, _ int) { sb.WriteString(e.Sym.Name
 func (e *FuncExpr) write(sb *strings.Builder, _ int) {
 	sb.WriteString(e.Name)
 	sb.WriteByte('(')
-	sb.WriteString(strconv.Quote(e.Arg))
+	sb.WriteString(quote(e.Arg))
 	sb.WriteByte(')')
 }
 
@@ -884,7 +884,7 @@ func constText(c *Const) string {
 
 func writeConst(sb *strings.Builder, c *Const) {
 	if c.IsStr {
-		sb.WriteString(strconv.Quote(c.Str))
+		sb.WriteString(quote(c.Str))
 		return
 	}
 	formatValue(sb, c.Value, c.Format)

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"unicode/utf16"
 )
 
 // TokenKind says what a Token is.
@@ -101,13 +102,18 @@ type Lexer struct {
 	src string
 	pos int
 	err *SyntaxError
+	// As in OVN, a mask is part of its number: "/" right after a number
+	// starts one and the mask's number must follow at once. numEnd is one
+	// more than where the last number ended, maskAt one more than where a
+	// mask must start (0: none).
+	numEnd, maskAt int
 }
 
 // NewLexer returns a lexer over src.
 func NewLexer(src string) *Lexer { return &Lexer{src: src} }
 
 // Reset makes the lexer start over on src.
-func (l *Lexer) Reset(src string) { l.src, l.pos, l.err = src, 0, nil }
+func (l *Lexer) Reset(src string) { *l = Lexer{src: src} }
 
 // Err returns the first lexical error, if any. After an error Next returns
 // TokEOF.
@@ -140,6 +146,25 @@ func isHex(c byte) bool {
 
 // Next returns the next token.
 func (l *Lexer) Next() Token {
+	if l.numEnd == l.pos+1 && l.pos < len(l.src) && l.src[l.pos] == '/' {
+		// Even "//" and "/*" (OVN: "80//x" is a bad mask, not a comment).
+		l.numEnd, l.maskAt = 0, l.pos+2
+		l.pos++
+		return Token{Kind: TokSlash, Pos: l.pos - 1, Text: "/"}
+	}
+	if l.maskAt != 0 {
+		at := l.maskAt - 1
+		l.maskAt = 0
+		if tok := l.next(); tok.Kind == TokInt && tok.Pos == at {
+			return tok
+		}
+		l.err = nil // what was there instead does not matter
+		return l.fail(at, "expected a number right after '/'")
+	}
+	return l.next()
+}
+
+func (l *Lexer) next() Token {
 	src := l.src
 	// Skip white space and comments.
 	for l.pos < len(src) {
@@ -200,7 +225,7 @@ func (l *Lexer) Next() Token {
 	case ';':
 		return punct(TokSemicolon, 1)
 	case '/':
-		return punct(TokSlash, 1)
+		return l.fail(start, "'/' is only valid as part of '//' or '/*' or right after a number")
 	case '=':
 		if next == '=' {
 			return punct(TokEq, 2)
@@ -317,9 +342,6 @@ func (l *Lexer) lexString() Token {
 		if src[i] == '"' {
 			break
 		}
-		if src[i] < 0x20 {
-			return l.fail(i, "control character in string")
-		}
 	}
 	if i >= len(src) {
 		return l.fail(start, "unterminated string")
@@ -328,13 +350,100 @@ func (l *Lexer) lexString() Token {
 	l.pos = i + 1
 	val := text[1 : len(text)-1]
 	if escaped {
-		s, err := strconv.Unquote(text)
+		s, err := unescape(val)
 		if err != nil {
 			return l.fail(start, "bad string %s: %v", text, err)
 		}
 		val = s
 	}
 	return Token{Kind: TokString, Pos: start, Text: text, Str: val}
+}
+
+// unescape decodes the escapes of a string as OVN does (JSON's): \" \\
+// \/ \b \f \n \r \t and \uXXXX, with a surrogate pair for a character
+// beyond U+FFFF. NUL is refused.
+func unescape(s string) (string, error) {
+	var sb strings.Builder
+	hex4 := func(i int) (rune, bool) {
+		if i+4 > len(s) {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(s[i:i+4], 16, 16)
+		return rune(v), err == nil
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '\\' {
+			sb.WriteByte(c)
+			continue
+		}
+		i++
+		switch s[i] {
+		case '"', '\\', '/':
+			sb.WriteByte(s[i])
+		case 'b':
+			sb.WriteByte('\b')
+		case 'f':
+			sb.WriteByte('\f')
+		case 'n':
+			sb.WriteByte('\n')
+		case 'r':
+			sb.WriteByte('\r')
+		case 't':
+			sb.WriteByte('\t')
+		case 'u':
+			r, ok := hex4(i + 1)
+			if !ok {
+				return "", fmt.Errorf("malformed \\u escape")
+			}
+			i += 4
+			if r == 0 {
+				return "", fmt.Errorf("NUL is not allowed in a string")
+			}
+			if utf16.IsSurrogate(r) && r < 0xdc00 {
+				if i+2 >= len(s) || s[i+1] != '\\' || s[i+2] != 'u' {
+					return "", fmt.Errorf("malformed escaped surrogate pair")
+				}
+				r2, ok := hex4(i + 3)
+				if !ok || r2 < 0xdc00 || r2 > 0xdfff {
+					return "", fmt.Errorf("second half of escaped surrogate pair is not a trailing surrogate")
+				}
+				i += 6
+				r = utf16.DecodeRune(r, r2)
+			}
+			sb.WriteRune(r)
+		default:
+			return "", fmt.Errorf("bad escape \\%c", s[i])
+		}
+	}
+	return sb.String(), nil
+}
+
+// quote returns s in double quotes with the escapes unescape reads:
+// quotes, backslashes and control characters are escaped, other bytes
+// are kept as they are.
+func quote(s string) string {
+	var sb strings.Builder
+	sb.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			sb.WriteByte('\\')
+			sb.WriteByte(c)
+		case c == '\n':
+			sb.WriteString(`\n`)
+		case c == '\t':
+			sb.WriteString(`\t`)
+		case c == '\r':
+			sb.WriteString(`\r`)
+		case c < 0x20:
+			fmt.Fprintf(&sb, `\u%04x`, c)
+		default:
+			sb.WriteByte(c)
+		}
+	}
+	sb.WriteByte('"')
+	return sb.String()
 }
 
 // lexNumber scans the longest run of characters that can form a number
@@ -417,13 +526,14 @@ func (l *Lexer) lexNumber() Token {
 			}
 			var over bool
 			v, over = v.mulAdd(10, uint64(c-'0'))
-			if over {
-				return l.fail(start, "decimal constant %q is wider than 128 bits", run)
+			if over || v.Hi != 0 {
+				return l.fail(start, "decimal constant %q is not less than 2**64", run)
 			}
 		}
 		tok.Value, tok.Format = v, FmtDecimal
 	}
 	l.pos = end
+	l.numEnd = end + 1
 	tok.Text = src[start:end]
 	return tok
 }

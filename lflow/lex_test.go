@@ -53,7 +53,7 @@ func TestLexerValues(t *testing.T) {
 		{"255.255.255.0", U128{Lo: 0xffffff00}, FmtIPv4},
 		{"ff:ff:ff:ff:ff:fe", U128{Lo: 0xfffffffffffe}, FmtMAC},
 		{"fe80::1", U128{Hi: 0xfe80 << 48, Lo: 1}, FmtIPv6},
-		{"340282366920938463463374607431768211455", Ones(128), FmtDecimal},
+		{"18446744073709551615", Ones(64), FmtDecimal},
 		{"0xffffffffffffffffffffffffffffffff", Ones(128), FmtHex},
 	}
 	for _, tt := range tests {
@@ -74,7 +74,12 @@ func TestLexerErrors(t *testing.T) {
 		{"256.1.1.1", "invalid IPv4 address"},
 		{"1:2:3", "invalid numeric constant"},
 		{"12ab", "invalid decimal constant"},
-		{"340282366920938463463374607431768211456", "wider than 128 bits"},
+		{"18446744073709551616", "not less than 2**64"},
+		{"0x50 / 0xff", "only valid as part of"},
+		{"0x50/ 0xff", "expected a number right after"},
+		{"80//x", "expected a number right after"},
+		{"\"\\x41\"", "bad escape"},
+		{"\"\\u0000\"", "NUL"},
 		{"0x1ffffffffffffffffffffffffffffffff", "wider than 128 bits"},
 		{"$", "must be followed by a name"},
 		{"#", "unexpected character"},
