@@ -1,5 +1,7 @@
 package ovsdb
 
+import "fmt"
+
 // Function is a <function> of a condition (RFC 7047 §5.1).
 type Function uint8
 
@@ -50,46 +52,42 @@ func ParseCondition(v any, t *TableSchema, names NameResolver) (Condition, error
 	}
 	arr, ok := v.([]any)
 	if !ok || len(arr) != 3 {
-		return Condition{}, syntaxErr(v, "condition must be [column, function, value] or a boolean")
+		return Condition{}, syntaxErr(v, "Parse error in condition.")
 	}
 	name, ok1 := arr[0].(string)
 	fname, ok2 := arr[1].(string)
 	if !ok1 || !ok2 {
-		return Condition{}, syntaxErr(v, "condition must be [column, function, value]")
+		return Condition{}, syntaxErr(v, "Parse error in condition.")
 	}
 	c := t.Column(name)
 	if c == nil {
-		return Condition{}, Errorf(ErrSyntax, "no column %q in table %s", name, t.Name)
+		return Condition{}, &Error{Tag: ErrUnknownColumn, Details: fmt.Sprintf("No column %s in table %s.", name, t.Name), Syntax: syntaxText(v)}
 	}
 	fn, ok := functionNames[fname]
 	if !ok {
-		return Condition{}, syntaxErr(v, "unknown function %q", fname)
+		return Condition{}, Errorf("unknown function", "No function named %s.", fname)
 	}
 	cond := Condition{Column: c, Function: fn}
+	// The argument has the column's type, constraints included, as in
+	// ovsdb-server; "includes" and "excludes" on a set or map take any
+	// number of elements.
+	ct := c.Type
 	switch fn {
 	case FuncLess, FuncLessEqual, FuncGreater, FuncGreaterEqual:
 		kt := c.Type.Key.Type
 		if c.Type.IsMap() || c.Type.Max != 1 || (kt != TypeInteger && kt != TypeReal) {
-			return Condition{}, Errorf(ErrSyntax, "function %s needs a column of type integer or real, but %s.%s is %s", fname, t.Name, name, c.Type.String())
+			return Condition{}, syntaxErr(v, "Type mismatch: \"%s\" operator may not be applied to column %s of type %s.", fname, name, c.Type.typeEnglish())
 		}
-		bt := c.Type.Key.unconstrained()
-		a, err := DecodeAtom(arr[2], &bt, names)
-		if err != nil {
-			return Condition{}, err
+	case FuncIncludes, FuncExcludes:
+		if !c.Type.IsScalar() {
+			ct.Min, ct.Max = 0, Unlimited
 		}
-		cond.Arg = Scalar(a)
-	default:
-		ct := ColumnType{Key: c.Type.Key.unconstrained(), Min: 0, Max: Unlimited}
-		if c.Type.Value != nil {
-			vt := c.Type.Value.unconstrained()
-			ct.Value = &vt
-		}
-		d, err := DecodeDatum(arr[2], &ct, names)
-		if err != nil {
-			return Condition{}, err
-		}
-		cond.Arg = d
 	}
+	d, err := DecodeDatum(arr[2], &ct, names)
+	if err != nil {
+		return Condition{}, err
+	}
+	cond.Arg = d
 	return cond, nil
 }
 
@@ -100,7 +98,7 @@ func ParseConditions(v any, t *TableSchema, names NameResolver) ([]Condition, er
 	}
 	arr, ok := v.([]any)
 	if !ok {
-		return nil, syntaxErr(v, "\"where\" must be an array of conditions")
+		return nil, syntaxErr(v, "Parse error in condition.")
 	}
 	conds := make([]Condition, 0, len(arr))
 	for _, e := range arr {

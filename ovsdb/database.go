@@ -111,7 +111,11 @@ func (cs *ChangeSet) Empty() bool {
 type ref struct {
 	table  *TableSchema
 	target UUID
+	// strong is set for a strong reference to another row: like
+	// ovsdb-server, govn counts no row's references to itself, so a
+	// row of a non-root table that only refers to itself is garbage.
 	strong bool
+	col    *ColumnSchema
 }
 
 // forEachRef calls fn for every reference that r (a row of t) holds.
@@ -124,16 +128,22 @@ func (db *Database) forEachRef(t *Table, r *Row, fn func(ref)) {
 		if rt := c.Type.Key.RefTable; rt != "" {
 			ts := db.Schema.Tables[rt]
 			for _, k := range d.Keys {
-				fn(ref{ts, k.UUID(), c.Type.Key.RefType == RefStrong})
+				fn(ref{ts, k.UUID(), c.Type.Key.RefType == RefStrong && !r.isSelf(ts, t, k), c})
 			}
 		}
 		if c.Type.Value != nil && c.Type.Value.RefTable != "" {
 			ts := db.Schema.Tables[c.Type.Value.RefTable]
 			for _, v := range d.Values {
-				fn(ref{ts, v.UUID(), c.Type.Value.RefType == RefStrong})
+				fn(ref{ts, v.UUID(), c.Type.Value.RefType == RefStrong && !r.isSelf(ts, t, v), c})
 			}
 		}
 	}
+}
+
+// isSelf reports whether a, a reference into table to of row r of table
+// from, refers to r itself.
+func (r *Row) isSelf(to *TableSchema, from *Table, a Atom) bool {
+	return to == from.Schema && a.UUID() == r.UUID
 }
 
 // indexKey renders the values of index cols of row r as a map key.

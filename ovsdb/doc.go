@@ -38,14 +38,22 @@
 // operations succeed, the commit phase
 //
 //   - drops rows whose "changes" changed nothing,
-//   - collects garbage: rows of non-root tables that no strong reference
-//     reaches any more are deleted, which may orphan more rows,
 //   - checks referential integrity (every strong reference must lead to a
 //     row; a row still strongly referenced cannot be deleted),
+//   - collects garbage: rows of non-root tables that no strong reference
+//     from another row reaches any more are deleted, which may orphan
+//     more rows,
+//   - checks maxRows,
 //   - removes weak references to rows that are gone, failing if a column
 //     then falls below its minimum size,
-//   - checks indexes (unique column combinations) and maxRows,
+//   - checks indexes (unique column combinations),
 //   - stamps a new _version on every changed row.
+//
+// The checks run in ovsdb-server's order, and each visits rows in a fixed
+// order (and the members of a JSON object in the order ovsdb-server's
+// hash table does, see serverOrder), so a request with several errors
+// gets the same one every time, and the one ovsdb-server reports; error
+// objects carry ovsdb-server's texts and its "syntax" member.
 //
 // The result is a [ChangeSet] that the caller applies with
 // [Database.Apply] (and may first log, or send to monitors, or both).

@@ -22,12 +22,18 @@ const (
 	ErrNotAllowed           = "not allowed"
 	ErrPermission           = "permission error"
 	ErrCanceled             = "canceled"
+	// ErrOVSDB is ovsdb-server's tag for duplicate set elements and map
+	// keys.
+	ErrOVSDB = "ovsdb error"
 )
 
-// Error is an OVSDB error object: {"error": Tag, "details": Details}.
+// Error is an OVSDB error object: {"error": Tag, "details": Details,
+// "syntax": Syntax}. Syntax, when not empty, is the JSON text that was
+// wrong, as ovsdb-server gives it (its members sorted by name).
 type Error struct {
 	Tag     string
 	Details string
+	Syntax  string
 }
 
 // Errorf returns an *Error with the given tag and formatted details.
@@ -50,8 +56,22 @@ func (e *Error) AppendJSON(b []byte) []byte {
 		b = append(b, `,"details":`...)
 		b = AppendJSONString(b, e.Details)
 	}
+	if e.Syntax != "" {
+		b = append(b, `,"syntax":`...)
+		b = AppendJSONString(b, e.Syntax)
+	}
 	return append(b, '}')
 }
 
 // MarshalJSON implements json.Marshaler.
 func (e *Error) MarshalJSON() ([]byte, error) { return e.AppendJSON(nil), nil }
+
+// withSyntax returns err with v, the JSON that was wrong, as its "syntax"
+// member, unless it already has one.
+func withSyntax(err error, v any) error {
+	e, ok := err.(*Error)
+	if !ok || e.Syntax != "" {
+		return err
+	}
+	return &Error{Tag: e.Tag, Details: e.Details, Syntax: syntaxText(v)}
+}

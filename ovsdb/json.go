@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -39,13 +40,122 @@ func decodeGeneric(data []byte) (any, error) {
 	return v, nil
 }
 
-// syntaxErr builds a "syntax error" naming the JSON that was wrong.
+// syntaxErr builds a "syntax error" whose "syntax" member is v, the JSON
+// that was wrong.
 func syntaxErr(v any, format string, args ...any) *Error {
-	msg := fmt.Sprintf(format, args...)
-	if v != nil {
-		msg = fmt.Sprintf("%s (in %s)", msg, abbrevJSON(v))
+	return &Error{Tag: ErrSyntax, Details: fmt.Sprintf(format, args...), Syntax: syntaxText(v)}
+}
+
+// syntaxText renders v as ovsdb-server echoes the offending JSON in an
+// error's "syntax" member: compact, object members sorted by name,
+// integers as integers and other numbers in the shortest form that reads
+// back the same.
+func syntaxText(v any) string { return string(appendSyntax(nil, v)) }
+
+func appendSyntax(b []byte, v any) []byte {
+	switch v := v.(type) {
+	case nil:
+		return append(b, "null"...)
+	case bool:
+		return strconv.AppendBool(b, v)
+	case string:
+		return AppendJSONString(b, v)
+	case json.Number:
+		if i, ok := numberAsInteger(string(v)); ok {
+			return strconv.AppendInt(b, i, 10)
+		}
+		f, err := strconv.ParseFloat(string(v), 64)
+		if err != nil {
+			return append(b, v...)
+		}
+		return syntaxReal(b, f)
+	case float64:
+		return syntaxReal(b, v)
+	case int64:
+		return strconv.AppendInt(b, v, 10)
+	case int:
+		return strconv.AppendInt(b, int64(v), 10)
+	case []any:
+		b = append(b, '[')
+		for i, e := range v {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendSyntax(b, e)
+		}
+		return append(b, ']')
+	case map[string]any:
+		b = append(b, '{')
+		for i, k := range slices.Sorted(maps.Keys(v)) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = AppendJSONString(b, k)
+			b = append(b, ':')
+			b = appendSyntax(b, v[k])
+		}
+		return append(b, '}')
+	case *rawArray:
+		if d, err := parseJSONWith(v.text, 0, 0); err == nil {
+			return appendSyntax(b, d)
+		}
+		return append(b, v.text...)
+	case *rawObject:
+		if d, err := parseJSONWith(v.text, 0, 0); err == nil {
+			return appendSyntax(b, d)
+		}
+		return append(b, v.text...)
 	}
-	return &Error{Tag: ErrSyntax, Details: msg}
+	e, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Append(b, v)
+	}
+	return append(b, e...)
+}
+
+// syntaxReal formats f as ovsdb-server echoes a real: 15 significant
+// digits.
+func syntaxReal(b []byte, f float64) []byte {
+	return strconv.AppendFloat(b, f, 'g', 15, 64)
+}
+
+// numberAsInteger reports the value of JSON number text s when it is an
+// integer that fits in 64 bits, whatever its notation: ovsdb-server reads
+// 1.0, 1e2 and 1.5e1 as the integers 1, 100 and 15.
+func numberAsInteger(s string) (int64, bool) {
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return i, true
+	}
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	mant, expText, hasExp := strings.Cut(strings.ToLower(s), "e")
+	exp := 0
+	if hasExp {
+		e, err := strconv.Atoi(expText)
+		if err != nil || e > 400 || e < -400 {
+			return 0, false
+		}
+		exp = e
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(intPart+frac, "0")
+	exp -= len(frac)
+	for strings.HasSuffix(digits, "0") {
+		digits = digits[:len(digits)-1]
+		exp++
+	}
+	if digits == "" {
+		return 0, true
+	}
+	if exp < 0 || len(digits)+exp > 19 {
+		return 0, false
+	}
+	text := digits + strings.Repeat("0", exp)
+	if neg {
+		text = "-" + text
+	}
+	i, err := strconv.ParseInt(text, 10, 64)
+	return i, err == nil
 }
 
 // abbrevJSON renders v for an error message, cut short when long. It
@@ -124,8 +234,8 @@ func decodeAtomNoCheck(v any, t AtomicType, names NameResolver) (Atom, error) {
 	case TypeInteger:
 		switch n := v.(type) {
 		case json.Number:
-			i, err := strconv.ParseInt(string(n), 10, 64)
-			if err != nil {
+			i, ok := numberAsInteger(string(n))
+			if !ok {
 				return Atom{}, syntaxErr(v, "expected integer")
 			}
 			return Integer(i), nil
@@ -164,7 +274,7 @@ func decodeAtomNoCheck(v any, t AtomicType, names NameResolver) (Atom, error) {
 	case TypeString:
 		if s, ok := v.(string); ok {
 			if !utf8.ValidString(s) {
-				return Atom{}, syntaxErr(nil, "string is not valid UTF-8")
+				return Atom{}, syntaxErr(v, "string is not valid UTF-8")
 			}
 			return String(s), nil
 		}
@@ -172,18 +282,18 @@ func decodeAtomNoCheck(v any, t AtomicType, names NameResolver) (Atom, error) {
 	case TypeUUID:
 		arr, ok := v.([]any)
 		if !ok || len(arr) != 2 {
-			return Atom{}, syntaxErr(v, "expected [\"uuid\", UUID] or [\"named-uuid\", NAME]")
+			return Atom{}, syntaxErr(v, "expected [\"uuid\", <string>]")
 		}
 		tag, _ := arr[0].(string)
 		s, ok := arr[1].(string)
 		if !ok {
-			return Atom{}, syntaxErr(v, "expected [\"uuid\", UUID] or [\"named-uuid\", NAME]")
+			return Atom{}, syntaxErr(v, "expected [\"uuid\", <string>]")
 		}
 		switch tag {
 		case "uuid":
 			u, err := ParseUUID(s)
 			if err != nil {
-				return Atom{}, syntaxErr(v, "%v", err)
+				return Atom{}, syntaxErr(v, "%s is not a valid UUID", AppendJSONString(nil, s))
 			}
 			return UUIDAtom(u), nil
 		case "named-uuid":
@@ -196,7 +306,7 @@ func decodeAtomNoCheck(v any, t AtomicType, names NameResolver) (Atom, error) {
 			}
 			return UUIDAtom(u), nil
 		}
-		return Atom{}, syntaxErr(v, "expected [\"uuid\", UUID] or [\"named-uuid\", NAME]")
+		return Atom{}, syntaxErr(v, "expected [\"uuid\", <string>]")
 	}
 	return Atom{}, syntaxErr(v, "invalid atomic type")
 }
@@ -209,63 +319,54 @@ func (bt *BaseType) Check(a Atom) error {
 	}
 	if bt.Enum != nil {
 		if !bt.Enum.Contains(a) {
-			return Errorf(ErrConstraintViolation, "%s is not one of the allowed values (%s)", atomForMsg(a), enumForMsg(bt.Enum))
+			return Errorf(ErrConstraintViolation, "%s is not one of the allowed values (%s)", atomText(a), enumForMsg(bt.Enum))
 		}
 		return nil
 	}
 	switch a.t {
 	case TypeInteger:
-		if i := a.Int(); i < bt.MinInteger || i > bt.MaxInteger {
-			return Errorf(ErrConstraintViolation, "%d is not in the valid range %s", i, intRange(bt.MinInteger, bt.MaxInteger))
+		lo, hi := bt.MinInteger, bt.MaxInteger
+		if i := a.Int(); i < lo || i > hi {
+			return rangeError(atomText(a), lo != math.MinInt64, hi != math.MaxInt64, i < lo, Integer(lo), Integer(hi))
 		}
 	case TypeReal:
-		if f := a.Float(); f < bt.MinReal || f > bt.MaxReal {
-			return Errorf(ErrConstraintViolation, "%g is not in the valid range %g to %g (inclusive)", f, bt.MinReal, bt.MaxReal)
+		lo, hi := bt.MinReal, bt.MaxReal
+		if f := a.Float(); f < lo || f > hi {
+			return rangeError(atomText(a), !math.IsInf(lo, -1) && lo != -math.MaxFloat64, !math.IsInf(hi, 1) && hi != math.MaxFloat64, f < lo, Real(lo), Real(hi))
 		}
 	case TypeString:
 		if bt.MinLength > 0 || bt.MaxLength != math.MaxInt {
 			n := utf8.RuneCountInString(a.s)
 			if n < bt.MinLength {
-				return Errorf(ErrConstraintViolation, "%q length %d is less than minimum allowed length %d", a.s, n, bt.MinLength)
+				return Errorf(ErrConstraintViolation, "%s length %d is less than minimum allowed length %d", AppendJSONString(nil, a.s), n, bt.MinLength)
 			}
 			if n > bt.MaxLength {
-				return Errorf(ErrConstraintViolation, "%q length %d is greater than maximum allowed length %d", a.s, n, bt.MaxLength)
+				return Errorf(ErrConstraintViolation, "%s length %d is greater than maximum allowed length %d", AppendJSONString(nil, a.s), n, bt.MaxLength)
 			}
 		}
 	}
 	return nil
 }
 
-func intRange(lo, hi int64) string {
+// rangeError is ovsdb-server's message for a number v outside its
+// column's bounds: a range when both are set, else the one it crosses.
+func rangeError(v string, hasMin, hasMax, below bool, lo, hi Atom) error {
 	switch {
-	case lo == math.MinInt64:
-		return fmt.Sprintf("up to %d", hi)
-	case hi == math.MaxInt64:
-		return fmt.Sprintf("%d or greater", lo)
+	case hasMin && hasMax:
+		return Errorf(ErrConstraintViolation, "%s is not in the valid range %s to %s (inclusive)", v, atomText(lo), atomText(hi))
+	case below:
+		return Errorf(ErrConstraintViolation, "%s is less than minimum allowed value %s", v, atomText(lo))
 	}
-	return fmt.Sprintf("%d to %d (inclusive)", lo, hi)
+	return Errorf(ErrConstraintViolation, "%s is greater than maximum allowed value %s", v, atomText(hi))
 }
 
-func atomForMsg(a Atom) string {
-	if a.t == TypeString {
-		return strconv.Quote(a.s)
-	}
-	return a.String()
-}
-
+// enumForMsg lists an enum's values as ovsdb-server does: [a, b, c].
 func enumForMsg(d *Datum) string {
-	var b []byte
+	parts := make([]string, len(d.Keys))
 	for i, k := range d.Keys {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		if i == 20 {
-			b = append(b, "..."...)
-			break
-		}
-		b = append(b, atomForMsg(k)...)
+		parts[i] = atomText(k)
 	}
-	return string(b)
+	return "[" + strings.Join(parts, ", ") + "]"
 }
 
 // DecodeDatum decodes the JSON value of a column of type ct: an atom (a
@@ -281,8 +382,14 @@ func DecodeDatum(v any, ct *ColumnType, names NameResolver) (Datum, error) {
 		}
 		var keys, values []Atom
 		if raw != nil {
+			if err := checkCount(v, ct, raw.n); err != nil {
+				return Datum{}, err
+			}
 			keys, values, err = raw.decodeMap(ct, names)
 		} else {
+			if err := checkCount(v, ct, len(inner)); err != nil {
+				return Datum{}, err
+			}
 			keys, values, err = decodePairs(inner, ct, names)
 		}
 		if err != nil {
@@ -291,14 +398,17 @@ func DecodeDatum(v any, ct *ColumnType, names NameResolver) (Datum, error) {
 		if !isSortedUnique(keys) {
 			sortPairs(keys, values)
 			if !isSortedUnique(keys) {
-				return Datum{}, syntaxErr(v, "map contains duplicate key")
+				return Datum{}, Errorf(ErrOVSDB, "map contains duplicate key")
 			}
 		}
-		d = Datum{Keys: keys, Values: values}
+		return Datum{Keys: keys, Values: values}, nil
 	} else if arr, ok := v.([]any); ok && len(arr) == 2 && arr[0] == "set" {
 		var keys []Atom
 		switch inner := arr[1].(type) {
 		case []any:
+			if err := checkCount(v, ct, len(inner)); err != nil {
+				return Datum{}, err
+			}
 			keys = make([]Atom, len(inner))
 			for i, e := range inner {
 				var err error
@@ -307,17 +417,21 @@ func DecodeDatum(v any, ct *ColumnType, names NameResolver) (Datum, error) {
 				}
 			}
 		case *rawArray:
+			if err := checkCount(v, ct, inner.n); err != nil {
+				return Datum{}, err
+			}
 			var err error
 			if keys, err = inner.decodeSet(&ct.Key, names); err != nil {
 				return Datum{}, err
 			}
 		default:
-			return Datum{}, syntaxErr(v, "expected [\"set\", [ELEMENTS]]")
+			return Datum{}, syntaxErr(v, "expected [\"set\", <array>]")
 		}
 		d = Set(keys...)
 		if len(d.Keys) != len(keys) {
-			return Datum{}, syntaxErr(v, "set contains duplicate value")
+			return Datum{}, Errorf(ErrOVSDB, "set contains duplicate")
 		}
+		return d, nil
 	} else {
 		a, err := DecodeAtom(v, &ct.Key, names)
 		if err != nil {
@@ -325,10 +439,26 @@ func DecodeDatum(v any, ct *ColumnType, names NameResolver) (Datum, error) {
 		}
 		d = Scalar(a)
 	}
-	if n := len(d.Keys); n < ct.Min || n > ct.Max {
-		return Datum{}, syntaxErr(v, "%s must have %d to %s members but %d are present", ct.describeKind(), ct.Min, maxString(ct.Max), n)
+	if err := checkCount(v, ct, 1); err != nil {
+		return Datum{}, err
 	}
 	return d, nil
+}
+
+// checkCount refuses a value v of n elements outside ct's bounds, with
+// ovsdb-server's message ("unlimited" is its largest count).
+func checkCount(v any, ct *ColumnType, n int) error {
+	if n >= ct.Min && n <= ct.Max {
+		return nil
+	}
+	if ct.Min == 1 && ct.Max == 1 {
+		return syntaxErr(v, "%s must have exactly one member but %d are present", ct.describeKind(), n)
+	}
+	max := strconv.Itoa(ct.Max)
+	if ct.Max == Unlimited {
+		max = "4294967295"
+	}
+	return syntaxErr(v, "%s must have %d to %s members but %d are present", ct.describeKind(), ct.Min, max, n)
 }
 
 // decodePairs decodes the generic [key, value] pairs of a map.
@@ -338,7 +468,7 @@ func decodePairs(inner []any, ct *ColumnType, names NameResolver) (keys, values 
 	for i, e := range inner {
 		pair, ok := e.([]any)
 		if !ok || len(pair) != 2 {
-			return nil, nil, syntaxErr(e, "expected [key, value] pair in map")
+			return nil, nil, syntaxErr(e, "expected 2-element array")
 		}
 		if keys[i], err = DecodeAtom(pair[0], &ct.Key, names); err != nil {
 			return nil, nil, err
@@ -369,7 +499,7 @@ func maxString(n int) string {
 func unwrap(v any, tag string) ([]any, *rawArray, error) {
 	arr, ok := v.([]any)
 	if !ok || len(arr) != 2 || arr[0] != tag {
-		return nil, nil, syntaxErr(v, "expected [\"%s\", [...]]", tag)
+		return nil, nil, syntaxErr(v, "expected [\"%s\", <array>]", tag)
 	}
 	switch inner := arr[1].(type) {
 	case []any:
@@ -377,7 +507,7 @@ func unwrap(v any, tag string) ([]any, *rawArray, error) {
 	case *rawArray:
 		return nil, inner, nil
 	}
-	return nil, nil, syntaxErr(v, "expected [\"%s\", [...]]", tag)
+	return nil, nil, syntaxErr(v, "expected [\"%s\", <array>]", tag)
 }
 
 // AppendJSON appends d's JSON encoding for a column of type ct: a map as

@@ -202,7 +202,7 @@ func (p *jsonParser) pair(ct *ColumnType, names NameResolver) (k, v Atom, err er
 		if err != nil {
 			return Atom{}, Atom{}, err
 		}
-		return Atom{}, Atom{}, syntaxErr(e, "expected [key, value] pair in map")
+		return Atom{}, Atom{}, syntaxErr(e, "expected 2-element array")
 	}
 	p.pos = start + 1
 	if k, err = p.atom(&ct.Key, names); err != nil {

@@ -196,7 +196,7 @@ func TestDecodeDatumRaw(t *testing.T) {
 		errTag  string
 	}{
 		{"ints", `["set",[` + joinN(n, func(i int) string { return fmt.Sprint(n - i) }) + `]]`, ""},
-		{"ints", `["set",[` + joinN(n, func(i int) string { return fmt.Sprint(i%1000 + 1) }) + `]]`, ErrSyntax}, // duplicates
+		{"ints", `["set",[` + joinN(n, func(i int) string { return fmt.Sprint(i%1000 + 1) }) + `]]`, ErrOVSDB}, // duplicates
 		{"ints", `["set",[` + joinN(n, func(i int) string { return fmt.Sprint(i) }) + `,1.5]]`, ErrSyntax},
 		{"ints", `["set",[` + joinN(n, func(i int) string { return fmt.Sprint(i) }) + `,"x"]]`, ErrSyntax},
 		{"small", `["set",[` + joinN(n, func(i int) string { return fmt.Sprint(i) }) + `]]`, ErrConstraintViolation},
@@ -208,7 +208,7 @@ func TestDecodeDatumRaw(t *testing.T) {
 		{"refs", `["set",[` + joinN(n, func(i int) string { return fmt.Sprintf(`["uuid","00000000-0000-0000-0000-%012d"]`, i) }) + `]]`, ""},
 		{"refs", `["set",[` + joinN(n, func(i int) string { return fmt.Sprintf(`["named-uuid","r%d"]`, i) }) + `]]`, ""},
 		{"kv", `["map",[` + joinN(n, func(i int) string { return fmt.Sprintf(`["k%d",%d]`, n-i, i) }) + `]]`, ""},
-		{"kv", `["map",[` + joinN(n, func(i int) string { return fmt.Sprintf(`["k%d",%d]`, i%100, i) }) + `]]`, ErrSyntax},
+		{"kv", `["map",[` + joinN(n, func(i int) string { return fmt.Sprintf(`["k%d",%d]`, i%100, i) }) + `]]`, ErrOVSDB},
 		{"kv", `["map",[` + joinN(n, func(i int) string { return fmt.Sprintf(`["k%d",%d]`, i, i) }) + `,["x"]]]`, ErrSyntax},
 		{"kv", `["map",[` + joinN(n, func(i int) string { return fmt.Sprintf(`["k%d",%d]`, i, i) }) + `,["x",1,2]]]`, ErrSyntax},
 		{"kv", `["map",[` + joinN(n, func(i int) string { return fmt.Sprintf(`["k%d",%d]`, i, i) }) + `,{"x":1}]]`, ErrSyntax},

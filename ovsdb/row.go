@@ -1,5 +1,7 @@
 package ovsdb
 
+import "fmt"
+
 // Row is one row of a table: its UUID, its version (a fresh UUID for every
 // change, the _version column) and the value of each user column in the
 // order of TableSchema.Columns. Rows are immutable once stored.
@@ -56,30 +58,28 @@ func (r *Row) AppendJSON(b []byte, t *TableSchema, cols []*ColumnSchema) []byte 
 }
 
 // DecodeRow decodes a JSON <row> object (column name -> value) for table t
-// into a map from column to datum. Unknown columns and the read-only
-// _uuid/_version are syntax errors.
-func DecodeRow(v any, t *TableSchema, names NameResolver) (map[*ColumnSchema]Datum, error) {
+// into a map from column to datum, and lists its columns in the order
+// ovsdb-server visits them, which decides which of several errors it
+// reports. The row may name _uuid and _version; each operation decides
+// what they mean.
+func DecodeRow(v any, t *TableSchema, names NameResolver) (map[*ColumnSchema]Datum, []*ColumnSchema, error) {
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, syntaxErr(v, "expected a row object")
+		return nil, nil, syntaxErr(v, "Object expected.")
 	}
 	out := make(map[*ColumnSchema]Datum, len(obj))
-	for name, val := range obj {
+	order := make([]*ColumnSchema, 0, len(obj))
+	for _, name := range serverOrder(obj) {
 		c := t.Column(name)
 		if c == nil {
-			return nil, Errorf(ErrUnknownColumn, "no column %q in table %s", name, t.Name)
+			return nil, nil, &Error{Tag: ErrUnknownColumn, Details: fmt.Sprintf("No column %s in table %s.", name, t.Name), Syntax: syntaxText(v)}
 		}
-		if c.Index < 0 {
-			return nil, Errorf(ErrConstraintViolation, "column %s of table %s is read-only", name, t.Name)
-		}
-		d, err := DecodeDatum(val, &c.Type, names)
+		d, err := DecodeDatum(obj[name], &c.Type, names)
 		if err != nil {
-			if e, ok := err.(*Error); ok {
-				return nil, &Error{Tag: e.Tag, Details: "column " + name + ": " + e.Details}
-			}
-			return nil, err
+			return nil, nil, err
 		}
 		out[c] = d
+		order = append(order, c)
 	}
-	return out, nil
+	return out, order, nil
 }

@@ -2,6 +2,7 @@ package ovsdb
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -105,7 +106,7 @@ func (db *Database) Transact(ops []any, opts TxnOptions) TxnResult {
 		}
 		start := len(reply)
 		var err error
-		reply, err = t.execute(reply, op)
+		reply, err = t.execute(reply, op, i+1, len(ops))
 		if t.blocked {
 			return TxnResult{Blocked: true, WaitTimeout: t.waitFor}
 		}
@@ -115,15 +116,10 @@ func (db *Database) Transact(ops []any, opts TxnOptions) TxnResult {
 		}
 	}
 	if failed == nil {
-		for name := range t.names {
-			if !t.inserted[name] {
-				failed = Errorf(ErrSyntax, "named-uuid %q is used but no insert in the transaction declares it", name)
-				break
-			}
-		}
-		if failed == nil {
-			failed = t.finish()
-		}
+		// A named-uuid no insert declares is a UUID like any other, as
+		// in ovsdb-server: a strong reference to it fails the
+		// referential integrity check.
+		failed = t.finish()
 		if failed != nil {
 			if len(ops) > 0 {
 				reply = append(reply, ',')
@@ -259,57 +255,14 @@ func (t *txn) resolve(name string) (UUID, error) {
 	return u, nil
 }
 
-// member returns member name of op, which must be present.
-func member(op map[string]any, name string) (any, error) {
-	v, ok := op[name]
-	if !ok {
-		return nil, Errorf(ErrSyntax, "%s operation is missing required member %q", op["op"], name)
-	}
-	return v, nil
-}
-
-func (t *txn) table(op map[string]any) (*TableSchema, error) {
-	v, err := member(op, "table")
-	if err != nil {
-		return nil, err
-	}
-	name, ok := v.(string)
-	if !ok {
-		return nil, syntaxErr(v, "\"table\" must be a string")
-	}
-	ts := t.db.Schema.Tables[name]
-	if ts == nil {
-		return nil, Errorf(ErrSyntax, "no table named %q in database %s", name, t.db.Schema.Name)
-	}
-	return ts, nil
-}
-
-// tableWhere decodes the "table" and "where" members that select, update,
-// mutate, delete and wait share.
-func (t *txn) tableWhere(op map[string]any) (*TableSchema, []Condition, error) {
-	ts, err := t.table(op)
-	if err != nil {
-		return nil, nil, err
-	}
-	conds, err := t.where(op, ts)
-	if err != nil {
-		return nil, nil, err
-	}
-	return ts, conds, nil
-}
-
-func (t *txn) where(op map[string]any, ts *TableSchema) ([]Condition, error) {
-	v, err := member(op, "where")
-	if err != nil {
-		return nil, err
-	}
-	if _, ok := v.([]any); !ok {
-		return nil, syntaxErr(v, "\"where\" must be an array")
-	}
+// where parses the conditions of a "where" member that p has read.
+func (t *txn) where(v any, ts *TableSchema) ([]Condition, error) {
 	return ParseConditions(v, ts, t.resolve)
 }
 
-func (t *txn) execute(b []byte, v any) ([]byte, error) {
+// execute runs operation number i of the transaction's n, appending its
+// result to b.
+func (t *txn) execute(b []byte, v any, i, n int) ([]byte, error) {
 	if r, ok := v.(*rawObject); ok {
 		var err error
 		if v, err = r.decode(); err != nil {
@@ -318,82 +271,82 @@ func (t *txn) execute(b []byte, v any) ([]byte, error) {
 	}
 	op, ok := v.(map[string]any)
 	if !ok {
-		return b, syntaxErr(v, "operation must be a JSON object")
+		return b, Errorf(ErrSyntax, "Parsing ovsdb operation %d of %d failed: Object expected.", i, n)
 	}
-	name, _ := op["op"].(string)
-	switch name {
+	p := &opParser{op: op, used: map[string]bool{}, index: i, count: n}
+	nv := p.member("op", memberString, false)
+	if nv == nil {
+		return b, p.err
+	}
+	var err error
+	switch name := nv.(string); name {
 	case "insert":
-		return t.insert(b, op)
+		b, err = t.insert(b, p)
 	case "select":
-		return t.selectOp(b, op)
+		b, err = t.selectOp(b, p)
 	case "update":
-		return t.update(b, op)
+		b, err = t.update(b, p)
 	case "mutate":
-		return t.mutate(b, op)
+		b, err = t.mutate(b, p)
 	case "delete":
-		return t.deleteOp(b, op)
+		b, err = t.deleteOp(b, p)
 	case "wait":
-		return t.wait(b, op)
+		b, err = t.wait(b, p)
 	case "commit":
-		d, ok := op["durable"].(bool)
-		if !ok {
-			return b, syntaxErr(op["durable"], "commit needs a boolean \"durable\"")
+		if d := p.member("durable", memberBoolean, false); d != nil {
+			t.durable = t.durable || d.(bool)
 		}
-		t.durable = t.durable || d
-		return append(b, "{}"...), nil
+		b = append(b, "{}"...)
 	case "abort":
-		return b, Errorf(ErrAborted, "aborted by request")
+		err = Errorf(ErrAborted, "aborted by request")
 	case "comment":
-		c, ok := op["comment"].(string)
-		if !ok {
-			return b, syntaxErr(op["comment"], "comment needs a string \"comment\"")
+		if c := p.member("comment", memberString, false); c != nil {
+			t.comments = append(t.comments, c.(string))
 		}
-		t.comments = append(t.comments, c)
-		return append(b, "{}"...), nil
+		b = append(b, "{}"...)
 	case "assert":
-		l, ok := op["lock"].(string)
-		if !ok {
-			return b, syntaxErr(op["lock"], "assert needs a string \"lock\"")
+		if l := p.member("lock", memberString, false); l != nil {
+			if t.opts.HasLock == nil || !t.opts.HasLock(l.(string)) {
+				err = Errorf(ErrNotOwner, "Asserted lock %s not held.", l.(string))
+			}
 		}
-		if t.opts.HasLock == nil || !t.opts.HasLock(l) {
-			return b, Errorf(ErrNotOwner, "this session does not own lock %q", l)
-		}
-		return append(b, "{}"...), nil
+		b = append(b, "{}"...)
+	default:
+		return b, &Error{Tag: ErrSyntax, Details: fmt.Sprintf("Parsing ovsdb operation %d of %d failed: No operation \"%s\"", i, n, name), Syntax: syntaxText(op)}
 	}
-	if _, ok := op["op"]; !ok {
-		return b, syntaxErr(v, "operation has no \"op\" member")
+	if err = p.finish(err); err != nil {
+		t.blocked = false
 	}
-	return b, syntaxErr(op["op"], "unknown operation")
+	return b, err
 }
 
-func (t *txn) insert(b []byte, op map[string]any) ([]byte, error) {
-	ts, err := t.table(op)
-	if err != nil {
-		return b, err
+func (t *txn) insert(b []byte, p *opParser) ([]byte, error) {
+	ts := p.table(t.db.Schema)
+	uuidV := p.member("uuid", memberString, true)
+	nameV := p.member("uuid-name", memberID, true)
+	rowV := p.member("row", memberObject, true)
+	if p.err != nil {
+		return b, p.err
 	}
 	var uuid UUID
-	explicit := false
-	if v, ok := op["uuid"]; ok {
-		s, ok := v.(string)
-		if !ok {
-			return b, syntaxErr(v, "\"uuid\" must be a UUID string")
+	explicit := uuidV != nil
+	if explicit {
+		var err error
+		if uuid, err = ParseUUID(uuidV.(string)); err != nil {
+			return b, syntaxErr(uuidV, "bad uuid")
 		}
-		if uuid, err = ParseUUID(s); err != nil {
-			return b, Errorf(ErrSyntax, "\"uuid\": %v", err)
+		if _, ok := t.changes[ts][uuid]; ok || t.db.tables[ts.Name].Rows[uuid] != nil {
+			return b, &Error{Tag: "duplicate uuid", Details: "This UUID would duplicate a UUID already present within the table or deleted within the same transaction.", Syntax: syntaxText(uuidV)}
 		}
-		explicit = true
 	}
-	if v, ok := op["uuid-name"]; ok {
-		name, ok := v.(string)
-		if !ok || !isIdentifier(name) {
-			return b, syntaxErr(v, "\"uuid-name\" must be an identifier")
-		}
+	if nameV != nil {
+		name := nameV.(string)
 		if t.inserted[name] {
-			return b, Errorf(ErrDuplicateUUIDName, "uuid-name %q is declared by more than one insert", name)
+			return b, &Error{Tag: ErrDuplicateUUIDName, Details: `This "uuid-name" appeared on an earlier "insert" operation.`, Syntax: syntaxText(nameV)}
 		}
 		if prev, ok := t.names[name]; ok {
 			if explicit && prev != uuid {
-				return b, Errorf(ErrSyntax, "uuid-name %q was used before its insert, which then gave an explicit different uuid", name)
+				return b, syntaxErr(nameV, "uuid-name %s was used before its insert, which then gave an explicit different uuid", name)
 			}
 			uuid = prev
 		} else if !explicit {
@@ -404,19 +357,19 @@ func (t *txn) insert(b []byte, op map[string]any) ([]byte, error) {
 	} else if !explicit {
 		uuid = t.db.uuids.New()
 	}
-	if explicit {
-		if _, ok := t.changes[ts][uuid]; ok || t.db.tables[ts.Name].Rows[uuid] != nil {
-			return b, Errorf("duplicate uuid", "row %s already exists in table %s (or was deleted in this transaction)", uuid, ts.Name)
-		}
-	}
 	r := NewRow(ts, uuid)
 	var cols map[*ColumnSchema]Datum
-	if v, ok := op["row"]; ok {
-		if cols, err = DecodeRow(v, ts, t.resolve); err != nil {
+	if rowV != nil {
+		var err error
+		if cols, _, err = DecodeRow(rowV, ts, t.resolve); err != nil {
 			return b, err
 		}
 		for c, d := range cols {
-			r.Data[c.Index] = d
+			// An insert's row may give _uuid or _version; the row
+			// gets its own.
+			if c.Index >= 0 {
+				r.Data[c.Index] = d
+			}
 		}
 	}
 	// Defaults must satisfy the constraints too (an enum without "").
@@ -445,31 +398,6 @@ func (t *txn) insert(b []byte, op map[string]any) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// columns parses an optional "columns" member; nil means all.
-func columnsMember(op map[string]any, ts *TableSchema) ([]*ColumnSchema, error) {
-	v, ok := op["columns"]
-	if !ok {
-		return nil, nil
-	}
-	arr, ok := v.([]any)
-	if !ok {
-		return nil, syntaxErr(v, "\"columns\" must be an array of column names")
-	}
-	cols := make([]*ColumnSchema, 0, len(arr))
-	for _, e := range arr {
-		n, ok := e.(string)
-		if !ok {
-			return nil, syntaxErr(e, "column name must be a string")
-		}
-		c := ts.Column(n)
-		if c == nil {
-			return nil, Errorf(ErrSyntax, "no column %q in table %s", n, ts.Name)
-		}
-		cols = append(cols, c)
-	}
-	return cols, nil
-}
-
 // allColumns lists _uuid, _version and the user columns.
 func allColumns(ts *TableSchema) []*ColumnSchema {
 	cols := make([]*ColumnSchema, 0, len(ts.Columns)+2)
@@ -477,29 +405,72 @@ func allColumns(ts *TableSchema) []*ColumnSchema {
 	return append(cols, ts.Columns...)
 }
 
-func (t *txn) selectOp(b []byte, op map[string]any) ([]byte, error) {
-	ts, conds, err := t.tableWhere(op)
+func (t *txn) selectOp(b []byte, p *opParser) ([]byte, error) {
+	ts := p.table(t.db.Schema)
+	whereV := p.member("where", memberArray, false)
+	columnsV := p.member("columns", memberArray, true)
+	sortV := p.member("sort", memberArray, true)
+	if p.err != nil {
+		return b, p.err
+	}
+	conds, err := t.where(whereV, ts)
 	if err != nil {
 		return b, err
 	}
-	cols, err := columnsMember(op, ts)
-	if err != nil {
-		return b, err
-	}
-	if cols == nil {
-		cols = allColumns(ts)
-	}
-	b = append(b, `{"rows":[`...)
-	n := 0
-	err = t.forEach(ts, conds, func(r *Row) error {
-		if n > 0 {
-			b = append(b, ',')
+	cols := allColumns(ts)
+	if columnsV != nil {
+		if cols, err = parseColumnSet(columnsV, ts); err != nil {
+			return b, err
 		}
-		n++
-		b = r.AppendJSON(b, ts, cols)
+	}
+	var sortBy []*ColumnSchema
+	if sortV != nil {
+		if sortBy, err = parseColumnSet(sortV, ts); err != nil {
+			return b, err
+		}
+	}
+	var rows []*Row
+	t.forEach(ts, conds, func(r *Row) error {
+		rows = append(rows, r)
 		return nil
 	})
-	return append(b, "]}"...), err
+	if len(sortBy) > 0 {
+		slices.SortStableFunc(rows, func(x, y *Row) int {
+			for _, c := range sortBy {
+				if n := sortCompare(x.Get(c), y.Get(c)); n != 0 {
+					return n
+				}
+			}
+			return 0
+		})
+	}
+	b = append(b, `{"rows":[`...)
+	for i, r := range rows {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = r.AppendJSON(b, ts, cols)
+	}
+	return append(b, "]}"...), nil
+}
+
+// sortCompare orders two values of a column as a select's "sort" does:
+// fewer elements first, then element by element, keys before values.
+func sortCompare(x, y Datum) int {
+	if n := len(x.Keys) - len(y.Keys); n != 0 {
+		return n
+	}
+	for i := range x.Keys {
+		if n := x.Keys[i].Compare(y.Keys[i]); n != 0 {
+			return n
+		}
+	}
+	for i := range x.Values {
+		if n := x.Values[i].Compare(y.Values[i]); n != 0 {
+			return n
+		}
+	}
+	return 0
 }
 
 func appendCount(b []byte, n int) []byte {
@@ -508,33 +479,31 @@ func appendCount(b []byte, n int) []byte {
 	return append(b, '}')
 }
 
-func (t *txn) update(b []byte, op map[string]any) ([]byte, error) {
-	ts, conds, err := t.tableWhere(op)
+func (t *txn) update(b []byte, p *opParser) ([]byte, error) {
+	ts := p.table(t.db.Schema)
+	whereV := p.member("where", memberArray, false)
+	rowV := p.member("row", memberObject, false)
+	if p.err != nil {
+		return b, p.err
+	}
+	cols, order, err := DecodeRow(rowV, ts, t.resolve)
 	if err != nil {
 		return b, err
 	}
-	rv, err := member(op, "row")
-	if err != nil {
-		return b, err
-	}
-	cols, err := DecodeRow(rv, ts, t.resolve)
-	if err != nil {
-		return b, err
-	}
-	for c := range cols {
-		if !c.Mutable {
-			return b, Errorf(ErrConstraintViolation, "cannot update immutable column %s in table %s", c.Name, ts.Name)
+	for _, c := range order {
+		if c.Index < 0 || !c.Mutable {
+			return b, &Error{Tag: ErrConstraintViolation, Details: fmt.Sprintf("Cannot update immutable column %s in table %s.", c.Name, ts.Name), Syntax: syntaxText(p.op)}
 		}
+	}
+	conds, err := t.where(whereV, ts)
+	if err != nil {
+		return b, err
 	}
 	if err := t.refuseWrite("update"); err != nil {
 		return b, err
 	}
 	if t.opts.Checker != nil {
-		written := make([]*ColumnSchema, 0, len(cols))
-		for c := range cols {
-			written = append(written, c)
-		}
-		if err := t.checkWrite("update", ts, conds, nil, written); err != nil {
+		if err := t.checkWrite("update", ts, conds, nil, order); err != nil {
 			return b, err
 		}
 	}
@@ -551,8 +520,13 @@ func (t *txn) update(b []byte, op map[string]any) ([]byte, error) {
 	return appendCount(b, n), err
 }
 
-func (t *txn) deleteOp(b []byte, op map[string]any) ([]byte, error) {
-	ts, conds, err := t.tableWhere(op)
+func (t *txn) deleteOp(b []byte, p *opParser) ([]byte, error) {
+	ts := p.table(t.db.Schema)
+	whereV := p.member("where", memberArray, false)
+	if p.err != nil {
+		return b, p.err
+	}
+	conds, err := t.where(whereV, ts)
 	if err != nil {
 		return b, err
 	}
@@ -581,26 +555,29 @@ type mutation struct {
 func (t *txn) parseMutation(v any, ts *TableSchema) (mutation, error) {
 	arr, ok := v.([]any)
 	if !ok || len(arr) != 3 {
-		return mutation{}, syntaxErr(v, "mutation must be [column, mutator, value]")
+		return mutation{}, syntaxErr(v, "Parse error in mutation.")
 	}
 	name, ok1 := arr[0].(string)
 	mut, ok2 := arr[1].(string)
 	if !ok1 || !ok2 {
-		return mutation{}, syntaxErr(v, "mutation must be [column, mutator, value]")
+		return mutation{}, syntaxErr(v, "Parse error in mutation.")
 	}
 	c := ts.Column(name)
 	if c == nil {
-		return mutation{}, Errorf(ErrSyntax, "no column %q in table %s", name, ts.Name)
+		return mutation{}, &Error{Tag: ErrUnknownColumn, Details: fmt.Sprintf("No column %s in table %s.", name, ts.Name), Syntax: syntaxText(v)}
 	}
 	if c.Index < 0 || !c.Mutable {
-		return mutation{}, Errorf(ErrConstraintViolation, "cannot mutate immutable column %s in table %s", name, ts.Name)
+		return mutation{}, &Error{Tag: ErrConstraintViolation, Details: fmt.Sprintf("Cannot mutate immutable column %s in table %s.", name, ts.Name), Syntax: syntaxText(v)}
 	}
 	m := mutation{col: c, mutator: mut}
+	mismatch := func() error {
+		return syntaxErr(v, "Type mismatch: \"%s\" operator may not be applied to column %s of type %s.", mut, name, c.Type.typeEnglish())
+	}
 	switch mut {
 	case "+=", "-=", "*=", "/=", "%=":
 		kt := c.Type.Key.Type
 		if c.Type.IsMap() || (kt != TypeInteger && kt != TypeReal) || (mut == "%=" && kt != TypeInteger) {
-			return mutation{}, Errorf(ErrSyntax, "mutator %s cannot apply to column %s of type %s", mut, name, c.Type.String())
+			return mutation{}, mismatch()
 		}
 		bt := c.Type.Key.unconstrained()
 		a, err := DecodeAtom(arr[2], &bt, t.resolve)
@@ -609,13 +586,16 @@ func (t *txn) parseMutation(v any, ts *TableSchema) (mutation, error) {
 		}
 		m.arg = Scalar(a)
 	case "insert", "delete":
-		ct := ColumnType{Key: c.Type.Key, Value: c.Type.Value, Min: 0, Max: Unlimited}
+		if c.Type.Min == 1 && c.Type.Max == 1 {
+			return mutation{}, mismatch()
+		}
+		// The argument has the column's type, constraints included, but
+		// may be empty; a "delete" may name any number of elements, and
+		// a map may lose keys given as a plain set.
+		ct := ColumnType{Key: c.Type.Key, Value: c.Type.Value, Min: 0, Max: c.Type.Max}
 		if mut == "delete" {
-			ct.Key = c.Type.Key.unconstrained()
+			ct.Max = Unlimited
 			if c.Type.Value != nil {
-				vt := c.Type.Value.unconstrained()
-				ct.Value = &vt
-				// A map may lose keys given as a plain set.
 				if a, ok := arr[2].([]any); !ok || len(a) == 0 || a[0] != "map" {
 					ct.Value = nil
 				}
@@ -627,7 +607,7 @@ func (t *txn) parseMutation(v any, ts *TableSchema) (mutation, error) {
 		}
 		m.arg = d
 	default:
-		return mutation{}, syntaxErr(arr[1], "unknown mutator")
+		return mutation{}, Errorf("unknown mutator", "No mutator named %s.", mut)
 	}
 	return m, nil
 }
@@ -653,17 +633,20 @@ func (m *mutation) apply(d Datum) (Datum, error) {
 		}
 		nd := Set(keys...)
 		if nd.Len() != len(keys) {
-			return d, Errorf(ErrConstraintViolation, "%s %s on column %s gives duplicate set elements", m.mutator, m.arg.Keys[0], m.col.Name)
+			return d, Errorf(ErrConstraintViolation, "Result of \"%s\" operation contains duplicates.", m.mutator)
 		}
 		d = nd
 	}
 	if n := d.Len(); n < ct.Min || n > ct.Max {
-		return d, Errorf(ErrConstraintViolation, "mutation leaves column %s with %d elements, outside its allowed %d to %s", m.col.Name, n, ct.Min, maxString(ct.Max))
+		return d, Errorf(ErrConstraintViolation, "Attempted to store %d elements in %s.", n, ct.typeEnglish())
 	}
 	return d, nil
 }
 
 func arith(op string, x, y Atom) (Atom, error) {
+	outOfRange := func() (Atom, error) {
+		return x, Errorf(ErrRangeError, "Result of \"%s\" operation is out of range.", op)
+	}
 	if x.Type() == TypeReal {
 		a, b := x.Float(), y.Float()
 		if y.Type() == TypeInteger {
@@ -679,12 +662,12 @@ func arith(op string, x, y Atom) (Atom, error) {
 			r = a * b
 		case "/=":
 			if b == 0 {
-				return x, Errorf(ErrDomainError, "division by zero")
+				return x, Errorf(ErrDomainError, "Division by zero.")
 			}
 			r = a / b
 		}
 		if math.IsInf(r, 0) || math.IsNaN(r) {
-			return x, Errorf(ErrRangeError, "result of %s is out of range", op)
+			return outOfRange()
 		}
 		return Real(r), nil
 	}
@@ -703,35 +686,30 @@ func arith(op string, x, y Atom) (Atom, error) {
 		overflow = a != 0 && (r/a != b || (a == -1 && b == math.MinInt64))
 	case "/=":
 		if b == 0 {
-			return x, Errorf(ErrDomainError, "division by zero")
+			return x, Errorf(ErrDomainError, "Division by zero.")
 		}
 		overflow = a == math.MinInt64 && b == -1
 		r = a / b
 	case "%=":
 		if b == 0 {
-			return x, Errorf(ErrDomainError, "division by zero")
+			return x, Errorf(ErrDomainError, "Division by zero.")
 		}
 		r = a % b
 	}
 	if overflow {
-		return x, Errorf(ErrRangeError, "result of %d %s %d is out of range", a, op, b)
+		return outOfRange()
 	}
 	return Integer(r), nil
 }
 
-func (t *txn) mutate(b []byte, op map[string]any) ([]byte, error) {
-	ts, conds, err := t.tableWhere(op)
-	if err != nil {
-		return b, err
+func (t *txn) mutate(b []byte, p *opParser) ([]byte, error) {
+	ts := p.table(t.db.Schema)
+	whereV := p.member("where", memberArray, false)
+	mv := p.member("mutations", memberArray, false)
+	if p.err != nil {
+		return b, p.err
 	}
-	mv, err := member(op, "mutations")
-	if err != nil {
-		return b, err
-	}
-	arr, ok := mv.([]any)
-	if !ok {
-		return b, syntaxErr(mv, "\"mutations\" must be an array")
-	}
+	arr, _ := mv.([]any)
 	muts := make([]mutation, 0, len(arr))
 	for _, e := range arr {
 		m, err := t.parseMutation(e, ts)
@@ -739,6 +717,10 @@ func (t *txn) mutate(b []byte, op map[string]any) ([]byte, error) {
 			return b, err
 		}
 		muts = append(muts, m)
+	}
+	conds, err := t.where(whereV, ts)
+	if err != nil {
+		return b, err
 	}
 	if err := t.refuseWrite("mutate"); err != nil {
 		return b, err
@@ -769,75 +751,69 @@ func (t *txn) mutate(b []byte, op map[string]any) ([]byte, error) {
 	return appendCount(b, n), err
 }
 
-func (t *txn) wait(b []byte, op map[string]any) ([]byte, error) {
-	ts, conds, err := t.tableWhere(op)
-	if err != nil {
-		return b, err
+func (t *txn) wait(b []byte, p *opParser) ([]byte, error) {
+	ts := p.table(t.db.Schema)
+	whereV := p.member("where", memberArray, false)
+	columnsV := p.member("columns", memberArray, true)
+	untilV := p.member("until", memberString, false)
+	rowsV := p.member("rows", memberArray, false)
+	timeoutV := p.member("timeout", memberNumber, true)
+	if p.err != nil {
+		return b, p.err
 	}
-	cols, err := columnsMember(op, ts)
+	conds, err := t.where(whereV, ts)
 	if err != nil {
 		return b, err
 	}
 	// Without "columns", ovsdb-server compares whole rows, _uuid and
 	// _version included, which rows given in the request cannot match.
-	whole := cols == nil
-	if whole {
-		cols = allColumns(ts)
-	}
-	until, _ := op["until"].(string)
-	if until != "==" && until != "!=" {
-		return b, syntaxErr(op["until"], "\"until\" must be \"==\" or \"!=\"")
-	}
-	rv, err := member(op, "rows")
-	if err != nil {
-		return b, err
-	}
-	rarr, ok := rv.([]any)
-	if !ok {
-		return b, syntaxErr(rv, "\"rows\" must be an array of rows")
+	cols := allColumns(ts)
+	whole := columnsV == nil
+	if !whole {
+		if cols, err = parseColumnSet(columnsV, ts); err != nil {
+			return b, err
+		}
 	}
 	timeout := time.Duration(-1)
-	if tv, ok := op["timeout"]; ok {
-		bt := NewBaseType(TypeInteger)
-		a, err := DecodeAtom(tv, &bt, nil)
-		if err != nil || a.Int() < 0 {
-			return b, syntaxErr(tv, "\"timeout\" must be a non-negative integer")
+	if timeoutV != nil {
+		f, _ := strconv.ParseFloat(fmt.Sprint(timeoutV), 64)
+		if f < 0 {
+			return b, syntaxErr(timeoutV, "timeout must be nonnegative")
 		}
 		// A timeout too long for a Duration (about 292 years) would wrap
 		// around to a short one; it means no limit.
-		if ms := a.Int(); ms <= int64(math.MaxInt64/time.Millisecond) {
-			timeout = time.Duration(ms) * time.Millisecond
+		if f < float64(math.MaxInt64/time.Millisecond) {
+			timeout = time.Duration(f) * time.Millisecond
 		}
 	}
+	until := untilV.(string)
+	if until != "==" && until != "!=" {
+		return b, syntaxErr(untilV, "\"until\" must be \"==\" or \"!=\"")
+	}
 	// Compare the projections as multisets of encoded rows.
+	rarr, _ := rowsV.([]any)
 	var want []string
 	for _, e := range rarr {
-		obj, ok := e.(map[string]any)
-		if !ok {
-			return b, syntaxErr(e, "row must be an object")
+		if _, ok := e.(map[string]any); !ok {
+			return b, syntaxErr(e, "row must be JSON object")
 		}
-		vals, err := DecodeRow(obj, ts, t.resolve)
+		vals, _, err := DecodeRow(e, ts, t.resolve)
 		if err != nil {
 			return b, err
 		}
 		r := NewRow(ts, UUID{})
 		for c, d := range vals {
-			r.Data[c.Index] = d
-		}
-		for name := range obj {
-			if c := ts.Column(name); c != nil && !slices.Contains(cols, c) {
-				return b, Errorf(ErrSyntax, "wait row has column %q that is not in \"columns\"", name)
+			if c.Index >= 0 {
+				r.Data[c.Index] = d
 			}
 		}
 		want = append(want, string(projection(r, cols, whole)))
 	}
 	var got []string
-	if err := t.forEach(ts, conds, func(r *Row) error {
+	t.forEach(ts, conds, func(r *Row) error {
 		got = append(got, string(projection(r, cols, whole)))
 		return nil
-	}); err != nil {
-		return b, err
-	}
+	})
 	slices.Sort(want)
 	slices.Sort(got)
 	equal := slices.Equal(want, got)
@@ -845,7 +821,7 @@ func (t *txn) wait(b []byte, op map[string]any) ([]byte, error) {
 		return append(b, "{}"...), nil
 	}
 	if timeout == 0 || t.opts.WaitExpired {
-		return b, Errorf(ErrTimedOut, "\"wait\" for %s rows in table %s was not satisfied", until, ts.Name)
+		return b, Errorf(ErrTimedOut, "\"where\" clause test failed")
 	}
 	t.blocked = true
 	t.waitFor = timeout
@@ -870,9 +846,15 @@ func projection(r *Row, cols []*ColumnSchema, withIDs bool) []byte {
 // garbage, removes weak references to vanished rows, checks referential
 // integrity, indexes and maxRows, and stamps new versions.
 func (t *txn) finish() error {
+	// The order of the checks is ovsdb-server's, which decides which
+	// error a transaction with several gets: references (of rows that
+	// are garbage too), maxRows, weak references, indexes.
 	deltas := t.dropNoOpsCountingRefs()
-	t.collectGarbage(deltas)
 	if err := t.checkReferences(deltas); err != nil {
+		return err
+	}
+	t.collectGarbage(deltas)
+	if err := t.checkMaxRows(); err != nil {
 		return err
 	}
 	if err := t.dropWeakToVanished(); err != nil {
@@ -974,29 +956,60 @@ func (t *txn) collectGarbage(deltas refDeltas) {
 	}
 }
 
+// changedRows lists the rows the transaction changed, table by table in
+// name order and by UUID within a table, so that of several errors the
+// commit finds, the same one is reported every time.
+func (t *txn) changedRows() []rowRef {
+	var out []rowRef
+	for _, name := range t.db.Schema.TableNames {
+		ts := t.db.Schema.Tables[name]
+		rows := t.changes[ts]
+		start := len(out)
+		for u := range rows {
+			out = append(out, rowRef{ts, u})
+		}
+		slices.SortFunc(out[start:], func(a, b rowRef) int { return a.uuid.Compare(b.uuid) })
+	}
+	return out
+}
+
 // checkReferences enforces referential integrity: every strong reference
 // must lead to a row, and no referenced row may be deleted.
 func (t *txn) checkReferences(deltas refDeltas) error {
-	for u, d := range deltas {
-		n := t.strongRefs(deltas, u)
-		if n <= 0 || t.row(d.table, u) != nil {
-			continue
-		}
-		if ch, ok := t.changes[d.table][u]; ok && ch.Old != nil {
-			return Errorf(ErrReferentialIntegrity, "cannot delete %s row %s because of %d remaining reference(s)", d.table.Name, u, n)
-		}
-		return Errorf(ErrReferentialIntegrity, "a row refers to nonexistent row %s in table %s", u, d.table.Name)
-	}
-	for ts, rows := range t.changes {
-		for u, ch := range rows {
-			if ch.Old != nil && ch.New == nil {
-				if n := t.strongRefs(deltas, u); n > 0 {
-					return Errorf(ErrReferentialIntegrity, "cannot delete %s row %s because of %d remaining reference(s)", ts.Name, u, n)
-				}
+	// Name the first row, in a stable order, that is deleted while
+	// referenced or that refers to a row that does not exist.
+	changed := t.changedRows()
+	for _, rr := range changed {
+		ch := t.changes[rr.table][rr.uuid]
+		if ch.Old != nil && ch.New == nil {
+			if n := t.strongRefs(deltas, rr.uuid); n > 0 {
+				return Errorf(ErrReferentialIntegrity, "cannot delete %s row %s because of %d remaining reference(s)", rr.table.Name, rr.uuid, n)
 			}
 		}
 	}
-	return nil
+	dangling := false
+	for u, d := range deltas {
+		if t.strongRefs(deltas, u) > 0 && t.row(d.table, u) == nil {
+			dangling = true
+			break
+		}
+	}
+	if !dangling {
+		return nil
+	}
+	for _, rr := range changed {
+		ch := t.changes[rr.table][rr.uuid]
+		var err error
+		t.db.forEachRef(t.db.tables[rr.table.Name], ch.New, func(rf ref) {
+			if err == nil && rf.strong && t.row(rf.table, rf.target) == nil {
+				err = Errorf(ErrReferentialIntegrity, "Table %s column %s row %s references nonexistent row %s in table %s.", rr.table.Name, rf.col.Name, rr.uuid, rf.target, rf.table.Name)
+			}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return Errorf(ErrReferentialIntegrity, "a row refers to a nonexistent row")
 }
 
 // dropWeakToVanished drops weak references to rows that no longer exist,
@@ -1004,16 +1017,22 @@ func (t *txn) checkReferences(deltas refDeltas) error {
 // to a deleted row.
 func (t *txn) dropWeakToVanished() error {
 	var weakFix []rowRef
-	for ts, rows := range t.changes {
-		for uuid, ch := range rows {
-			if ch.New != nil && ts.HasRefs {
-				weakFix = append(weakFix, rowRef{ts, uuid})
+	for _, rr := range t.changedRows() {
+		ch := t.changes[rr.table][rr.uuid]
+		if ch.New != nil && rr.table.HasRefs {
+			weakFix = append(weakFix, rr)
+		}
+		if ch.New == nil && ch.Old != nil {
+			start := len(weakFix)
+			for from := range t.db.weak[rr.uuid] {
+				weakFix = append(weakFix, from)
 			}
-			if ch.New == nil && ch.Old != nil {
-				for from := range t.db.weak[uuid] {
-					weakFix = append(weakFix, from)
+			slices.SortFunc(weakFix[start:], func(a, b rowRef) int {
+				if a.table != b.table {
+					return strings.Compare(a.table.Name, b.table.Name)
 				}
-			}
+				return a.uuid.Compare(b.uuid)
+			})
 		}
 	}
 	for _, rr := range weakFix {
@@ -1024,62 +1043,101 @@ func (t *txn) dropWeakToVanished() error {
 	return nil
 }
 
-// checkTablesAndStamp checks maxRows and unique indexes of the changed
-// tables and gives changed rows new versions.
-func (t *txn) checkTablesAndStamp() error {
-	for ts, rows := range t.changes {
-		if len(rows) == 0 {
+// checkMaxRows checks the maxRows of the changed tables.
+func (t *txn) checkMaxRows() error {
+	for _, name := range t.db.Schema.TableNames {
+		ts := t.db.Schema.Tables[name]
+		rows := t.changes[ts]
+		if len(rows) == 0 || ts.MaxRows == 0 {
 			continue
 		}
-		tbl := t.db.tables[ts.Name]
-		if ts.MaxRows > 0 {
-			n := len(tbl.Rows)
-			for _, ch := range rows {
-				if ch.Old == nil && ch.New != nil {
-					n++
-				} else if ch.Old != nil && ch.New == nil {
-					n--
-				}
-			}
-			if n > ts.MaxRows {
-				return Errorf(ErrConstraintViolation, "transaction causes table %s to contain %d rows, more than the schema's limit of %d", ts.Name, n, ts.MaxRows)
-			}
-		}
-		for i, cols := range ts.Indexes {
-			seen := map[string]UUID{}
-			for uuid, ch := range rows {
-				if ch.New == nil {
-					continue
-				}
-				k := indexKey(ch.New, cols)
-				if other, ok := seen[k]; ok {
-					return indexError(ts, cols, ch.New, other, uuid)
-				}
-				seen[k] = uuid
-				if owner, ok := tbl.indexes[i][k]; ok && owner != uuid {
-					if _, changed := rows[owner]; !changed {
-						return indexError(ts, cols, ch.New, owner, uuid)
-					}
-				}
-			}
-		}
+		n := len(t.db.tables[ts.Name].Rows)
 		for _, ch := range rows {
-			if ch.New != nil {
-				ch.New.Version = t.db.uuids.New()
+			if ch.Old == nil && ch.New != nil {
+				n++
+			} else if ch.Old != nil && ch.New == nil {
+				n--
 			}
+		}
+		if n > ts.MaxRows {
+			return Errorf(ErrConstraintViolation, "transaction causes \"%s\" table to contain %d rows, greater than the schema-defined limit of %d row(s)", ts.Name, n, ts.MaxRows)
 		}
 	}
 	return nil
 }
 
-func indexError(ts *TableSchema, cols []*ColumnSchema, r *Row, a, b UUID) error {
+// checkTablesAndStamp checks the unique indexes of the changed tables and
+// gives changed rows new versions.
+func (t *txn) checkTablesAndStamp() error {
+	changed := t.changedRows()
+	for _, name := range t.db.Schema.TableNames {
+		ts := t.db.Schema.Tables[name]
+		rows := t.changes[ts]
+		if len(rows) == 0 {
+			continue
+		}
+		tbl := t.db.tables[ts.Name]
+		for i, cols := range ts.Indexes {
+			seen := map[string]UUID{}
+			for _, rr := range changed {
+				if rr.table != ts {
+					continue
+				}
+				uuid, ch := rr.uuid, rows[rr.uuid]
+				if ch.New == nil {
+					continue
+				}
+				k := indexKey(ch.New, cols)
+				if other, ok := seen[k]; ok {
+					return t.indexError(ts, cols, ch.New, other, uuid)
+				}
+				seen[k] = uuid
+				if owner, ok := tbl.indexes[i][k]; ok && owner != uuid {
+					if _, changed := rows[owner]; !changed {
+						return t.indexError(ts, cols, ch.New, owner, uuid)
+					}
+				}
+			}
+		}
+	}
+	for _, rr := range changed {
+		if ch := t.changes[rr.table][rr.uuid]; ch.New != nil {
+			ch.New.Version = t.db.uuids.New()
+		}
+	}
+	return nil
+}
+
+// indexError is ovsdb-server's message for rows a and b of ts that share
+// the values (those of r) of the index on cols.
+func (t *txn) indexError(ts *TableSchema, cols []*ColumnSchema, r *Row, a, b UUID) error {
 	var names, vals []string
 	for _, c := range cols {
-		names = append(names, c.Name)
-		vals = append(vals, string(r.Get(c).AppendJSON(nil, &c.Type)))
+		names = append(names, `"`+c.Name+`"`)
+		vals = append(vals, datumText(r.Get(c), &c.Type))
 	}
-	return Errorf(ErrConstraintViolation, "transaction causes multiple rows in table %s to have identical values (%s) for index on column(s) %s: rows %s and %s",
-		ts.Name, strings.Join(vals, ", "), strings.Join(names, ", "), a, b)
+	columns := "column " + names[0]
+	if len(names) > 1 {
+		columns = "columns " + englishList(names)
+	}
+	return Errorf(ErrConstraintViolation, "Transaction causes multiple rows in \"%s\" table to have identical values (%s) for index on %s.  First row, with UUID %s, %s.  Second row, with UUID %s, %s.",
+		ts.Name, englishList(vals), columns, a, t.rowHistory(ts, cols, a), b, t.rowHistory(ts, cols, b))
+}
+
+// rowHistory says, for an index error, what the transaction did to row u.
+func (t *txn) rowHistory(ts *TableSchema, cols []*ColumnSchema, u UUID) string {
+	ch, ok := t.changes[ts][u]
+	switch {
+	case !ok:
+		return "existed in the database before this transaction and was not modified by the transaction"
+	case ch.Old == nil:
+		return "was inserted by this transaction"
+	}
+	var vals []string
+	for _, c := range cols {
+		vals = append(vals, datumText(ch.Old.Get(c), &c.Type))
+	}
+	return "had the following index values before the transaction: " + englishList(vals)
 }
 
 // dropDanglingWeak removes from row uuid of ts the weak references to rows
@@ -1101,7 +1159,7 @@ func (t *txn) dropDanglingWeak(ts *TableSchema, uuid UUID) error {
 			continue
 		}
 		var keys, values []Atom
-		dropped := 0
+		dropped, droppedZero := 0, 0
 		for i, k := range d.Keys {
 			ok := !keyWeak || exists(&c.Type.Key, k)
 			if ok && valWeak {
@@ -1109,6 +1167,9 @@ func (t *txn) dropDanglingWeak(ts *TableSchema, uuid UUID) error {
 			}
 			if !ok {
 				dropped++
+				if keyWeak && k.UUID() == (UUID{}) || valWeak && d.Values[i].UUID() == (UUID{}) {
+					droppedZero++
+				}
 				continue
 			}
 			keys = append(keys, k)
@@ -1120,7 +1181,14 @@ func (t *txn) dropDanglingWeak(ts *TableSchema, uuid UUID) error {
 			continue
 		}
 		if len(keys) < c.Type.Min {
-			return Errorf(ErrConstraintViolation, "deleting %d weak reference(s) to deleted or nonexistent rows from column %s of %s row %s leaves it with fewer than %d element(s)", dropped, c.Name, ts.Name, uuid, c.Type.Min)
+			inserted := ""
+			if ch, ok := t.changes[ts][uuid]; ok && ch.Old == nil {
+				inserted = " (inserted within this transaction)"
+				if droppedZero == dropped {
+					return Errorf(ErrConstraintViolation, "Weak reference column \"%s\" in \"%s\" row %s%s contained all-zeros UUID (probably as the default value for this column) but deleting this value caused a constraint volation because this column is not allowed to be empty.", c.Name, ts.Name, uuid, inserted)
+				}
+			}
+			return Errorf(ErrConstraintViolation, "Deletion of %d weak reference(s) to deleted (or never-existing) rows from column \"%s\" in \"%s\" row %s%s caused this column to become empty, but constraints on this column disallow an empty column.", dropped, c.Name, ts.Name, uuid, inserted)
 		}
 		if nr == nil {
 			nr = r.Clone()

@@ -67,7 +67,7 @@ func TestTransactErrors(t *testing.T) {
 		{"index", `[{"op":"insert","table":"Root","row":{"name":"a"}},{"op":"insert","table":"Root","row":{"name":"a"}}]`, ErrConstraintViolation},
 		{"maxRows", `[{"op":"insert","table":"Root","row":{"name":"a"}},{"op":"insert","table":"Root","row":{"name":"b"}},{"op":"insert","table":"Root","row":{"name":"c"}}]`, ErrConstraintViolation},
 		{"duplicate uuid-name", `[{"op":"insert","table":"Child","uuid-name":"x","row":{"label":"a"}},{"op":"insert","table":"Child","uuid-name":"x","row":{"label":"b"}}]`, ErrDuplicateUUIDName},
-		{"undeclared name", `[{"op":"insert","table":"Root","row":{"children":["named-uuid","ghost"]}}]`, ErrSyntax},
+		{"undeclared name", `[{"op":"insert","table":"Root","row":{"children":["named-uuid","ghost"]}}]`, ErrReferentialIntegrity},
 		{"immutable update", `[{"op":"update","table":"Root","where":[],"row":{"flag":true}}]`, ErrConstraintViolation},
 		{"wait timeout 0", `[{"op":"wait","table":"Root","where":[],"columns":["name"],"until":"==","rows":[{"name":"zzz"}],"timeout":0}]`, ErrTimedOut},
 		{"default outside enum", `[{"op":"insert","table":"Enum","row":{}}]`, ErrConstraintViolation},
