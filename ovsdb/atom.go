@@ -133,15 +133,9 @@ func (a Atom) AppendJSON(b []byte) []byte {
 	return append(b, "null"...)
 }
 
-// appendReal writes f so that it reads back as a real: with a decimal point
-// or an exponent, as ovsdb-server's %.17g does for non-integral values.
+// appendReal writes f as ovsdb-server writes a real: with 15 significant
+// digits, so 2.0 is 2 and 1.7000000000000002 is 1.7 (clients read an
+// integer as a real where the column is real).
 func appendReal(b []byte, f float64) []byte {
-	start := len(b)
-	b = strconv.AppendFloat(b, f, 'g', -1, 64)
-	for _, c := range b[start:] {
-		if c == '.' || c == 'e' || c == 'E' || c == 'n' || c == 'N' {
-			return b
-		}
-	}
-	return append(b, ".0"...)
+	return strconv.AppendFloat(b, f, 'g', 15, 64)
 }

@@ -69,8 +69,8 @@ func ParseCondition(v any, t *TableSchema, names NameResolver) (Condition, error
 	}
 	cond := Condition{Column: c, Function: fn}
 	// The argument has the column's type, constraints included, as in
-	// ovsdb-server; "includes" and "excludes" on a set or map take any
-	// number of elements.
+	// ovsdb-server; on a set or map, "includes" takes from none to the
+	// column's most elements, "excludes" any number.
 	ct := c.Type
 	switch fn {
 	case FuncLess, FuncLessEqual, FuncGreater, FuncGreaterEqual:
@@ -78,7 +78,11 @@ func ParseCondition(v any, t *TableSchema, names NameResolver) (Condition, error
 		if c.Type.IsMap() || c.Type.Max != 1 || (kt != TypeInteger && kt != TypeReal) {
 			return Condition{}, syntaxErr(v, "Type mismatch: \"%s\" operator may not be applied to column %s of type %s.", fname, name, c.Type.typeEnglish())
 		}
-	case FuncIncludes, FuncExcludes:
+	case FuncIncludes:
+		if !c.Type.IsScalar() {
+			ct.Min = 0
+		}
+	case FuncExcludes:
 		if !c.Type.IsScalar() {
 			ct.Min, ct.Max = 0, Unlimited
 		}

@@ -75,3 +75,10 @@ func withSyntax(err error, v any) error {
 	}
 	return &Error{Tag: e.Tag, Details: e.Details, Syntax: syntaxText(v)}
 }
+
+// ErrorAt returns an *Error with the given tag and formatted details
+// whose "syntax" member is v, the JSON that was wrong (in the generic
+// form of DecodeJSON).
+func ErrorAt(v any, tag, format string, args ...any) *Error {
+	return &Error{Tag: tag, Details: fmt.Sprintf(format, args...), Syntax: syntaxText(v)}
+}

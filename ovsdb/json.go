@@ -155,7 +155,10 @@ func numberAsInteger(s string) (int64, bool) {
 		text = "-" + text
 	}
 	i, err := strconv.ParseInt(text, 10, 64)
-	return i, err == nil
+	if err != nil {
+		return 0, false
+	}
+	return i, true
 }
 
 // abbrevJSON renders v for an error message, cut short when long. It

@@ -115,3 +115,14 @@ func murmurAdd(h, k uint32) uint32 {
 	h = bits.RotateLeft32(h, 13)
 	return h*5 + 0xe6546b64
 }
+
+// ServerOrder returns names in the order ovsdb-server's hash table visits
+// them (see serverOrder): for replies that list what it keeps in one,
+// such as list_dbs.
+func ServerOrder(names []string) []string {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return serverOrder(m)
+}

@@ -8,41 +8,61 @@ import (
 	"strings"
 )
 
-// memberKind is what a member of an operation must hold.
-type memberKind int
+// MemberKind is what a member of a JSON object must hold.
+type MemberKind int
 
 const (
-	memberString memberKind = iota
-	memberID                // a string that is an identifier
-	memberArray
-	memberObject
-	memberBoolean
-	memberNumber
+	MemberString MemberKind = iota
+	MemberID                // a string that is an identifier
+	MemberArray
+	MemberObject
+	MemberBoolean
+	MemberNumber
 )
 
-// opParser reads the members of one operation as ovsdb-server does: the
-// first member of the wrong type or missing is the operation's error, and
-// so, once the operation has run, is a member it never asked for. Either
-// takes precedence over what the operation itself found wrong.
-type opParser struct {
+// MemberParser reads the members of a JSON object (an operation, a
+// monitor request) as ovsdb-server does: the first member of the wrong
+// type or missing is the object's error, and so, once the caller has
+// read what it needs, is a member it never asked for. Either takes
+// precedence over what the caller itself found wrong.
+type MemberParser struct {
 	op   map[string]any
 	used map[string]bool
-	// index and count name the operation in errors: "ovsdb operation
-	// 2 of 3".
+	// what names the object in errors ("table a"), or, when empty,
+	// index and count do: "ovsdb operation 2 of 3".
+	what         string
 	index, count int
 	err          *Error
 }
 
-// fail records the operation's first member error.
-func (p *opParser) fail(format string, args ...any) {
+// NewMemberParser returns a parser of obj, called what in its errors:
+// "Parsing <what> failed: ...".
+func NewMemberParser(obj map[string]any, what string) *MemberParser {
+	return &MemberParser{op: obj, used: map[string]bool{}, what: what}
+}
+
+// fail records the object's first member error.
+func (p *MemberParser) fail(format string, args ...any) {
 	if p.err == nil {
-		p.err = &Error{Tag: ErrSyntax, Details: fmt.Sprintf("Parsing ovsdb operation %d of %d failed: ", p.index, p.count) + fmt.Sprintf(format, args...), Syntax: syntaxText(p.op)}
+		what := p.what
+		if what == "" {
+			what = fmt.Sprintf("ovsdb operation %d of %d", p.index, p.count)
+		}
+		p.err = &Error{Tag: ErrSyntax, Details: "Parsing " + what + " failed: " + fmt.Sprintf(format, args...), Syntax: syntaxText(p.op)}
 	}
 }
 
-// member returns member name, or nil when it is absent (recording an
+// Err returns the first member error, if any.
+func (p *MemberParser) Err() error {
+	if p.err == nil {
+		return nil
+	}
+	return p.err
+}
+
+// Member returns member name, or nil when it is absent (recording an
 // error unless optional) or of the wrong kind (recording an error).
-func (p *opParser) member(name string, kind memberKind, optional bool) any {
+func (p *MemberParser) Member(name string, kind MemberKind, optional bool) any {
 	v, ok := p.op[name]
 	if !ok {
 		if !optional {
@@ -58,26 +78,26 @@ func (p *opParser) member(name string, kind memberKind, optional bool) any {
 	return v
 }
 
-func (k memberKind) matches(v any) bool {
+func (k MemberKind) matches(v any) bool {
 	switch k {
-	case memberString:
+	case MemberString:
 		_, ok := v.(string)
 		return ok
-	case memberID:
+	case MemberID:
 		s, ok := v.(string)
 		return ok && isIdentifier(s)
-	case memberArray:
+	case MemberArray:
 		switch v.(type) {
 		case []any, *rawArray:
 			return true
 		}
-	case memberObject:
+	case MemberObject:
 		_, ok := v.(map[string]any)
 		return ok
-	case memberBoolean:
+	case MemberBoolean:
 		_, ok := v.(bool)
 		return ok
-	case memberNumber:
+	case MemberNumber:
 		switch v.(type) {
 		case json.Number, float64, int64, int:
 			return true
@@ -87,8 +107,8 @@ func (k memberKind) matches(v any) bool {
 }
 
 // table reads the "table" member and looks it up in schema.
-func (p *opParser) table(schema *Schema) *TableSchema {
-	v := p.member("table", memberString, false)
+func (p *MemberParser) table(schema *Schema) *TableSchema {
+	v := p.Member("table", MemberString, false)
 	if v == nil {
 		return nil
 	}
@@ -99,9 +119,9 @@ func (p *opParser) table(schema *Schema) *TableSchema {
 	return ts
 }
 
-// finish returns the operation's error: the first member error, else a
+// Finish returns the object's error: the first member error, else a
 // member that was present but not used, else execErr.
-func (p *opParser) finish(execErr error) error {
+func (p *MemberParser) Finish(execErr error) error {
 	if p.err != nil {
 		return p.err
 	}

@@ -233,6 +233,10 @@ func parseTableSchema(name string, raw json.RawMessage) (*TableSchema, bool, err
 	return t, doc.IsRoot != nil, nil
 }
 
+// IsIdentifier reports whether s is an <id> of RFC 7047: a letter or '_'
+// followed by letters, digits and '_'.
+func IsIdentifier(s string) bool { return isIdentifier(s) }
+
 func isIdentifier(s string) bool {
 	if s == "" {
 		return false

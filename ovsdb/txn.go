@@ -273,8 +273,8 @@ func (t *txn) execute(b []byte, v any, i, n int) ([]byte, error) {
 	if !ok {
 		return b, Errorf(ErrSyntax, "Parsing ovsdb operation %d of %d failed: Object expected.", i, n)
 	}
-	p := &opParser{op: op, used: map[string]bool{}, index: i, count: n}
-	nv := p.member("op", memberString, false)
+	p := &MemberParser{op: op, used: map[string]bool{}, index: i, count: n}
+	nv := p.Member("op", MemberString, false)
 	if nv == nil {
 		return b, p.err
 	}
@@ -293,19 +293,19 @@ func (t *txn) execute(b []byte, v any, i, n int) ([]byte, error) {
 	case "wait":
 		b, err = t.wait(b, p)
 	case "commit":
-		if d := p.member("durable", memberBoolean, false); d != nil {
+		if d := p.Member("durable", MemberBoolean, false); d != nil {
 			t.durable = t.durable || d.(bool)
 		}
 		b = append(b, "{}"...)
 	case "abort":
 		err = Errorf(ErrAborted, "aborted by request")
 	case "comment":
-		if c := p.member("comment", memberString, false); c != nil {
+		if c := p.Member("comment", MemberString, false); c != nil {
 			t.comments = append(t.comments, c.(string))
 		}
 		b = append(b, "{}"...)
 	case "assert":
-		if l := p.member("lock", memberString, false); l != nil {
+		if l := p.Member("lock", MemberString, false); l != nil {
 			if t.opts.HasLock == nil || !t.opts.HasLock(l.(string)) {
 				err = Errorf(ErrNotOwner, "Asserted lock %s not held.", l.(string))
 			}
@@ -314,17 +314,17 @@ func (t *txn) execute(b []byte, v any, i, n int) ([]byte, error) {
 	default:
 		return b, &Error{Tag: ErrSyntax, Details: fmt.Sprintf("Parsing ovsdb operation %d of %d failed: No operation \"%s\"", i, n, name), Syntax: syntaxText(op)}
 	}
-	if err = p.finish(err); err != nil {
+	if err = p.Finish(err); err != nil {
 		t.blocked = false
 	}
 	return b, err
 }
 
-func (t *txn) insert(b []byte, p *opParser) ([]byte, error) {
+func (t *txn) insert(b []byte, p *MemberParser) ([]byte, error) {
 	ts := p.table(t.db.Schema)
-	uuidV := p.member("uuid", memberString, true)
-	nameV := p.member("uuid-name", memberID, true)
-	rowV := p.member("row", memberObject, true)
+	uuidV := p.Member("uuid", MemberString, true)
+	nameV := p.Member("uuid-name", MemberID, true)
+	rowV := p.Member("row", MemberObject, true)
 	if p.err != nil {
 		return b, p.err
 	}
@@ -358,6 +358,9 @@ func (t *txn) insert(b []byte, p *opParser) ([]byte, error) {
 		uuid = t.db.uuids.New()
 	}
 	r := NewRow(ts, uuid)
+	// A select later in the transaction shows a _version, as in
+	// ovsdb-server; the commit stamps the final one.
+	r.Version = t.db.uuids.New()
 	var cols map[*ColumnSchema]Datum
 	if rowV != nil {
 		var err error
@@ -405,11 +408,11 @@ func allColumns(ts *TableSchema) []*ColumnSchema {
 	return append(cols, ts.Columns...)
 }
 
-func (t *txn) selectOp(b []byte, p *opParser) ([]byte, error) {
+func (t *txn) selectOp(b []byte, p *MemberParser) ([]byte, error) {
 	ts := p.table(t.db.Schema)
-	whereV := p.member("where", memberArray, false)
-	columnsV := p.member("columns", memberArray, true)
-	sortV := p.member("sort", memberArray, true)
+	whereV := p.Member("where", MemberArray, false)
+	columnsV := p.Member("columns", MemberArray, true)
+	sortV := p.Member("sort", MemberArray, true)
 	if p.err != nil {
 		return b, p.err
 	}
@@ -479,10 +482,10 @@ func appendCount(b []byte, n int) []byte {
 	return append(b, '}')
 }
 
-func (t *txn) update(b []byte, p *opParser) ([]byte, error) {
+func (t *txn) update(b []byte, p *MemberParser) ([]byte, error) {
 	ts := p.table(t.db.Schema)
-	whereV := p.member("where", memberArray, false)
-	rowV := p.member("row", memberObject, false)
+	whereV := p.Member("where", MemberArray, false)
+	rowV := p.Member("row", MemberObject, false)
 	if p.err != nil {
 		return b, p.err
 	}
@@ -520,9 +523,9 @@ func (t *txn) update(b []byte, p *opParser) ([]byte, error) {
 	return appendCount(b, n), err
 }
 
-func (t *txn) deleteOp(b []byte, p *opParser) ([]byte, error) {
+func (t *txn) deleteOp(b []byte, p *MemberParser) ([]byte, error) {
 	ts := p.table(t.db.Schema)
-	whereV := p.member("where", memberArray, false)
+	whereV := p.Member("where", MemberArray, false)
 	if p.err != nil {
 		return b, p.err
 	}
@@ -702,10 +705,10 @@ func arith(op string, x, y Atom) (Atom, error) {
 	return Integer(r), nil
 }
 
-func (t *txn) mutate(b []byte, p *opParser) ([]byte, error) {
+func (t *txn) mutate(b []byte, p *MemberParser) ([]byte, error) {
 	ts := p.table(t.db.Schema)
-	whereV := p.member("where", memberArray, false)
-	mv := p.member("mutations", memberArray, false)
+	whereV := p.Member("where", MemberArray, false)
+	mv := p.Member("mutations", MemberArray, false)
 	if p.err != nil {
 		return b, p.err
 	}
@@ -751,13 +754,13 @@ func (t *txn) mutate(b []byte, p *opParser) ([]byte, error) {
 	return appendCount(b, n), err
 }
 
-func (t *txn) wait(b []byte, p *opParser) ([]byte, error) {
+func (t *txn) wait(b []byte, p *MemberParser) ([]byte, error) {
 	ts := p.table(t.db.Schema)
-	whereV := p.member("where", memberArray, false)
-	columnsV := p.member("columns", memberArray, true)
-	untilV := p.member("until", memberString, false)
-	rowsV := p.member("rows", memberArray, false)
-	timeoutV := p.member("timeout", memberNumber, true)
+	whereV := p.Member("where", MemberArray, false)
+	columnsV := p.Member("columns", MemberArray, true)
+	untilV := p.Member("until", MemberString, false)
+	rowsV := p.Member("rows", MemberArray, false)
+	timeoutV := p.Member("timeout", MemberNumber, true)
 	if p.err != nil {
 		return b, p.err
 	}
@@ -814,9 +817,10 @@ func (t *txn) wait(b []byte, p *opParser) ([]byte, error) {
 		got = append(got, string(projection(r, cols, whole)))
 		return nil
 	})
+	// ovsdb-server compares the distinct projections, as sets.
 	slices.Sort(want)
 	slices.Sort(got)
-	equal := slices.Equal(want, got)
+	equal := slices.Equal(slices.Compact(want), slices.Compact(got))
 	if equal == (until == "==") {
 		return append(b, "{}"...), nil
 	}

@@ -91,7 +91,9 @@ func TestDatumJSON(t *testing.T) {
 		{root, "n", `101`, "", ErrConstraintViolation},
 		{root, "n", `-1`, "", ErrConstraintViolation},
 		{root, "r", `["set",[]]`, "", ""},
-		{root, "r", `1`, `1.0`, ""},
+		// ovsdb-server writes a real as %.15g does: 1.0 as 1.
+		{root, "r", `1.0`, `1`, ""},
+		{root, "r", `1.1000000000000001`, `1.1`, ""},
 		{root, "r", `0.25`, "", ""},
 		{root, "r", `2.0`, "", ErrConstraintViolation},
 		{root, "color", `"red"`, "", ""},

@@ -171,7 +171,7 @@ func nonNull(raw json.RawMessage) json.RawMessage {
 
 // MarshalJSON encodes m in OVSDB's shapes: requests and notifications as
 // {"id","method","params"} (params [] when nil), responses as
-// {"id","result","error"} with the unused one null.
+// {"id","result","error"} with a null error, or {"id","error"}.
 func (m *Message) MarshalJSON() ([]byte, error) {
 	return m.appendJSON(nil), nil
 }
@@ -190,8 +190,11 @@ func (m *Message) appendJSON(b []byte) []byte {
 			b = append(b, m.Params...)
 		}
 	} else {
-		b = append(b, `,"result":`...)
-		b = appendRaw(b, m.Result)
+		// An error response has no "result", as ovsdb-server sends it.
+		if isNull(m.Error) {
+			b = append(b, `,"result":`...)
+			b = appendRaw(b, m.Result)
+		}
 		b = append(b, `,"error":`...)
 		b = appendRaw(b, m.Error)
 	}
@@ -302,3 +305,5 @@ func IsUnknownMethod(err error) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Name() == "unknown method"
 }
+
+func isNull(raw json.RawMessage) bool { return raw == nil || string(raw) == "null" }

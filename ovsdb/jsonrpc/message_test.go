@@ -59,7 +59,7 @@ func TestMarshalMessage(t *testing.T) {
 		{Message{Method: "echo", ID: json.RawMessage("1")}, `{"id":1,"method":"echo","params":[]}`},
 		{Message{Method: "update", Params: json.RawMessage(`[null,{}]`)}, `{"id":null,"method":"update","params":[null,{}]}`},
 		{Message{ID: json.RawMessage(`"x"`), Result: json.RawMessage(`[]`)}, `{"id":"x","result":[],"error":null}`},
-		{Message{ID: json.RawMessage(`2`), Error: json.RawMessage(`{"error":"e"}`)}, `{"id":2,"result":null,"error":{"error":"e"}}`},
+		{Message{ID: json.RawMessage(`2`), Error: json.RawMessage(`{"error":"e"}`)}, `{"id":2,"error":{"error":"e"}}`},
 	}
 	for _, tt := range tests {
 		got, err := json.Marshal(&tt.m)

@@ -61,7 +61,7 @@ func (s *session) setDBChangeAware(id json.RawMessage, params []any) {
 		aware, ok = params[0].(bool)
 	}
 	if !ok {
-		s.replyError(id, errorJSON(ovsdb.ErrSyntax, "set_db_change_aware takes one boolean"))
+		s.replyError(id, errorAtJSON(params, ovsdb.ErrSyntax, "set_db_change_aware: true or false parameter expected"))
 		return
 	}
 	s.mu.Lock()

@@ -2,6 +2,8 @@ package server
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/govn/govn/ovsdb"
@@ -75,41 +77,61 @@ func (m *monitor) method() string {
 func parseMonitorRequests(db *ovsdb.Database, v any, version int) (map[string]*monTable, error) {
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, ovsdb.Errorf(ovsdb.ErrSyntax, "monitor requests must be an object mapping table names to requests")
+		return nil, ovsdb.ErrorAt(v, ovsdb.ErrSyntax, "monitor requests must be an object mapping table names to requests")
 	}
 	out := map[string]*monTable{}
-	for name, rv := range obj {
+	// Tables, and the members of each request, are taken in the order
+	// ovsdb-server takes them, so that of several errors it is the same
+	// one that is reported.
+	for _, name := range ovsdb.ServerOrder(slices.Collect(maps.Keys(obj))) {
+		rv := obj[name]
 		ts := db.Schema.Table(name)
 		if ts == nil {
-			return nil, ovsdb.Errorf(ovsdb.ErrSyntax, "no table named %q", name)
+			return nil, ovsdb.Errorf(ovsdb.ErrSyntax, "no table named %s", name)
 		}
 		reqs, ok := rv.([]any)
 		if !ok {
 			reqs = []any{rv}
 		}
 		mt := &monTable{ts: ts}
+		// mentioned holds the columns the table's requests named, which
+		// may name each only once.
+		mentioned := map[*ovsdb.ColumnSchema]bool{}
 		var colSet map[*ovsdb.ColumnSchema]bool
 		allCols := false
 		trueCond := false
 		for _, r := range reqs {
 			req, ok := r.(map[string]any)
 			if !ok {
-				return nil, ovsdb.Errorf(ovsdb.ErrSyntax, "monitor request for table %s must be an object", name)
+				return nil, ovsdb.Errorf(ovsdb.ErrSyntax, "Parsing table %s failed: Object expected.", name)
 			}
-			if cv, ok := req["columns"]; ok {
-				arr, ok := cv.([]any)
-				if !ok {
-					return nil, ovsdb.Errorf(ovsdb.ErrSyntax, "\"columns\" of table %s must be an array", name)
-				}
+			p := ovsdb.NewMemberParser(req, "table "+name)
+			cv := p.Member("columns", ovsdb.MemberArray, true)
+			sv := p.Member("select", ovsdb.MemberObject, true)
+			var wv any
+			if version != monitorV1 {
+				wv = p.Member("where", ovsdb.MemberArray, true)
+			}
+			if err := p.Err(); err != nil {
+				return nil, err
+			}
+			if cv != nil {
 				if colSet == nil {
 					colSet = map[*ovsdb.ColumnSchema]bool{}
 				}
-				for _, e := range arr {
-					n, _ := e.(string)
+				for _, e := range cv.([]any) {
+					n, ok := e.(string)
+					if !ok {
+						return nil, ovsdb.ErrorAt(cv, ovsdb.ErrSyntax, "array of distinct column names expected")
+					}
 					c := ts.Column(n)
 					if c == nil {
-						return nil, ovsdb.Errorf(ovsdb.ErrSyntax, "no column %q in table %s", n, name)
+						return nil, ovsdb.ErrorAt(cv, ovsdb.ErrSyntax, "%s is not a valid column name", n)
 					}
+					if mentioned[c] {
+						return nil, ovsdb.ErrorAt(cv, ovsdb.ErrSyntax, "column %s mentioned more than once", n)
+					}
+					mentioned[c] = true
 					if c.Index == ovsdb.ColumnIndexUUID {
 						continue
 					}
@@ -119,36 +141,37 @@ func parseMonitorRequests(db *ovsdb.Database, v any, version int) (map[string]*m
 				allCols = true
 			}
 			sel := selectFlags{true, true, true, true}
-			if sv, ok := req["select"]; ok {
-				so, ok := sv.(map[string]any)
-				if !ok {
-					return nil, ovsdb.Errorf(ovsdb.ErrSyntax, "\"select\" must be an object")
-				}
-				for k, p := range map[string]*bool{"initial": &sel.initial, "insert": &sel.insert, "delete": &sel.delete, "modify": &sel.modify} {
-					if bv, ok := so[k]; ok {
-						b, ok := bv.(bool)
-						if !ok {
-							return nil, ovsdb.Errorf(ovsdb.ErrSyntax, "select %q must be a boolean", k)
-						}
-						*p = b
+			if sv != nil {
+				sp := ovsdb.NewMemberParser(sv.(map[string]any), "table "+name+" select")
+				for _, f := range []struct {
+					name string
+					flag *bool
+				}{{"initial", &sel.initial}, {"insert", &sel.insert}, {"delete", &sel.delete}, {"modify", &sel.modify}} {
+					if bv := sp.Member(f.name, ovsdb.MemberBoolean, true); bv != nil {
+						*f.flag = bv.(bool)
 					}
+				}
+				if err := sp.Finish(nil); err != nil {
+					return nil, err
 				}
 			}
 			mt.sel.initial = mt.sel.initial || sel.initial
 			mt.sel.insert = mt.sel.insert || sel.insert
 			mt.sel.delete = mt.sel.delete || sel.delete
 			mt.sel.modify = mt.sel.modify || sel.modify
-			wv, hasWhere := req["where"]
-			if version == monitorV1 || !hasWhere {
-				trueCond = true
-				continue
+			var conds []ovsdb.Condition
+			if wv != nil {
+				var err error
+				if conds, err = ovsdb.ParseConditions(wv, ts, nil); err != nil {
+					return nil, err
+				}
 			}
-			conds, err := ovsdb.ParseConditions(wv, ts, nil)
-			if err != nil {
+			if err := p.Finish(nil); err != nil {
 				return nil, err
 			}
-			if len(conds) == 0 {
+			if wv == nil || len(conds) == 0 {
 				trueCond = true
+				continue
 			}
 			mt.conds = append(mt.conds, conds...)
 		}
@@ -560,10 +583,10 @@ func (s *session) monitor(id json.RawMessage, method string, params []any) {
 		want = 4
 	}
 	if len(params) != want && !(version == monitorV1 && len(params) == 2) {
-		s.replyError(id, errorJSON(ovsdb.ErrSyntax, "%s takes %d parameters", method, want))
+		s.replyError(id, errorAtJSON(params, ovsdb.ErrSyntax, "invalid parameters"))
 		return
 	}
-	d, errv := s.db(params, 0)
+	d, errv := s.db(method, params)
 	if errv != nil {
 		s.replyError(id, errv)
 		return
@@ -586,7 +609,7 @@ func (s *session) monitor(id json.RawMessage, method string, params []any) {
 	if version == monitorV3 {
 		str, _ := params[3].(string)
 		if since, err = ovsdb.ParseUUID(str); err != nil {
-			s.replyError(id, errorJSON(ovsdb.ErrSyntax, "last-txn-id: %v", err))
+			s.replyError(id, errorAtJSON(params[3], ovsdb.ErrSyntax, "last-txn-id must be UUID format."))
 			return
 		}
 	}
@@ -604,7 +627,7 @@ func (s *session) monitor(id json.RawMessage, method string, params []any) {
 	if _, dup := s.monitors[string(monID)]; dup || s.closed {
 		s.mu.Unlock()
 		d.unlock()
-		s.replyError(id, errorJSON(ovsdb.ErrSyntax, "duplicate monitor ID %s", monID))
+		s.replyError(id, errorAtJSON(params[1], ovsdb.ErrSyntax, "duplicate monitor ID"))
 		return
 	}
 	s.monitors[string(monID)] = m
@@ -673,19 +696,20 @@ func (s *session) findMonitor(v any) (*monitor, string) {
 }
 
 func (s *session) monitorCancel(id json.RawMessage, params []any) {
+	// ovsdb-server's errors here are bare strings, not error objects.
 	if len(params) != 1 {
-		s.replyError(id, errorJSON(ovsdb.ErrSyntax, "monitor_cancel takes one monitor id"))
+		s.replyError(id, json.RawMessage(`"invalid parameters"`))
 		return
 	}
 	m, key := s.findMonitor(params[0])
 	if m == nil {
-		s.replyError(id, errorJSON("unknown monitor", "no monitor %s", key))
+		s.replyError(id, json.RawMessage(`"unknown monitor"`))
 		return
 	}
 	m.d.mu.Lock()
 	if _, live := m.d.monitors[m]; !live { // canceled meanwhile (see convert.go)
 		m.d.unlock()
-		s.replyError(id, errorJSON("unknown monitor", "no monitor %s", key))
+		s.replyError(id, json.RawMessage(`"unknown monitor"`))
 		return
 	}
 	delete(m.d.monitors, m)
@@ -700,12 +724,12 @@ func (s *session) monitorCancel(id json.RawMessage, params []any) {
 
 func (s *session) monitorCondChange(id json.RawMessage, params []any) {
 	if len(params) != 3 {
-		s.replyError(id, errorJSON(ovsdb.ErrSyntax, "monitor_cond_change takes 3 parameters"))
+		s.replyError(id, errorAtJSON(params, ovsdb.ErrSyntax, "invalid parameters"))
 		return
 	}
 	m, key := s.findMonitor(params[0])
 	if m == nil {
-		s.replyError(id, errorJSON("unknown monitor", "no monitor %s", key))
+		s.replyError(id, errorAtJSON(params[0], ovsdb.ErrSyntax, "unknown monitor session"))
 		return
 	}
 	if m.version == monitorV1 {
@@ -725,45 +749,63 @@ func (s *session) monitorCondChange(id json.RawMessage, params []any) {
 	}
 	reqs, ok := params[2].(map[string]any)
 	if !ok {
-		s.replyError(id, errorJSON(ovsdb.ErrSyntax, "condition changes must be an object"))
+		s.replyError(id, errorJSON(ovsdb.ErrSyntax, "monitor-cond-change-requests must be object"))
 		return
 	}
 	d := m.d
 	d.mu.Lock()
 	defer d.unlock()
 	if _, live := d.monitors[m]; !live { // canceled meanwhile (see convert.go)
-		s.replyError(id, errorJSON("unknown monitor", "no monitor %s", key))
+		s.replyError(id, errorAtJSON(params[0], ovsdb.ErrSyntax, "unknown monitor session"))
 		return
 	}
 	// Parse all first, so an error changes nothing.
 	newConds := map[string][]ovsdb.Condition{}
-	for name, rv := range reqs {
+	for _, name := range ovsdb.ServerOrder(slices.Collect(maps.Keys(reqs))) {
+		rv := reqs[name]
 		mt := m.tables[name]
 		if mt == nil {
-			s.replyError(id, errorJSON(ovsdb.ErrSyntax, "table %s is not monitored", name))
+			s.replyError(id, errorJSON(ovsdb.ErrSyntax, "no table named %s in monitor session", name))
 			return
 		}
 		list, ok := rv.([]any)
 		if !ok {
-			list = []any{rv}
+			s.replyError(id, errorJSON(ovsdb.ErrSyntax, "table %s no monitor-cond-change JSON array", name))
+			return
 		}
 		var conds []ovsdb.Condition
 		trueCond := false
 		for _, r := range list {
 			req, ok := r.(map[string]any)
 			if !ok {
-				s.replyError(id, errorJSON(ovsdb.ErrSyntax, "condition change for %s must be an object", name))
+				s.replyError(id, errorJSON(ovsdb.ErrSyntax, "Parsing table %s failed: Object expected.", name))
 				return
 			}
-			wv, has := req["where"]
-			if !has {
-				trueCond = true
-				continue
+			if _, has := req["columns"]; has {
+				s.replyError(id, errorAtJSON(req, ovsdb.ErrSyntax, "changing columns is unsupported"))
+				return
 			}
-			c, err := ovsdb.ParseConditions(wv, mt.ts, nil)
-			if err != nil {
+			p := ovsdb.NewMemberParser(req, "table "+name)
+			wv := p.Member("where", ovsdb.MemberArray, true)
+			if err := p.Err(); err != nil {
 				s.replyError(id, toErrJSON(err))
 				return
+			}
+			var c []ovsdb.Condition
+			if wv != nil {
+				var err error
+				if c, err = ovsdb.ParseConditions(wv, mt.ts, nil); err != nil {
+					s.replyError(id, toErrJSON(err))
+					return
+				}
+			}
+			if err := p.Finish(nil); err != nil {
+				s.replyError(id, toErrJSON(err))
+				return
+			}
+			if wv == nil {
+				trueCond = true
+				continue
 			}
 			if len(c) == 0 {
 				trueCond = true

@@ -91,8 +91,6 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts, log: opts.Logger, sid: ovsdb.NewUUID(), dbs: map[string]*dbState{}, sessions: map[*session]struct{}{},
 		large: newByteBudget(opts.LargeRequestBudget)}
-	s.locks.waiters = map[string][]*session{}
-	s.locks.owner = map[string]*session{}
 	s.server = s.newDBState(ovsdb.NewDatabase(ovsdb.MustParseSchema([]byte(serverSchemaJSON))), nil)
 	s.dbs[serverDBName] = s.server
 	s.names = []string{serverDBName}
@@ -611,4 +609,10 @@ func (s *Server) RunCompaction(ctx context.Context, interval time.Duration) {
 // errorJSON renders an OVSDB error object.
 func errorJSON(tag, format string, args ...any) json.RawMessage {
 	return ovsdb.Errorf(tag, format, args...).AppendJSON(nil)
+}
+
+// errorAtJSON renders an OVSDB error object whose "syntax" member is v,
+// the JSON that was wrong, as ovsdb-server does for bad parameters.
+func errorAtJSON(v any, tag, format string, args ...any) json.RawMessage {
+	return ovsdb.ErrorAt(v, tag, format, args...).AppendJSON(nil)
 }

@@ -87,11 +87,11 @@ func (s *session) handle(ctx context.Context, c *jsonrpc.Conn, m *jsonrpc.Messag
 	case "echo":
 		c.Reply(m.ID, json.RawMessage(orEmpty(m.Params)))
 	case "list_dbs":
-		c.Reply(m.ID, s.srv.databaseNames())
+		c.Reply(m.ID, ovsdb.ServerOrder(s.srv.databaseNames()))
 	case "get_server_id":
 		c.Reply(m.ID, s.srv.sid.String())
 	case "get_schema":
-		d, err := s.db(params, 0)
+		d, err := s.db(m.Method, params)
 		if err != nil {
 			s.replyError(m.ID, err)
 			return
@@ -123,18 +123,18 @@ func orEmpty(b json.RawMessage) json.RawMessage {
 	return b
 }
 
-// db returns the database named by params[i].
-func (s *session) db(params []any, i int) (*dbState, json.RawMessage) {
-	if len(params) <= i {
-		return nil, errorJSON(ovsdb.ErrSyntax, "missing database name")
+// db returns the database named by params[0] of a method's request.
+func (s *session) db(method string, params []any) (*dbState, json.RawMessage) {
+	var name string
+	if len(params) > 0 {
+		name, _ = params[0].(string)
 	}
-	name, ok := params[i].(string)
-	if !ok {
-		return nil, errorJSON(ovsdb.ErrSyntax, "database name must be a string")
+	if name == "" {
+		return nil, errorAtJSON(params, ovsdb.ErrSyntax, "%s request params must begin with <db-name>", method)
 	}
 	d := s.srv.database(name)
 	if d == nil {
-		return nil, errorJSON(ovsdb.ErrUnknownDatabase, "%s", name)
+		return nil, errorAtJSON(params, ovsdb.ErrUnknownDatabase, "%s request specifies unknown database %s", method, name)
 	}
 	return d, nil
 }
@@ -158,7 +158,7 @@ type blockedTxn struct {
 func (s *session) hasLock(name string) bool { return s.srv.locks.owns(s, name) }
 
 func (s *session) transact(id json.RawMessage, params []any) {
-	d, errv := s.db(params, 0)
+	d, errv := s.db("transact", params)
 	if errv != nil {
 		s.replyError(id, errv)
 		return
