@@ -120,6 +120,7 @@ func genSwitchPort(g *gen) {
 		return
 	}
 	switchPort(g, sw, &lsp)
+	switchPortRouterFlows(g, sw, &lsp)
 }
 
 func genDNS(g *gen)            {}

@@ -220,12 +220,17 @@ func flowLine(dp, pipeline, table, stage, priority, match, actions string) strin
 // generated address set numbers and the numbers of ECMP members.
 func normalizeFlowText(s string) string {
 	s = generatedAS.ReplaceAllString(s, "$$_rtr_lb_N_")
+	s = ecmpGroupMatch.ReplaceAllString(s, "reg8[0..15] == G")
+	s = ecmpGroupSet.ReplaceAllString(s, "reg8[0..15] = G; reg8[16..31] = select(")
 	return ecmpMember.ReplaceAllString(s, "reg8[16..31] == M")
 }
 
 var (
 	generatedAS = regexp.MustCompile(`\$_rtr_lb_\d+_`)
 	ecmpMember  = regexp.MustCompile(`reg8\[16\.\.31\] == \d+`)
+	// ECMP group numbers too: reg8[0..15] is 0 outside a group.
+	ecmpGroupMatch = regexp.MustCompile(`reg8\[0\.\.15\] == [1-9]\d*`)
+	ecmpGroupSet   = regexp.MustCompile(`reg8\[0\.\.15\] = [1-9]\d*; reg8\[16\.\.31\] = select\(`)
 )
 
 // memLflowList lists the logical flows of a memDB Southbound as

@@ -126,6 +126,7 @@ func genRouter(g *gen) {
 		"external_ids": dMap(ext),
 	})
 	routerPipeline(g, r)
+	routerRoutes(g, r)
 }
 
 func genRouterPort(g *gen) {

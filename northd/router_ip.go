@@ -110,12 +110,31 @@ func routerPortIPFlows(g *gen, r *logicalRouter, p *routerPort, natIPs map[netip
 			g.FlowHint(dp, LRInIPInput, 90, fmt.Sprintf("%s && arp.op == 1 && arp.tpa == %s && arp.spa == %s%s", in, n.Addr(), n.Masked(), resident),
 				"eth.dst = eth.src; eth.src = xreg0[0..47]; arp.op = 2; /* ARP reply */ arp.tha = arp.sha; arp.sha = xreg0[0..47]; arp.tpa <-> arp.spa; outport = inport; flags.loopback = 1; output;", id)
 		}
-		src := fmt.Sprintf("ip4.dst = ip4.src; ip4.src = %s", v4[0].Addr())
-		if p.gateway {
-			src = "ip4.dst <-> ip4.src"
+		for _, n := range v4 {
+			src := fmt.Sprintf("ip4.dst = ip4.src; ip4.src = %s", n.Addr())
+			if p.gateway {
+				src = "ip4.dst <-> ip4.src"
+			}
+			g.FlowHint(dp, LRInIPInput, 31, fmt.Sprintf("%s && ip4 && ip.ttl == {0, 1} && !ip.later_frag", in),
+				fmt.Sprintf("icmp4 {eth.dst <-> eth.src; icmp4.type = 11; /* Time exceeded */ icmp4.code = 0; /* TTL exceeded in transit */ %s ; ip.ttl = 254; outport = %q; flags.loopback = 1; output; };", src, name), id)
 		}
-		g.FlowHint(dp, LRInIPInput, 31, fmt.Sprintf("%s && ip4 && ip.ttl == {0, 1} && !ip.later_frag", in),
-			fmt.Sprintf("icmp4 {eth.dst <-> eth.src; icmp4.type = 11; /* Time exceeded */ icmp4.code = 0; /* TTL exceeded in transit */ %s ; ip.ttl = 254; outport = %q; flags.loopback = 1; output; };", src, name), id)
+	}
+	// A router without NAT or load balancers answers traffic to its own
+	// addresses that it does not serve: TCP with a reset, UDP with a port
+	// unreachable, SCTP with an abort, other IP with a protocol unreachable.
+	if !routerHasNATOrLB(g, r.nb.UUID) {
+		for _, a := range append(addrsOf(v4), all6...) {
+			ipf, icmp, proto, port := "ip4", "icmp4", "icmp4.type = 3; icmp4.code = 2;", "icmp4.type = 3; icmp4.code = 3;"
+			if a.Is6() {
+				ipf, icmp, proto, port = "ip6", "icmp6", "icmp6.type = 1; icmp6.code = 3;", "icmp6.type = 1; icmp6.code = 4;"
+			}
+			base := fmt.Sprintf("%s && %s.dst == %s && !ip.later_frag", ipf, ipf, a)
+			swap := fmt.Sprintf("eth.dst <-> eth.src; %s.dst <-> %s.src;", ipf, ipf)
+			g.FlowHint(dp, LRInIPInput, 70, base, fmt.Sprintf("%s {%s ip.ttl = 255; %s next; };", icmp, swap, proto), id)
+			g.FlowHint(dp, LRInIPInput, 80, base+" && tcp", fmt.Sprintf("tcp_reset {%s next; };", swap), id)
+			g.FlowHint(dp, LRInIPInput, 80, base+" && udp", fmt.Sprintf("%s {%s ip.ttl = 255; %s next; };", icmp, swap, port), id)
+			g.FlowHint(dp, LRInIPInput, 80, base+" && sctp", fmt.Sprintf("sctp_abort {%s next; };", swap), id)
+		}
 	}
 	g.FlowHint(dp, LRInIPInput, 90, fmt.Sprintf("ip6.dst == %s && icmp6.type == 128 && icmp6.code == 0", addrSet(all6, false)),
 		"ip6.dst <-> ip6.src; ip.ttl = 255; icmp6.type = 129; flags.loopback = 1; next; ", id)
@@ -188,4 +207,14 @@ func routerNATIPs(g *gen, lr ovsdb.UUID) map[netip.Addr]bool {
 		}
 		return out
 	}).(map[netip.Addr]bool)
+}
+
+// routerHasNATOrLB says whether a router has NAT rules or load balancers
+// (a memo).
+func routerHasNATOrLB(g *gen, lr ovsdb.UUID) bool {
+	return g.Memo("router-has-nat-lb/"+lr.String(), func(g *gen) any {
+		return len(g.Members(NB, nb.LogicalRouterTable, lr, "nat")) > 0 ||
+			len(g.Members(NB, nb.LogicalRouterTable, lr, "load_balancer")) > 0 ||
+			len(g.Members(NB, nb.LogicalRouterTable, lr, "load_balancer_group")) > 0
+	}).(bool)
 }

@@ -1,0 +1,267 @@
+package northd
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/govn/govn/schema/nb"
+)
+
+// nextHop is where a route or a policy sends a packet: the next hop's
+// address, and the router port (and its address on the next hop's subnet)
+// it leaves by.
+type nextHop struct {
+	ip   netip.Addr
+	port *routerPort
+	src  netip.Addr
+}
+
+// findNextHop finds the router port a next hop is reached by: the named
+// port, or the one with a network that holds the address.
+func findNextHop(ports []routerPort, ip netip.Addr, outPort string) (nextHop, bool) {
+	for i := range ports {
+		p := &ports[i]
+		if outPort != "" && p.nb.Name != outPort {
+			continue
+		}
+		for _, n := range p.nets {
+			if n.Addr().Is4() == ip.Is4() && (n.Contains(ip) || outPort != "") {
+				return nextHop{ip: ip, port: p, src: n.Addr()}, true
+			}
+		}
+	}
+	return nextHop{}, false
+}
+
+// regs returns the registers a family's next hop and source go in.
+func regs(v4 bool) (nh, src string) {
+	if v4 {
+		return "reg0", "reg1"
+	}
+	return "xxreg0", "xxreg1"
+}
+
+// hopActions is the action text that sends to a next hop (without the
+// final next;).
+func (h nextHop) actions() string {
+	nh, src := regs(h.ip.Is4())
+	return fmt.Sprintf("%s = %s; %s = %s; eth.src = %s; outport = %q;", nh, h.ip, src, h.src, h.port.mac, h.port.nb.Name)
+}
+
+// staticRoute is one parsed Logical_Router_Static_Route.
+type staticRoute struct {
+	nb      nb.LogicalRouterStaticRoute
+	prefix  netip.Prefix
+	srcIP   bool
+	discard bool
+	hop     nextHop
+}
+
+// routeTables numbers a router's route tables ("" is 0, the others from 1
+// in name order).
+func routeTables(ports []routerPort, routes []staticRoute) map[string]int {
+	names := map[string]bool{}
+	for _, p := range ports {
+		if t := p.nb.Options["route_table"]; t != "" {
+			names[t] = true
+		}
+	}
+	for _, r := range routes {
+		if r.nb.RouteTable != "" {
+			names[r.nb.RouteTable] = true
+		}
+	}
+	sorted := make([]string, 0, len(names))
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	slices.Sort(sorted)
+	out := map[string]int{"": 0}
+	for i, n := range sorted {
+		out[n] = i + 1
+	}
+	return out
+}
+
+// parsePrefix parses a route's ip_prefix: a prefix or a bare address.
+func parsePrefix(s string) (netip.Prefix, error) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// routerRoutes writes a router's static routes and routing policies.
+func routerRoutes(g *gen, r *logicalRouter) {
+	ports := routerPortsOf(g, r.nb.UUID)
+	var routes []staticRoute
+	for _, rt := range ReadAll[nb.LogicalRouterStaticRoute](g, NB, g.Members(NB, nb.LogicalRouterTable, r.nb.UUID, "static_routes")) {
+		pfx, err := parsePrefix(rt.IPPrefix)
+		if err != nil {
+			g.Warn("bad static route prefix; skipping the route", "router", r.nb.Name, "prefix", rt.IPPrefix)
+			continue
+		}
+		s := staticRoute{nb: rt, prefix: pfx, srcIP: rt.Policy != nil && *rt.Policy == nb.LogicalRouterStaticRoutePolicySrcIP}
+		if rt.Nexthop == "discard" {
+			s.discard = true
+		} else {
+			nh, err := netip.ParseAddr(rt.Nexthop)
+			if err != nil || nh.Is4() != pfx.Addr().Is4() {
+				g.Warn("bad static route next hop; skipping the route", "router", r.nb.Name, "nexthop", rt.Nexthop)
+				continue
+			}
+			out := ""
+			if rt.OutputPort != nil {
+				out = *rt.OutputPort
+			}
+			hop, ok := findNextHop(ports, nh, out)
+			if !ok {
+				g.Warn("no router port reaches the static route's next hop; skipping the route", "router", r.nb.Name, "nexthop", rt.Nexthop)
+				continue
+			}
+			s.hop = hop
+		}
+		routes = append(routes, s)
+	}
+	tables := routeTables(ports, routes)
+	for _, p := range ports {
+		if t := p.nb.Options["route_table"]; t != "" {
+			g.FlowHint(r.dp, LRInIPRoutingPre, 100, fmt.Sprintf("inport == %q", p.nb.Name), fmt.Sprintf("reg7 = %d; next;", tables[t]), p.nb.UUID)
+		}
+	}
+
+	// Routes to the same prefix (in the same table, of the same policy)
+	// are one ECMP group.
+	type groupKey struct {
+		prefix netip.Prefix
+		src    bool
+		table  string
+	}
+	groups := map[groupKey][]staticRoute{}
+	var order []groupKey
+	for _, s := range routes {
+		k := groupKey{s.prefix, s.srcIP, s.nb.RouteTable}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], s)
+	}
+	slices.SortFunc(order, func(a, b groupKey) int {
+		if c := strings.Compare(a.table, b.table); c != 0 {
+			return c
+		}
+		return strings.Compare(a.prefix.String()+fmt.Sprint(a.src), b.prefix.String()+fmt.Sprint(b.src))
+	})
+	ecmpID := 0
+	for _, k := range order {
+		members := groups[k]
+		v4 := k.prefix.Addr().Is4()
+		ipf := "ip6"
+		if v4 {
+			ipf = "ip4"
+		}
+		field := ipf + ".dst"
+		kind := routeStatic
+		if k.src {
+			field, kind = ipf+".src", routeSource
+		}
+		match := fmt.Sprintf("%s == %s", field, k.prefix)
+		if !k.src {
+			match = fmt.Sprintf("reg7 == %d && %s", tables[k.table], match)
+		}
+		prio := routePriority(k.prefix.Bits(), kind)
+		hint := members[0].nb.UUID
+		if members[0].discard {
+			g.FlowHint(r.dp, LRInIPRouting, prio, match, "drop;", hint)
+			continue
+		}
+		for _, m := range members {
+			if !v4 {
+				// A static IPv6 next hop is solicited directly, not
+				// through the all-nodes group.
+				sn := solicitedNode(m.hop.ip)
+				b := sn.As16()
+				g.FlowHint(r.dp, LRInARPRequest, 200, fmt.Sprintf("eth.dst == 00:00:00:00:00:00 && ip6 && xxreg0 == %s", m.hop.ip),
+					fmt.Sprintf("nd_ns { eth.dst = 33:33:%02x:%02x:%02x:%02x; ip6.dst = %s; nd.target = %s; output; };", b[12], b[13], b[14], b[15], sn, m.hop.ip), m.nb.UUID)
+			}
+		}
+		if len(members) == 1 {
+			g.FlowHint(r.dp, LRInIPRouting, prio, match, "ip.ttl--; reg8[0..15] = 0; "+members[0].hop.actions()+" flags.loopback = 1; next;", hint)
+			continue
+		}
+		ecmpID++
+		sel := make([]string, len(members))
+		for i := range members {
+			sel[i] = fmt.Sprint(i + 1)
+		}
+		g.FlowHint(r.dp, LRInIPRouting, prio, match,
+			fmt.Sprintf("ip.ttl--; flags.loopback = 1; reg8[0..15] = %d; reg8[16..31] = select(%s);", ecmpID, strings.Join(sel, ", ")), hint)
+		for i, m := range members {
+			g.FlowHint(r.dp, LRInIPRoutingECMP, 100, fmt.Sprintf("reg8[0..15] == %d && reg8[16..31] == %d", ecmpID, i+1), m.hop.actions()+" next;", m.nb.UUID)
+		}
+	}
+
+	routerPolicies(g, r, ports)
+}
+
+// routerPolicies writes a router's routing policies.
+func routerPolicies(g *gen, r *logicalRouter, ports []routerPort) {
+	policies := ReadAll[nb.LogicalRouterPolicy](g, NB, g.Members(NB, nb.LogicalRouterTable, r.nb.UUID, "policies"))
+	ecmpID := 0
+	for _, p := range policies {
+		mark := ""
+		if m, ok := p.Options["pkt_mark"]; ok {
+			mark = "pkt.mark = " + m + "; "
+		}
+		switch p.Action {
+		case nb.LogicalRouterPolicyActionDrop:
+			g.FlowHint(r.dp, LRInPolicy, int(p.Priority), p.Match, "drop;", p.UUID)
+		case nb.LogicalRouterPolicyActionAllow:
+			g.FlowHint(r.dp, LRInPolicy, int(p.Priority), p.Match, mark+"reg8[0..15] = 0; next;", p.UUID)
+		case nb.LogicalRouterPolicyActionReroute:
+			nhs := slices.Clone(p.Nexthops)
+			if len(nhs) == 0 && p.Nexthop != nil {
+				nhs = []string{*p.Nexthop}
+			}
+			var hops []nextHop
+			for _, s := range nhs {
+				ip, err := netip.ParseAddr(s)
+				if err != nil {
+					g.Warn("bad policy next hop; skipping the policy", "router", r.nb.Name, "nexthop", s)
+					hops = nil
+					break
+				}
+				hop, ok := findNextHop(ports, ip, "")
+				if !ok {
+					g.Warn("no router port reaches the policy's next hop; skipping the policy", "router", r.nb.Name, "nexthop", s)
+					hops = nil
+					break
+				}
+				hops = append(hops, hop)
+			}
+			switch {
+			case len(hops) == 1:
+				g.FlowHint(r.dp, LRInPolicy, int(p.Priority), p.Match, mark+hops[0].actions()+" flags.loopback = 1; reg8[0..15] = 0; next;", p.UUID)
+			case len(hops) > 1:
+				ecmpID++
+				sel := make([]string, len(hops))
+				for i := range hops {
+					sel[i] = fmt.Sprint(i + 1)
+				}
+				g.FlowHint(r.dp, LRInPolicy, int(p.Priority), p.Match,
+					fmt.Sprintf("%sreg8[0..15] = %d; reg8[16..31] = select(%s);", mark, ecmpID, strings.Join(sel, ", ")), p.UUID)
+				for i, h := range hops {
+					g.FlowHint(r.dp, LRInPolicyECMP, 100, fmt.Sprintf("reg8[0..15] == %d && reg8[16..31] == %d", ecmpID, i+1), h.actions()+" flags.loopback = 1; next;", p.UUID)
+				}
+			}
+		default:
+			g.Warn("routing policy with unknown action; skipping it", "router", r.nb.Name, "action", p.Action)
+		}
+	}
+}
