@@ -382,3 +382,105 @@ func localnetAndMove(t *testing.T, opts Options) {
 		}
 	})
 }
+
+// TestRouter: a distributed router between two switches on different
+// hypervisors, with a gateway port on a third hypervisor onto a localnet
+// switch: routed ping across hypervisors; SNAT out to an external host,
+// DNAT and dnat_and_snat in from it; a load-balancer VIP on the router
+// reached from outside (issue 10 (c), issue 11 (a), their router parts).
+func TestRouter(t *testing.T) { forEachDeployment(t, router) }
+
+func router(t *testing.T, opts Options) {
+	tm := newTimer(t)
+	defer tm.total()
+	done := tm.step("cluster up")
+	opts.Hypervisors, opts.Physnet = 3, "physnet1"
+	c := New(t, opts)
+	done()
+
+	done = tm.step("router, switches, ports and VMs")
+	c.NBCtl(t, "lr-add", "lr1")
+	for _, n := range []struct{ ls, mac, cidr string }{
+		{"ls1", "0a:00:00:00:ff:11", "10.0.1.1/24"},
+		{"ls2", "0a:00:00:00:ff:12", "10.0.2.1/24"},
+		{"pub", "0a:00:00:00:ff:01", "192.168.50.254/24"},
+	} {
+		lrp, lsp := "lr1-"+n.ls, n.ls+"-lr1"
+		c.NBCtl(t, "ls-add", n.ls, "--", "lrp-add", "lr1", lrp, n.mac, n.cidr,
+			"--", "lsp-add", n.ls, lsp, "--", "lsp-set-type", lsp, "router",
+			"--", "lsp-set-addresses", lsp, "router", "--", "lsp-set-options", lsp, "router-port="+lrp)
+	}
+	c.NBCtl(t, "lsp-add", "pub", "pub-ln", "--", "lsp-set-type", "pub-ln", "localnet",
+		"--", "lsp-set-addresses", "pub-ln", "unknown", "--", "lsp-set-options", "pub-ln", "network_name=physnet1")
+	c.NBCtl(t, "lrp-set-gateway-chassis", "lr1-pub", "hv3", "10")
+	c.NBCtl(t, "lr-nat-add", "lr1", "snat", "192.168.50.254", "10.0.0.0/16")
+	c.NBCtl(t, "lr-nat-add", "lr1", "dnat_and_snat", "192.168.50.100", "10.0.2.12")
+	c.NBCtl(t, "lb-add", "lbr", "192.168.50.200:80", "10.0.1.11:80,10.0.2.12:80", "tcp")
+	c.NBCtl(t, "lr-lb-add", "lr1", "lbr")
+	c.NBCtl(t, "lsp-add", "ls1", "vm1", "--", "lsp-set-addresses", "vm1", "0a:00:00:00:01:01 10.0.1.11")
+	c.NBCtl(t, "lsp-add", "ls2", "vm2", "--", "lsp-set-addresses", "vm2", "0a:00:00:00:02:02 10.0.2.12")
+	vm1 := c.AddVM(t, c.Hypervisor(1), VMSpec{Name: "vm1", LSP: "vm1", MAC: "0a:00:00:00:01:01", Addr: "10.0.1.11/24", Gateway: "10.0.1.1"})
+	vm2 := c.AddVM(t, c.Hypervisor(2), VMSpec{Name: "vm2", LSP: "vm2", MAC: "0a:00:00:00:02:02", Addr: "10.0.2.12/24", Gateway: "10.0.2.1"})
+	ext := c.AddExternal(t, VMSpec{Name: "ext", MAC: "0a:00:00:00:03:01", Addr: "192.168.50.1/24"})
+	for _, vm := range []*VM{vm1, vm2, ext} {
+		vm.HTTPServe(t, 80)
+	}
+	c.WaitPortUp(t, "vm1")
+	c.WaitPortUp(t, "vm2")
+	c.WaitHV(t)
+	done()
+
+	t.Run("routed-ping", func(t *testing.T) {
+		defer tm.step("routed ping across hypervisors")()
+		for _, p := range [][2]*VM{{vm1, vm2}, {vm2, vm1}} {
+			if err := p[0].WaitPing(p[1].IP(), 20*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if err := p[0].Ping(p[1].IP(), 3); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+
+	// seenAs GETs /ip and says whom the server saw.
+	seenAs := func(t *testing.T, from *VM, url string) string {
+		t.Helper()
+		var body string
+		err := waitFor(20*time.Second, "GET "+url+" from "+from.Name, func() bool {
+			b, err := from.Curl(url)
+			body = strings.TrimSpace(b)
+			return err == nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return body
+	}
+
+	t.Run("snat", func(t *testing.T) {
+		defer tm.step("SNAT out through the gateway")()
+		if got := seenAs(t, vm1, "http://192.168.50.1/ip"); got != "192.168.50.254" {
+			t.Errorf("ext saw vm1 as %s, want the SNAT address 192.168.50.254", got)
+		}
+	})
+
+	t.Run("dnat", func(t *testing.T) {
+		defer tm.step("dnat_and_snat in and out")()
+		if err := ext.WaitPing("192.168.50.100", 20*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if got := seenAs(t, ext, "http://192.168.50.100/ip"); got != "192.168.50.1" {
+			t.Errorf("vm2 saw ext as %s, want 192.168.50.1", got)
+		}
+		if got := seenAs(t, vm2, "http://192.168.50.1/ip"); got != "192.168.50.100" {
+			t.Errorf("ext saw vm2 as %s, want its dnat_and_snat address 192.168.50.100", got)
+		}
+	})
+
+	t.Run("router-lb", func(t *testing.T) {
+		defer tm.step("router VIP from outside")()
+		if missing := curlUntilAll(t, ext, "http://192.168.50.200/", []string{"vm1", "vm2"}); len(missing) > 0 {
+			t.Errorf("from ext: backends %v never answered the router's VIP", missing)
+		}
+	})
+}

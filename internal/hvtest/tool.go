@@ -36,7 +36,8 @@ func RunToolIfAsked() {
 
 // runTool runs one tool:
 //
-//	http-serve ADDR BODY   answer every HTTP request with BODY and a newline
+//	http-serve ADDR BODY   answer every HTTP request with BODY and a newline,
+//	                       except GET /ip: the client's address
 //	http-get URL           one GET on a new connection; print the body
 //	dhcp4 DEV              get a DHCPv4 lease on DEV; print "ADDR/BITS ROUTER"
 //	                       (ROUTER "-" if none); configures nothing
@@ -87,10 +88,16 @@ func httpServe(ctx context.Context, addr, body string) error {
 		return fmt.Errorf("http-serve: %w", err)
 	}
 	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			// Close every connection: a load balancer picks a backend
 			// per connection, and each request should be a new pick.
 			w.Header().Set("Connection", "close")
+			if r.URL.Path == "/ip" {
+				// Who the client seems to be, to see NAT at work.
+				host, _, _ := net.SplitHostPort(r.RemoteAddr)
+				fmt.Fprintln(w, host)
+				return
+			}
 			fmt.Fprintln(w, body)
 		}),
 		ReadHeaderTimeout: 5 * time.Second,

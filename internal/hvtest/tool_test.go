@@ -49,6 +49,10 @@ func TestHTTPTools(t *testing.T) {
 	if out.String() != "backend-7\n" {
 		t.Errorf("body %q, want %q", out.String(), "backend-7\n")
 	}
+	out.Reset()
+	if err := httpGet(context.Background(), "http://"+addr+"/ip", &out); err != nil || out.String() != "127.0.0.1\n" {
+		t.Errorf("GET /ip: %q, %v; want the client's address 127.0.0.1", out.String(), err)
+	}
 	cancel()
 	if err := <-served; err != nil {
 		t.Errorf("server: %v", err)
