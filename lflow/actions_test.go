@@ -212,3 +212,42 @@ func TestCorpusActions(t *testing.T) {
 		}
 	}
 }
+
+// TestActionsCovered checks that testdata/ovnparse/actions.txt, which the
+// differential test gives the real OVN too, has for every action of OVN
+// 23.03 an input that uses it and is accepted and one that is refused.
+func TestActionsCovered(t *testing.T) {
+	st := testSymtab(t)
+	accepted, refused := map[string]bool{}, map[string]bool{}
+	for _, in := range readActionInputs(t) {
+		_, err := st.ParseActions(in)
+		for _, tok := range strings.FieldsFunc(in, func(r rune) bool {
+			return !(r == '_' || r == '.' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
+		}) {
+			if err == nil {
+				accepted[tok] = true
+			} else {
+				refused[tok] = true
+			}
+		}
+	}
+	for _, name := range []string{
+		"next", "output", "drop", "ip.ttl", "push", "pop", "ct_next", "ct_commit", "ct_commit_nat",
+		"ct_dnat", "ct_snat", "ct_dnat_in_czone", "ct_snat_in_czone", "ct_lb", "ct_lb_mark", "ct_clear",
+		"ct_snat_to_vip", "clone", "arp", "nd_ns", "nd_na", "nd_na_router", "icmp4", "icmp4_error",
+		"icmp6", "icmp6_error", "tcp_reset", "sctp_abort", "reject", "igmp", "handle_dhcpv6_reply",
+		"handle_bfd_msg", "get_arp", "put_arp", "get_nd", "put_nd", "lookup_arp", "lookup_arp_ip",
+		"lookup_nd", "lookup_nd_ip", "put_fdb", "get_fdb", "lookup_fdb", "bind_vport",
+		"handle_svc_check", "set_queue", "set_meter", "log", "sample", "trigger_event", "fwd_group",
+		"commit_ecmp_nh", "commit_lb_aff", "select", "put_dhcp_opts", "put_dhcpv6_opts",
+		"put_nd_ra_opts", "dns_lookup", "check_pkt_larger", "chk_lb_hairpin", "chk_lb_hairpin_reply",
+		"check_in_port_sec", "check_out_port_sec", "chk_ecmp_nh_mac", "chk_ecmp_nh", "chk_lb_aff",
+	} {
+		if !accepted[name] {
+			t.Errorf("no accepted input uses %s", name)
+		}
+		if !refused[name] {
+			t.Errorf("no refused input uses %s", name)
+		}
+	}
+}
