@@ -1,8 +1,10 @@
 package difftrace
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -38,6 +40,9 @@ func check(t *testing.T, r *Report) {
 	for _, s := range r.Skipped {
 		t.Logf("skipped %q --ct=%s: %s", s.Packet.Name, s.CT, s.Reason)
 	}
+	if len(r.Mismatches) > 0 {
+		t.Logf("mismatches by kind of packet: %s", mismatchDigest(r.Mismatches))
+	}
 	for i, m := range r.Mismatches {
 		if i == 5 {
 			t.Errorf("... and %d more mismatches", len(r.Mismatches)-i)
@@ -64,4 +69,41 @@ func TestDifftraceReference(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mismatchDigest counts mismatches by the kind of packet (the words of
+// its name after the source port, addresses left out), most first.
+func mismatchDigest(ms []Mismatch) string {
+	counts := map[string]int{}
+	for _, m := range ms {
+		var kind []string
+		for _, w := range strings.Fields(m.Packet.Name)[1:] {
+			if strings.ContainsAny(w, ".:") || strings.Contains(w, "=") {
+				continue
+			}
+			kind = append(kind, w)
+			if len(kind) == 2 {
+				break
+			}
+		}
+		counts[strings.Join(kind, " ")]++
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if counts[a] != counts[b] {
+			return counts[b] - counts[a]
+		}
+		return strings.Compare(a, b)
+	})
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s: %d", k, counts[k])
+	}
+	return b.String()
 }
