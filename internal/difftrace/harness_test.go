@@ -11,14 +11,20 @@ import (
 	"github.com/govn/govn/internal/refovn"
 )
 
-// topologies are the Northbound scripts of testdata, each compared.
+// topologies are the Northbound scripts of testdata, each compared: all
+// of them, those whose name contains $DIFFTRACE_ONLY, or with -short the
+// NAT ones.
 func topologies(t *testing.T) []string {
 	t.Helper()
 	files, err := filepath.Glob("testdata/*.sh")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no topologies in testdata: %v", err)
 	}
-	if only := os.Getenv("DIFFTRACE_ONLY"); only != "" {
+	only := os.Getenv("DIFFTRACE_ONLY")
+	if only == "" && testing.Short() {
+		only = "-nat" // the two router NAT topologies
+	}
+	if only != "" {
 		var keep []string
 		for _, f := range files {
 			if strings.Contains(f, only) {
