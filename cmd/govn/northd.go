@@ -82,11 +82,14 @@ type northdFlags struct {
 }
 
 // defineNorthdFlags defines "govn northd"'s options on fs, as ovn-northd
-// takes them. getenv reads OVN_NB_DB, OVN_SB_DB, OVN_RUNDIR and OVN_LOGDIR.
+// takes them. getenv reads OVN_NB_DB, OVN_SB_DB, OVN_RUNDIR and
+// OVS_LOGDIR: ovn-northd 23.03 keeps its pidfile and control socket in
+// OVN_RUNDIR but, whatever its --help says, its default log file in the
+// Open vSwitch log directory.
 func defineNorthdFlags(fs *flag.FlagSet, getenv func(string) string) *northdFlags {
 	f := &northdFlags{
 		rundir: envOr(getenv, "OVN_RUNDIR", "/var/run/ovn"),
-		logdir: envOr(getenv, "OVN_LOGDIR", "/var/log/ovn"),
+		logdir: envOr(getenv, "OVS_LOGDIR", "/var/log/openvswitch"),
 	}
 	o := &f.o
 	f.nb = fs.String("ovnnb-db", envOr(getenv, "OVN_NB_DB", "unix:"+filepath.Join(f.rundir, "ovnnb_db.sock")), "connect to the Northbound `DATABASE`")
@@ -100,7 +103,7 @@ func defineNorthdFlags(fs *flag.FlagSet, getenv func(string) string) *northdFlag
 	fs.StringVar(&o.unixctl, "unixctl", "", "answer ovn-appctl commands on the unix socket `PATH` (default $OVN_RUNDIR/ovn-northd.PID.ctl)")
 	fs.StringVar(&o.pidfile, "pidfile", "", "write the process id to `PATH` and hold it locked (without a value: $OVN_RUNDIR/ovn-northd.pid)")
 	fs.BoolVar(&o.overwrite, "overwrite-pidfile", false, "with --pidfile, replace the pidfile even if another process holds it")
-	fs.StringVar(&o.logFile, "log-file", "", "append logs to `PATH` instead of standard error (without a value: $OVN_LOGDIR/ovn-northd.log)")
+	fs.StringVar(&o.logFile, "log-file", "", "append logs to `PATH` instead of standard error (without a value: $OVS_LOGDIR/ovn-northd.log, as for ovn-northd)")
 	fs.BoolVar(&o.detach, "detach", false, "run in the background; return once the control socket answers")
 	fs.BoolVar(&o.verbose, "verbose", false, "log debug messages")
 	fs.StringVar(&o.user, "user", "", "run as `USER[:GROUP]` (after starting as root)")

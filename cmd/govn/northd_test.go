@@ -61,7 +61,7 @@ func northdGovn(t *testing.T) string {
 }
 
 func TestParseNorthdFlags(t *testing.T) {
-	env := map[string]string{"OVN_RUNDIR": "/run/ovn", "OVN_LOGDIR": "/log/ovn"}
+	env := map[string]string{"OVN_RUNDIR": "/run/ovn", "OVN_LOGDIR": "/log/ovn", "OVS_LOGDIR": "/log/ovs", "OVS_RUNDIR": "/run/ovs"}
 	getenv := func(k string) string { return env[k] }
 	for _, tc := range []struct {
 		name    string
@@ -91,7 +91,7 @@ func TestParseNorthdFlags(t *testing.T) {
 			name: "optional values and relative paths",
 			args: []string{"--pidfile", "--log-file", "--unixctl=northd.ctl", "--private-key=/k", "--certificate=/c", "--ca-cert=/ca", "--dry-run"},
 			want: northdOptions{nb: []string{"unix:/run/ovn/ovnnb_db.sock"}, sb: []string{"unix:/run/ovn/ovnsb_db.sock"},
-				pidfile: "/run/ovn/ovn-northd.pid", logFile: "/log/ovn/ovn-northd.log", unixctl: "/run/ovn/northd.ctl",
+				pidfile: "/run/ovn/ovn-northd.pid", logFile: "/log/ovs/ovn-northd.log", unixctl: "/run/ovn/northd.ctl",
 				privateKey: "/k", cert: "/c", caCrt: "/ca", paused: true, rundir: "/run/ovn"},
 		},
 		{name: "empty remote list", args: []string{"--ovnnb-db=,"}, wantErr: "--ovnnb-db: no database remote"},
