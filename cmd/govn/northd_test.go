@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	"github.com/govn/govn/internal/testpki"
+	"github.com/govn/govn/schema"
 )
 
 // builtGovn is the govn binary the northd tests share: one build instead
@@ -680,5 +683,55 @@ func TestOVNCtlStartsGovnNorthd(t *testing.T) {
 	ovnctl("stop_northd")
 	if err := syscall.Kill(pid, 0); err == nil {
 		t.Errorf("govn northd (pid %d) still runs after ovn-ctl stop_northd", pid)
+	}
+}
+
+// TestNorthdSchemaConversion converts the Northbound online to a schema
+// with one more column in every table that northd reads, which moves the
+// columns of every row: govn northd starts over from the new contents
+// (a full recompute) and keeps the Southbound right.
+func TestNorthdSchemaConversion(t *testing.T) {
+	needOVNTools(t, "ovsdb-client")
+	govn := northdGovn(t)
+	for _, server := range []string{"govn", "ovsdb-server"} {
+		t.Run(server, func(t *testing.T) {
+			if _, err := exec.LookPath(server); server != "govn" && err != nil {
+				t.Skipf("%s not installed", server)
+			}
+			e := newNorthdEnv(t, govn, server)
+			_, ctl := e.startNorthd("northd")
+			e.waitStatus(ctl, "active", 10*time.Second)
+			e.nbctl("--wait=sb", "ls-add", "sw0", "--", "lsp-add", "sw0", "p1")
+			ports := e.column("Port_Binding", "_uuid")
+
+			var sch map[string]any
+			if err := json.Unmarshal(schema.MustLookup("nb"), &sch); err != nil {
+				t.Fatal(err)
+			}
+			sch["version"] = "99.0.0"
+			for _, tbl := range sch["tables"].(map[string]any) {
+				// "aaa" sorts first: every other column moves.
+				tbl.(map[string]any)["columns"].(map[string]any)["aaa"] = map[string]any{"type": "string"}
+			}
+			file := filepath.Join(e.dir, "nb-new.ovsschema")
+			b, _ := json.Marshal(sch)
+			if err := os.WriteFile(file, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command("ovsdb-client", "--timeout=20", "convert", "unix:"+e.sock("nb"), file).CombinedOutput(); err != nil {
+				t.Fatalf("ovsdb-client convert: %v\n%s", err, out)
+			}
+			e.appctl(ctl, "inc-engine/clear-stats")
+			e.nbctl("--wait=sb", "lsp-add", "sw0", "p2")
+			if got := e.column("Port_Binding", "logical_port"); !reflect.DeepEqual(got, []string{"p1", "p2"}) {
+				t.Errorf("after the conversion and lsp-add: ports %q", got)
+			}
+			if got := e.column("Port_Binding", "_uuid"); !slices.Contains(got, ports[0]) {
+				t.Errorf("p1's Port_Binding %s was replaced: %q", ports[0], got)
+			}
+			if n := e.stat(ctl, "northd", "recompute"); n != 1 {
+				t.Errorf("northd recomputed %d times after the conversion, want 1", n)
+			}
+		})
 	}
 }

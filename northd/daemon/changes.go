@@ -93,4 +93,13 @@ func (c changes) takeAll() []northd.Event {
 	return out
 }
 
+// drop removes every change of database db.
+func (c changes) drop(db northd.DB) {
+	for k := range c {
+		if k.db == db {
+			delete(c, k)
+		}
+	}
+}
+
 func (c changes) empty() bool { return len(c) == 0 }

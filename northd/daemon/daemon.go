@@ -49,6 +49,11 @@ type Daemon struct {
 	// queue holds the changes reported since the loop last took them.
 	queue  changes
 	paused bool
+	// schemas are the schemas of the last change sets of each database;
+	// rebuild says that a database's schema changed since the loop last
+	// looked, and the queue holds its whole new contents.
+	schemas [2]*ovsdb.Schema
+	rebuild [2]bool
 
 	// The rest belongs to the loop.
 	state   *northd.State
@@ -82,7 +87,7 @@ func New(cfg Config) (*Daemon, error) {
 	var err error
 	d.nb, err = client.New(client.Options{
 		Endpoints: cfg.NB, TLS: cfg.TLS, Database: "OVN_Northbound",
-		OnChange:      func(cs client.ChangeSet) { d.enqueue(northd.NB, cs) },
+		OnChange:      func(cs client.ChangeSet) { d.enqueue(northd.NB, d.nb, cs) },
 		ProbeInterval: cfg.ProbeInterval,
 		Logger:        cfg.Logger,
 	})
@@ -96,7 +101,7 @@ func New(cfg Config) (*Daemon, error) {
 	d.sb, err = client.New(client.Options{
 		Endpoints: cfg.SB, TLS: cfg.TLS, Database: "OVN_Southbound",
 		Tables:        sbTables,
-		OnChange:      func(cs client.ChangeSet) { d.enqueue(northd.SB, cs) },
+		OnChange:      func(cs client.ChangeSet) { d.enqueue(northd.SB, d.sb, cs) },
 		OnLock:        func(string, bool) { d.poke() },
 		ProbeInterval: cfg.ProbeInterval,
 		Logger:        cfg.Logger,
@@ -184,10 +189,28 @@ func (d *Daemon) recompute(r *incproc.Run) error {
 
 // enqueue is the clients' OnChange: it queues a change set and wakes the
 // loop. It runs on a client's reader goroutine, so it only queues.
-func (d *Daemon) enqueue(db northd.DB, cs client.ChangeSet) {
+//
+// A change set after a reconnection to a server with another schema
+// deletes every row and inserts the server's contents: then the queue
+// starts afresh with those, and the loop builds a new State.
+func (d *Daemon) enqueue(db northd.DB, c *client.Client, cs client.ChangeSet) {
+	sch := c.Cache().Schema()
 	d.mu.Lock()
-	for _, e := range cs.Events {
-		d.queue.add(tableKey{db, e.Table}, e.Old, e.New)
+	prev := d.schemas[db]
+	d.schemas[db] = sch
+	if prev != nil && prev != sch && string(prev.JSON()) != string(sch.JSON()) {
+		d.log.Info("database schema changed; starting over from its new contents", "db", db.String(), "version", sch.Version)
+		d.queue.drop(db)
+		d.rebuild[db] = true
+		for _, e := range cs.Events {
+			if e.New != nil {
+				d.queue.add(tableKey{db, e.Table}, nil, e.New)
+			}
+		}
+	} else {
+		for _, e := range cs.Events {
+			d.queue.add(tableKey{db, e.Table}, e.Old, e.New)
+		}
 	}
 	d.mu.Unlock()
 	d.poke()
@@ -262,10 +285,21 @@ func (d *Daemon) safeIterate(ctx context.Context) (wait time.Duration, again boo
 // (a transaction failed).
 func (d *Daemon) iterate(ctx context.Context) (wait time.Duration, again bool) {
 	d.mu.Lock()
+	rebuild := d.rebuild
+	d.rebuild = [2]bool{}
+	for db, r := range rebuild {
+		if r {
+			// What was not applied yet is about rows that are gone.
+			d.batch.drop(northd.DB(db))
+		}
+	}
 	d.batch.merge(d.queue)
 	d.queue = make(changes)
 	paused := d.paused
 	d.mu.Unlock()
+	if rebuild[northd.NB] || rebuild[northd.SB] {
+		d.rebuildState(rebuild)
+	}
 
 	d.followLock(ctx, paused)
 	active := !paused && d.sb.HasLock(LockName)
@@ -335,6 +369,21 @@ func (d *Daemon) iterate(ctx context.Context) (wait time.Duration, again bool) {
 	}
 	d.backoff = 0
 	return 0, false
+}
+
+// rebuildState replaces the State by a new one for the current schemas:
+// the databases whose schema changed start from the batch (which holds
+// their whole contents), the others from the old State's snapshot. The
+// next run is a full recompute.
+func (d *Daemon) rebuildState(rebuild [2]bool) {
+	old := d.state
+	d.state = northd.New(d.nb.Cache().Schema(), d.sb.Cache().Schema(), northd.Options{Logger: d.log})
+	for _, db := range []northd.DB{northd.NB, northd.SB} {
+		if !rebuild[db] {
+			d.state.Apply(old.Snapshot(db))
+		}
+	}
+	d.engine.ForceRecompute()
 }
 
 // failed returns the wait before the next attempt, doubling it each time.
