@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/govn/govn/lflow/internal/ovnparse"
 )
@@ -225,7 +226,7 @@ func generateMatches(st *Symtab, seed uint64, n int) []string {
 		if g.r.IntN(8) == 0 {
 			m = g.mutate(m)
 		}
-		if !seen[m] {
+		if !seen[m] && utf8.ValidString(m) {
 			seen[m] = true
 			out = append(out, m)
 		}

@@ -16,6 +16,25 @@
 // callers. Parsed expressions, actions and normal forms may share memory
 // with it and with each other: treat them as read-only.
 //
+// # Parsing as OVN parses
+//
+// The parser accepts exactly what OVN 23.03's accepts and refuses the
+// rest with OVN's reason. The rules that surprise: a nominal field (one
+// OpenFlow cannot mask: eth.type, ip.proto, ip.ttl, icmp4.type, inport)
+// may only be tested for equality, counting the enclosing ! operators
+// (eth.type != 0x800 and !(inport == "p") are refused, !(eth.type !=
+// 0x800) is not); a predicate over a nominal field (ip4, tcp) may only be
+// tested positively; ! takes an atomic operand (!!x and !tcp.src == 80
+// are refused); a bare multibit field means != 0 only under ! (!vlan.pcp);
+// a constant's width is checked against the whole symbol, by OVN's widths
+// (32 for any IPv4 address, 128 for IPv6, 48 for MAC, the mask's for a
+// masked constant); a mask joins its number without spaces. Symtab.CheckRefs
+// adds OVN's checks of address sets and port groups against an Env.
+// TestDifferentialParser holds all of it to the real parser, reached
+// through ovn-trace (package lflow/internal/ovnparse), on the inputs of
+// testdata/ovnparse, the cases of testdata/exprs.txt and matches
+// generated from the symbol table.
+//
 // # Normalization
 //
 // As in OVN: negation is pushed down to the comparisons, predicates expand,

@@ -43,6 +43,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 )
 
 // Kind says whether an input is a match or actions.
@@ -159,6 +160,10 @@ func Check(ctx context.Context, dir string, env Env, inputs []Input) ([]Verdict,
 	for _, in := range inputs {
 		if strings.ContainsAny(in.Text, "\n\r") {
 			return nil, fmt.Errorf("%s: input holds a line break", in.Where)
+		}
+		if !utf8.ValidString(in.Text) {
+			// OVSDB holds only UTF-8: no Southbound can hold this flow.
+			return nil, fmt.Errorf("%s: input is not UTF-8", in.Where)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
