@@ -44,6 +44,15 @@ type Report struct {
 	Stages     []string // stages with logical flows in the reference Southbound
 	Missed     []string // of those, the ones no reference trace reached
 	Elapsed    time.Duration
+	// Reference holds every reference trace as compared (normalized).
+	Reference []Trace
+}
+
+// Trace is one normalized trace.
+type Trace struct {
+	Packet Packet
+	CT     string
+	Text   string
 }
 
 // Mismatch is a trace whose normalized forms differ.
@@ -178,6 +187,7 @@ func Run(t testing.TB, opts Options) *Report {
 	r := &Report{Script: opts.Script, Packets: len(pkts), Traces: len(jobs)}
 	for j, jb := range jobs {
 		ref, test := results[0][j], results[1][j]
+		r.Reference = append(r.Reference, Trace{jb.p, jb.ct, ref.text})
 		switch {
 		case ref.err != nil || test.err != nil:
 			t.Fatalf("trace %q --ct=%s: reference: %v; under test: %v", jb.p.Name, jb.ct, ref.err, test.err)

@@ -113,3 +113,29 @@ func mismatchDigest(ms []Mismatch) string {
 	}
 	return b.String()
 }
+
+// TestAbortWorkaround traces the packets that make ovn-trace 23.03 abort
+// (neighbor solicitations for router addresses: nd_na_router; router
+// solicitations: put_nd_ra_opts) and checks that they are traced in full
+// after the Southbound rewrite, the markers turned back into the actions.
+func TestAbortWorkaround(t *testing.T) {
+	refovn.SkipUnlessInstalled(t, "ovn-trace")
+	r := Run(t, Options{Script: "testdata/features-a.sh", UnderTest: refovn.RealNorthd, Filter: func(p Packet) bool {
+		return strings.HasPrefix(p.Name, "sw0-p1 nd ns ") || p.Name == "sw0-p1 router solicitation"
+	}})
+	check(t, r)
+	found := map[string]bool{}
+	for _, tr := range r.Reference {
+		if strings.Contains(tr.Text, "aborted") || strings.Contains(tr.Text, "pkt.mark = 42") {
+			t.Errorf("%s: %s", tr.Packet.Name, tr.Text)
+		}
+		for _, want := range []string{"nd_na_router {", `put_nd_ra_opts(addr_mode = "slaac", slla = 00:00:00:00:ff:01, prefix = aef0::/64);`} {
+			if strings.Contains(tr.Text, want) {
+				found[want] = true
+			}
+		}
+	}
+	if len(found) != 2 {
+		t.Errorf("traces show %v of nd_na_router and put_nd_ra_opts", found)
+	}
+}
