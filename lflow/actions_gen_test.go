@@ -2,6 +2,7 @@ package lflow
 
 import (
 	"fmt"
+	"math/rand/v2"
 
 	"github.com/govn/govn/lflow/internal/ovnparse"
 )
@@ -56,6 +57,59 @@ func generateActions(st *Symtab) []ovnparse.Input {
 		add("handle_svc_check(%s);", f)
 		add(`bind_vport("p1", %s);`, f)
 		add("reg0[0] = lookup_fdb(%s, eth.src);", f)
+	}
+	return ins
+}
+
+// mutateActions returns n variants of the given actions, each with one
+// token deleted, doubled, replaced by a token from a small pool or swapped
+// with the next one (the rest of the text, spacing included, unchanged),
+// by a generator seeded with seed: near misses of valid actions, where a
+// parser is most likely to accept what it should refuse.
+func mutateActions(base []string, seed uint64, n int) []ovnparse.Input {
+	pool := []string{",", ";", ")", "(", "=", "{", "}", "[", "]", "-", "/", "..", "1", "0", `"x"`,
+		"reg0", "reg0[0]", "inport", "eth.src", "10.0.0.1", "fe80::1", "00:00:00:00:00:01", "65536", "0x10",
+		"2147483648"}
+	r := rand.New(rand.NewPCG(seed, 0))
+	seen := map[string]bool{}
+	for _, b := range base {
+		seen[b] = true
+	}
+	var ins []ovnparse.Input
+	for tries := 0; len(ins) < n && tries < 20*n; tries++ {
+		s := base[r.IntN(len(base))]
+		// Token boundaries: each token runs from its start to the next
+		// token's start, so that spacing moves with it.
+		var starts []int
+		l := NewLexer(s)
+		for t := l.Next(); t.Kind != TokEOF; t = l.Next() {
+			starts = append(starts, t.Pos)
+		}
+		if l.Err() != nil || len(starts) < 2 {
+			continue
+		}
+		starts = append(starts, len(s))
+		i := r.IntN(len(starts) - 1)
+		tok := s[starts[i]:starts[i+1]]
+		var m string
+		switch r.IntN(4) {
+		case 0:
+			m = s[:starts[i]] + s[starts[i+1]:]
+		case 1:
+			m = s[:starts[i+1]] + tok + s[starts[i+1]:]
+		case 2:
+			m = s[:starts[i]] + pool[r.IntN(len(pool))] + " " + s[starts[i+1]:]
+		default:
+			if i+2 >= len(starts) {
+				continue
+			}
+			m = s[:starts[i]] + s[starts[i+1]:starts[i+2]] + tok + s[starts[i+2]:]
+		}
+		if m == "" || seen[m] {
+			continue
+		}
+		seen[m] = true
+		ins = append(ins, ovnparse.Input{Kind: ovnparse.Actions, Text: m, Where: fmt.Sprintf("mutated action #%d", len(ins))})
 	}
 	return ins
 }

@@ -532,6 +532,11 @@ func (l *Lexer) lexNumber() Token {
 		}
 		tok.Value, tok.Format = v, FmtDecimal
 	}
+	// As in OVN, a number must end where a name cannot go on: "64abc"
+	// and "/64router" are errors, not a number and a name.
+	if end < len(src) && (src[end] == '_' || src[end] >= 'a' && src[end] <= 'z' || src[end] >= 'A' && src[end] <= 'Z') {
+		return l.fail(start, "invalid numeric constant %q", src[start:end+1])
+	}
 	l.pos = end
 	l.numEnd = end + 1
 	tok.Text = src[start:end]
