@@ -127,6 +127,7 @@ func genRouter(g *gen) {
 	})
 	routerPipeline(g, r)
 	routerRoutes(g, r)
+	routerNATFlows(g, r)
 }
 
 func genRouterPort(g *gen) {

@@ -103,7 +103,7 @@ func routerPortIPFlows(g *gen, r *logicalRouter, p *routerPort, natIPs map[netip
 				local = append(local, a)
 			}
 		}
-		if len(local) > 0 && r.chassis == "" {
+		if len(local) > 0 {
 			g.FlowHint(dp, LRInIPInput, 60, fmt.Sprintf("ip4.dst == %s", addrSet(local, true)), "drop;", id)
 		}
 		for _, n := range v4 {
@@ -138,10 +138,14 @@ func routerPortIPFlows(g *gen, r *logicalRouter, p *routerPort, natIPs map[netip
 	}
 	g.FlowHint(dp, LRInIPInput, 90, fmt.Sprintf("ip6.dst == %s && icmp6.type == 128 && icmp6.code == 0", addrSet(all6, false)),
 		"ip6.dst <-> ip6.src; ip.ttl = 255; icmp6.type = 129; flags.loopback = 1; next; ", id)
-	if r.chassis == "" {
-		// A gateway router leaves its addresses to its NAT and load
-		// balancer stages.
-		g.FlowHint(dp, LRInIPInput, 60, fmt.Sprintf("ip6.dst == %s", addrSet(all6, true)), "drop;", id)
+	var local6 []netip.Addr
+	for _, a := range all6 {
+		if !natIPs[a] {
+			local6 = append(local6, a)
+		}
+	}
+	if len(local6) > 0 {
+		g.FlowHint(dp, LRInIPInput, 60, fmt.Sprintf("ip6.dst == %s", addrSet(local6, true)), "drop;", id)
 	}
 	for _, a := range all6 {
 		g.FlowHint(dp, LRInIPInput, 100, fmt.Sprintf("ip6.dst == %s && udp.src == 547 && udp.dst == 546", a), "reg0 = 0; handle_dhcpv6_reply;", id)
@@ -203,6 +207,24 @@ func routerNATIPs(g *gen, lr ovsdb.UUID) map[netip.Addr]bool {
 		for _, nat := range ReadAll[nb.NAT](g, NB, g.Members(NB, nb.LogicalRouterTable, lr, "nat")) {
 			if a, err := netip.ParseAddr(nat.ExternalIP); err == nil {
 				out[a] = true
+			}
+		}
+		router, _ := Read[nb.LogicalRouter](g, NB, lr)
+		for _, opt := range []string{"dnat_force_snat_ip", "lb_force_snat_ip"} {
+			for _, w := range strings.Fields(router.Options[opt]) {
+				if a, err := netip.ParseAddr(w); err == nil {
+					out[a] = true
+				}
+			}
+		}
+		if router.Options["lb_force_snat_ip"] == "router_ip" && router.Options["chassis"] != "" {
+			// The router's own addresses are the SNAT addresses of its
+			// load balancers.
+			for _, p := range routerPortsOf(g, lr) {
+				for _, a := range addrsOf(p.nets) {
+					out[a] = true
+				}
+				out[p.lla] = true
 			}
 		}
 		return out

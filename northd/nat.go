@@ -1,0 +1,296 @@
+package northd
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/govn/govn/schema/nb"
+)
+
+// natRule is one parsed NAT row of a router.
+type natRule struct {
+	nb        nb.NAT
+	ext       netip.Addr
+	logical   netip.Prefix // logical_ip: a host for dnat types, a subnet for snat
+	stateless bool
+	// distributed says a dnat_and_snat with logical_port and external_mac
+	// runs on the chassis of that port rather than the gateway chassis.
+	distributed bool
+	extMAC      string
+	allowed     string // "$name" of allowed_ext_ips, or ""
+	exempted    string // "$name" of exempted_ext_ips, or ""
+}
+
+func (n *natRule) snat() bool { return n.nb.Type == "snat" || n.nb.Type == "dnat_and_snat" }
+func (n *natRule) dnat() bool { return n.nb.Type == "dnat" || n.nb.Type == "dnat_and_snat" }
+
+// routerNATs reads and parses a router's NAT rules; bad ones are warned
+// about and skipped.
+func routerNATs(g *gen, r *logicalRouter) []natRule {
+	var out []natRule
+	for _, n := range ReadAll[nb.NAT](g, NB, g.Members(NB, nb.LogicalRouterTable, r.nb.UUID, "nat")) {
+		ext, err := netip.ParseAddr(n.ExternalIP)
+		if err != nil {
+			g.Warn("bad NAT external_ip; skipping the NAT", "router", r.nb.Name, "external_ip", n.ExternalIP)
+			continue
+		}
+		logical, err := parsePrefix(n.LogicalIP)
+		if err != nil || logical.Addr().Is4() != ext.Is4() {
+			g.Warn("bad NAT logical_ip; skipping the NAT", "router", r.nb.Name, "logical_ip", n.LogicalIP)
+			continue
+		}
+		if n.Type != "snat" && logical.Bits() != logical.Addr().BitLen() {
+			g.Warn("NAT logical_ip of a dnat must be one address; skipping the NAT", "router", r.nb.Name, "logical_ip", n.LogicalIP)
+			continue
+		}
+		rule := natRule{nb: n, ext: ext, logical: logical, stateless: n.Options["stateless"] == "true" && n.Type == "dnat_and_snat"}
+		if n.Type == "dnat_and_snat" && n.LogicalPort != nil && n.ExternalMAC != nil && *n.LogicalPort != "" && *n.ExternalMAC != "" {
+			rule.distributed = true
+			rule.extMAC = *n.ExternalMAC
+		}
+		if n.AllowedExtIPs != nil {
+			if as, ok := Read[nb.AddressSet](g, NB, *n.AllowedExtIPs); ok {
+				rule.allowed = "$" + as.Name
+			}
+		}
+		if n.ExemptedExtIPs != nil {
+			if as, ok := Read[nb.AddressSet](g, NB, *n.ExemptedExtIPs); ok {
+				rule.exempted = "$" + as.Name
+			}
+		}
+		out = append(out, rule)
+	}
+	return out
+}
+
+// routerNATFlows writes a router's NAT flows.
+func routerNATFlows(g *gen, r *logicalRouter) {
+	nats := routerNATs(g, r)
+	if len(nats) == 0 {
+		return
+	}
+	ct := ctNamesFor(g.Features())
+	natted := "ct_mark.natted"
+	if !ct.masks() {
+		natted = "ct_label.natted"
+	}
+	g.Flow(r.dp, LROutChkDNATLocal, 50, "ip && "+natted+" == 1", "reg9[4] = 1; next;")
+	if r.chassis != "" {
+		gatewayRouterNAT(g, r, nats)
+		return
+	}
+	var dgp *routerPort
+	ports := routerPortsOf(g, r.nb.UUID)
+	for i := range ports {
+		if ports[i].gateway {
+			dgp = &ports[i]
+			break
+		}
+	}
+	if dgp == nil {
+		g.Warn("NAT on a distributed router without a gateway port; ignoring its NAT rules", "router", r.nb.Name)
+		return
+	}
+	distributedNAT(g, r, dgp, nats)
+}
+
+// masks says whether conntrack marks are in ct_mark (every chassis can
+// match ct_label without masks) rather than ct_label.
+func (c ctNames) masks() bool { return c.blocked == "ct_mark.blocked" }
+
+func ipFamily(a netip.Addr) string {
+	if a.Is4() {
+		return "ip4"
+	}
+	return "ip6"
+}
+
+// gatewayRouterNAT writes the NAT flows of a gateway router, which does all
+// its NAT in one conntrack zone on its chassis.
+func gatewayRouterNAT(g *gen, r *logicalRouter, nats []natRule) {
+	dp := r.dp
+	forceDNAT := r.nb.Options["dnat_force_snat_ip"]
+	seenUnsnat := map[netip.Addr]bool{}
+	seenARP := map[netip.Addr]bool{}
+	var snatIPs []netip.Addr
+	for _, n := range nats {
+		ipf := ipFamily(n.ext)
+		id := n.nb.UUID
+		if !seenARP[n.ext] && n.ext.Is4() {
+			seenARP[n.ext] = true
+			g.FlowHint(dp, LRInIPInput, 90, fmt.Sprintf("arp.op == 1 && arp.tpa == %s", n.ext),
+				"eth.dst = eth.src; eth.src = xreg0[0..47]; arp.op = 2; /* ARP reply */ arp.tha = arp.sha; arp.sha = xreg0[0..47]; arp.tpa <-> arp.spa; outport = inport; flags.loopback = 1; output;", id)
+		}
+		if n.snat() && !seenUnsnat[n.ext] {
+			seenUnsnat[n.ext] = true
+			act := "ct_snat;"
+			if n.stateless {
+				act = "next;"
+			}
+			g.FlowHint(dp, LRInUnsnat, 90, fmt.Sprintf("ip && %s.dst == %s", ipf, n.ext), act, id)
+		}
+		if n.nb.Type == "snat" {
+			snatIPs = append(snatIPs, n.ext)
+		}
+		if n.dnat() {
+			match := fmt.Sprintf("ip && %s.dst == %s", ipf, n.ext)
+			if n.allowed != "" {
+				match += fmt.Sprintf(" && %s.src == %s", ipf, n.allowed)
+			}
+			pre := "flags.loopback = 1; "
+			if forceDNAT != "" {
+				pre = "flags.force_snat_for_dnat = 1; " + pre
+			}
+			act := fmt.Sprintf("%sct_dnat(%s);", pre, n.logical.Addr())
+			if n.stateless {
+				act = fmt.Sprintf("%s%s.dst=%s; next;", pre, ipf, n.logical.Addr())
+			}
+			g.FlowHint(dp, LRInDNAT, 100, match, act, id)
+			if n.exempted != "" {
+				g.FlowHint(dp, LRInDNAT, 102, fmt.Sprintf("ip && %s.dst == %s && %s.src == %s", ipf, n.ext, ipf, n.exempted), "next;", id)
+			}
+		}
+		if n.snat() {
+			prio := n.logical.Bits() + 1
+			match := fmt.Sprintf("ip && %s.src == %s", ipf, prefixOrHost(n.logical))
+			if n.stateless {
+				g.FlowHint(dp, LROutSnat, prio, match, fmt.Sprintf("%s.src=%s; next;", ipf, n.ext), id)
+				continue
+			}
+			if n.allowed != "" {
+				match += fmt.Sprintf(" && %s.dst == %s", ipf, n.allowed)
+			}
+			g.FlowHint(dp, LROutSnat, prio, match+" && (!ct.trk || !ct.rpl)", fmt.Sprintf("ct_snat(%s);", n.ext), id)
+			if n.exempted != "" {
+				g.FlowHint(dp, LROutSnat, prio+2, fmt.Sprintf("ip && %s.src == %s && %s.dst == %s", ipf, prefixOrHost(n.logical), ipf, n.exempted), "next;", id)
+			}
+		}
+	}
+	if forceDNAT != "" {
+		if a, err := netip.ParseAddr(forceDNAT); err == nil {
+			ipf := ipFamily(a)
+			g.Flow(dp, LRInUnsnat, 110, fmt.Sprintf("%s && %s.dst == %s", ipf, ipf, a), "ct_snat;")
+			g.Flow(dp, LROutSnat, 100, fmt.Sprintf("flags.force_snat_for_dnat == 1 && %s", ipf), fmt.Sprintf("ct_snat(%s);", a))
+		}
+	}
+	g.Flow(dp, LROutUndnat, 50, "ip", "flags.loopback = 1; ct_dnat;")
+	g.Flow(dp, LROutUndnat, 100, "nd || nd_rs || nd_ra", "next;")
+	g.Flow(dp, LROutPostUndnat, 50, "ip && ct.new", "ct_commit { } ; next; ")
+	if len(snatIPs) > 0 {
+		slices.SortFunc(snatIPs, netip.Addr.Compare)
+		snatIPs = slices.Compact(snatIPs)
+		g.Flow(dp, LRInARPResolve, 2, fmt.Sprintf("ip4.dst == %s", addrSet(snatIPs, true)), "drop;")
+	}
+}
+
+// prefixOrHost formats a NAT's logical address: a host as an address, a
+// subnet as a prefix.
+func prefixOrHost(p netip.Prefix) string {
+	if p.Bits() == p.Addr().BitLen() {
+		return p.Addr().String()
+	}
+	return p.String()
+}
+
+// distributedNAT writes the NAT flows of a distributed router, whose NAT
+// happens on its gateway port's chassis (or, for distributed
+// dnat_and_snat, on the chassis of the logical port).
+func distributedNAT(g *gen, r *logicalRouter, dgp *routerPort, nats []natRule) {
+	dp := r.dp
+	out := fmt.Sprintf("outport == %q", dgp.nb.Name)
+	in := fmt.Sprintf("inport == %q", dgp.nb.Name)
+	crResident := fmt.Sprintf("is_chassis_resident(%q)", dgp.crName)
+	g.Flow(dp, LRInGWRedirect, 50, out, fmt.Sprintf("outport = %q; next;", dgp.crName))
+
+	seenExt := map[netip.Addr]bool{}
+	var snatIPs []netip.Addr
+	for _, n := range nats {
+		ipf := ipFamily(n.ext)
+		id := n.nb.UUID
+		resident := crResident
+		if n.distributed {
+			resident = fmt.Sprintf("is_chassis_resident(%q)", *n.nb.LogicalPort)
+		}
+		if n.nb.Type == "snat" {
+			snatIPs = append(snatIPs, n.ext)
+		}
+		if !seenExt[n.ext] {
+			seenExt[n.ext] = true
+			mac := dgp.mac
+			replyMAC := "xreg0[0..47]"
+			if n.distributed {
+				mac, replyMAC = n.extMAC, n.extMAC
+			}
+			if n.ext.Is4() {
+				g.FlowHint(dp, LRInIPInput, 90, fmt.Sprintf("arp.op == 1 && arp.tpa == %s", n.ext),
+					"eth.dst = eth.src; eth.src = xreg0[0..47]; arp.op = 2; /* ARP reply */ arp.tha = arp.sha; arp.sha = xreg0[0..47]; arp.tpa <-> arp.spa; outport = inport; flags.loopback = 1; output;", id)
+				g.FlowHint(dp, LRInIPInput, 91, fmt.Sprintf("%s && arp.op == 1 && arp.tpa == %s", in, n.ext), "drop;", id)
+				g.FlowHint(dp, LRInIPInput, 92, fmt.Sprintf("%s && arp.op == 1 && arp.tpa == %s && %s", in, n.ext, resident),
+					fmt.Sprintf("eth.dst = eth.src; eth.src = %s; arp.op = 2; /* ARP reply */ arp.tha = arp.sha; arp.sha = %s; arp.tpa <-> arp.spa; outport = inport; flags.loopback = 1; output;", replyMAC, replyMAC), id)
+				g.FlowHint(dp, LRInARPResolve, 100, fmt.Sprintf("%s && reg0 == %s", out, n.ext), fmt.Sprintf("eth.dst = %s; next;", mac), id)
+			}
+			g.FlowHint(dp, LRInARPResolve, 150, fmt.Sprintf("%s && %s && %s.dst == %s", in, out, ipf, n.ext), "drop;", id)
+			g.FlowHint(dp, LROutChkDNATLocal, 50, fmt.Sprintf("ip && %s.dst == %s && %s", ipf, n.ext, resident), "reg9[4] = 1; next;", id)
+			g.FlowHint(dp, LROutEgrLoop, 100, fmt.Sprintf("%s.dst == %s && %s && %s", ipf, n.ext, out, resident),
+				"clone { ct_clear; inport = outport; outport = \"\"; eth.dst <-> eth.src; flags = 0; flags.loopback = 1; flags.use_snat_zone = reg9[4]; reg0 = 0; reg1 = 0; reg2 = 0; reg3 = 0; reg4 = 0; reg5 = 0; reg6 = 0; reg7 = 0; reg8 = 0; reg9 = 0; reg9[0] = 1; next(pipeline=ingress, table=0); };", id)
+			if n.snat() {
+				res := " && " + resident
+				if n.distributed {
+					res = ""
+				}
+				base := fmt.Sprintf("ip && %s.dst == %s && %s", ipf, n.ext, in)
+				g.FlowHint(dp, LRInUnsnat, 100, base+" && flags.loopback == 0"+res, "ct_snat_in_czone;", id)
+				g.FlowHint(dp, LRInUnsnat, 100, base+" && flags.loopback == 1 && flags.use_snat_zone == 1"+res, "ct_snat;", id)
+			}
+		}
+		if n.dnat() {
+			res := " && " + resident
+			if n.distributed {
+				res = ""
+			}
+			g.FlowHint(dp, LRInDNAT, 100, fmt.Sprintf("ip && %s.dst == %s && %s%s", ipf, n.ext, in, res), fmt.Sprintf("ct_dnat_in_czone(%s);", n.logical.Addr()), id)
+			if n.exempted != "" {
+				g.FlowHint(dp, LRInDNAT, 102, fmt.Sprintf("ip && %s.dst == %s && %s%s && %s.src == %s", ipf, n.ext, in, res, ipf, n.exempted), "next;", id)
+			}
+			eth := ""
+			undnatRes := res
+			if n.distributed {
+				eth = "eth.src = " + n.extMAC + "; "
+				undnatRes = ""
+			}
+			g.FlowHint(dp, LROutUndnat, 100, fmt.Sprintf("ip && %s.src == %s && %s%s", ipf, n.logical.Addr(), out, undnatRes), eth+"ct_dnat_in_czone;", id)
+		}
+		if n.snat() {
+			prio := n.logical.Bits() + 129
+			eth := ""
+			if n.distributed {
+				eth = "eth.src = " + n.extMAC + "; "
+			}
+			match := fmt.Sprintf("ip && %s.src == %s && %s && %s", ipf, prefixOrHost(n.logical), out, resident)
+			if n.allowed != "" {
+				match += fmt.Sprintf(" && %s.dst == %s", ipf, n.allowed)
+			}
+			g.FlowHint(dp, LROutSnat, prio, match, fmt.Sprintf("%sct_snat_in_czone(%s);", eth, n.ext), id)
+			g.FlowHint(dp, LROutSnat, prio+1, match+" && reg9[4] == 1", fmt.Sprintf("%sreg9[4] = 0; ct_snat(%s);", eth, n.ext), id)
+			if n.exempted != "" {
+				g.FlowHint(dp, LROutSnat, prio+2, fmt.Sprintf("ip && %s.src == %s && %s && %s && %s.dst == %s", ipf, prefixOrHost(n.logical), out, resident, ipf, n.exempted), "next;", id)
+			}
+		}
+		if n.distributed {
+			g.FlowHint(dp, LRInAdmission, 50, fmt.Sprintf("eth.dst == %s && %s && %s", n.extMAC, in, resident), fmt.Sprintf("xreg0[0..47] = %s; next;", dgp.mac), id)
+			g.FlowHint(dp, LRInGWRedirect, 100, fmt.Sprintf("%s.src == %s && %s && %s", ipf, n.logical.Addr(), out, resident),
+				fmt.Sprintf("eth.src = %s; reg1 = %s; next;", n.extMAC, n.ext), id)
+		}
+	}
+	for _, a := range addrsOf(dgp.ipv4()) {
+		if seenExt[a] {
+			g.Flow(dp, LRInIPInput, 120, fmt.Sprintf("%s && ip4.src == %s", in, a), "next;")
+		}
+	}
+	if len(snatIPs) > 0 {
+		slices.SortFunc(snatIPs, netip.Addr.Compare)
+		snatIPs = slices.Compact(snatIPs)
+		g.Flow(dp, LRInARPResolve, 2, fmt.Sprintf("ip4.dst == %s", addrSet(snatIPs, true)), "drop;")
+	}
+}
