@@ -45,6 +45,16 @@ var recordTables = []string{
 
 func isRecordTable(t string) bool { return slices.Contains(recordTables, t) }
 
+// insertDefaults are columns northd sets when it inserts a row but leaves
+// to the chassis afterwards: ovn-controller reports a port up only in a
+// Port_Binding whose up column northd has set to false.
+func insertDefaults(table string) map[string]ovsdb.Datum {
+	if table == "Port_Binding" {
+		return map[string]ovsdb.Datum{"up": ovsdb.Scalar(ovsdb.Boolean(false))}
+	}
+	return nil
+}
+
 // sbIndex finds the Southbound rows that stand for records and logical
 // flows.
 type sbIndex struct {
@@ -413,6 +423,11 @@ func (w *sbWriter) record(k recordKey) {
 		}
 		for c, ch := range r.children {
 			cols[c] = w.insertChildren(ch)
+		}
+		for c, d := range insertDefaults(k.table) {
+			if _, set := cols[c]; !set {
+				cols[c] = d
+			}
 		}
 		w.inserted[k] = w.b.Insert(k.table, cols)
 		w.ops++
