@@ -156,7 +156,9 @@ func Run(t testing.TB, opts Options) *Report {
 		ct string
 	}
 	var jobs []job
+	var groups [][2]int // each packet's jobs: first index, count
 	for _, p := range pkts {
+		groups = append(groups, [2]int{len(jobs), len(p.CT)})
 		for _, ct := range p.CT {
 			jobs = append(jobs, job{p, ct})
 		}
@@ -164,20 +166,30 @@ func Run(t testing.TB, opts Options) *Report {
 	results := [2][]outcome{make([]outcome, len(jobs)), make([]outcome, len(jobs))}
 	// ovn-trace mostly waits (for its daemon's turn, for a one-shot's
 	// Southbound), so each side keeps a few traces in flight.
+	// A trace without conntrack actions is the same in every conntrack
+	// state (the state is only what --ct makes those actions report), so
+	// a packet whose first trace has none is not traced again.
 	for i, s := range sides {
-		next := make(chan int)
+		next := make(chan [2]int)
 		for range tracesInFlight {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for j := range next {
-					results[i][j] = s.trace(ctx, jobs[j].p, jobs[j].ct)
+				for g := range next {
+					first := g[0]
+					for j := first; j < first+g[1]; j++ {
+						if j > first && !results[i][first].usedCT && results[i][first].err == nil {
+							results[i][j] = results[i][first]
+							continue
+						}
+						results[i][j] = s.trace(ctx, jobs[j].p, jobs[j].ct)
+					}
 				}
 			}()
 		}
 		go func() {
-			for j := range jobs {
-				next <- j
+			for _, g := range groups {
+				next <- g
 			}
 			close(next)
 		}()
@@ -243,10 +255,14 @@ func (s *side) build(ctx context.Context, script string, chassis []string) error
 // outcome is one side's normalized trace of one packet in one conntrack
 // state, or why it has none.
 type outcome struct {
-	text string
-	skip string
-	err  error
+	text   string
+	skip   string
+	err    error
+	usedCT bool // the trace ran a conntrack action
 }
+
+// ctAction is an action that takes a conntrack state from --ct.
+var ctAction = regexp.MustCompile(`\bct_(next|lb|lb_mark|dnat|snat|dnat_in_czone|snat_in_czone|commit_nat)\b`)
 
 var stageLine = regexp.MustCompile(`(?m)^\s*\d+\. (l[sr]_(?:in|out)_[a-z0-9_]+)`)
 
@@ -278,9 +294,10 @@ func (s *side) trace(ctx context.Context, p Packet, ct string) outcome {
 	}
 	tt := splitTrace(raw)
 	s.noteStages(tt.detailed)
+	usedCT := ctAction.MatchString(tt.detailed)
 	c := randomChoices(tt.detailed)
 	if c.none() {
-		return outcome{text: normalize(tt, s.sb.marks)}
+		return outcome{text: normalize(tt, s.sb.marks), usedCT: usedCT}
 	}
 	if len(c.backends) > 1 || len(c.selects) > 1 {
 		return outcome{skip: "more than one random choice (load balancing or ECMP) in one trace"}
@@ -349,7 +366,7 @@ func (s *side) trace(ctx context.Context, p Packet, ct string) outcome {
 		}
 	}
 	slices.Sort(parts)
-	return outcome{text: strings.Join(parts, "\n--\n")}
+	return outcome{text: strings.Join(parts, "\n--\n"), usedCT: true}
 }
 
 // scriptChassis reads the "# chassis:" line of a script.
