@@ -115,7 +115,7 @@ func Run(t testing.TB, opts Options) *Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
+	ctx := t.Context()
 	sides := [2]*side{}
 	var wg sync.WaitGroup
 	errs := make([]error, 2)

@@ -20,10 +20,10 @@ type Packet struct {
 
 // Conntrack states the battery traces with. ovn-trace has no connection
 // tracker: each ct_next, ct_lb and ct_nat reports the state given with --ct.
-var (
-	ctFresh = []string{"new", "est"}              // IP traffic: a new and an established connection
-	ctOnce  = []string{"new"}                     // ARP, ND, DHCP, IGMP: conntrack plays no part
-	ctReply = []string{"est,rpl", "est,rpl,dnat"} // replies of load-balanced connections
+const (
+	ctFresh = "new est"              // IP traffic: a new and an established connection
+	ctOnce  = "new"                  // ARP, ND, DHCP, IGMP: conntrack plays no part
+	ctReply = "est,rpl est,rpl,dnat" // replies of load-balanced connections
 )
 
 // Well-known addresses of the battery.
@@ -55,12 +55,12 @@ type battery struct {
 	names map[string]bool
 }
 
-func (b *battery) add(name, dp, flow string, ct []string) {
+func (b *battery) add(name, dp, flow string, ct string) {
 	if b.names[name] {
 		return
 	}
 	b.names[name] = true
-	b.pkts = append(b.pkts, Packet{Name: name, Datapath: dp, Flow: flow, CT: ct})
+	b.pkts = append(b.pkts, Packet{Name: name, Datapath: dp, Flow: flow, CT: strings.Fields(ct)})
 }
 
 // source is a port that packets enter from, with the addresses it sends
@@ -176,7 +176,7 @@ func pick(ep endpoint, like netip.Addr) (netip.Addr, bool) {
 }
 
 // unicast adds TCP, UDP and ICMP from s to ip at MAC dstMAC.
-func unicast(b *battery, s source, what, dstMAC string, ip netip.Addr, ttl int, ct []string) {
+func unicast(b *battery, s source, what, dstMAC string, ip netip.Addr, ttl int, ct string) {
 	src, ok := pick(s.ep, ip)
 	if !ok {
 		return

@@ -111,6 +111,7 @@ func (e *Env) SBRemote() string { return "unix:" + e.SB }
 func Start(t testing.TB, northd Northd) *Env {
 	t.Helper()
 	SkipUnlessInstalled(t)
+	// Not t.TempDir(): its long paths would not fit a unix socket's name.
 	dir, err := os.MkdirTemp("", "refovn-")
 	if err != nil {
 		t.Fatal(err)
