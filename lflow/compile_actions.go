@@ -86,7 +86,8 @@ func (ac *actionCompiler) assign(out []flow.Action, a *AssignAction) ([]flow.Act
 	if a.Value.Masked {
 		return loadMasked(out, dst, a.Value.Value, a.Value.Mask), nil
 	}
-	return append(out, flow.Load{Dst: dst, Value: toFlow(a.Value.Value)}), nil
+	// As in OVN, bits beyond the destination are dropped (reg0[0] = 2).
+	return append(out, flow.Load{Dst: dst, Value: toFlow(a.Value.Value.And(Ones(int(dst.Width()))))}), nil
 }
 
 // portZone is the zone of plain connection tracking: the logical port's

@@ -342,6 +342,10 @@ func (l *Lexer) lexString() Token {
 		if src[i] == '"' {
 			break
 		}
+		if src[i] == 0 {
+			// No C string (OVN's) can hold it.
+			return l.fail(i, "NUL is not allowed in a string")
+		}
 	}
 	if i >= len(src) {
 		return l.fail(start, "unterminated string")
