@@ -3,6 +3,8 @@ package ovsdb
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 )
 
 // Database is the committed contents of one database. It is not safe for
@@ -276,14 +278,18 @@ func (cs *ChangeSet) Record(s *Schema) map[string]map[string]json.RawMessage {
 // validated against the schema; references are trusted.
 func (db *Database) ApplyRecord(tables map[string]map[string]json.RawMessage, isDiff bool) error {
 	cs := &ChangeSet{Tables: map[string]map[UUID]*RowChange{}}
-	for name, rows := range tables {
+	// Tables, rows and columns in order, so that of several errors in a
+	// record the same one is reported every time.
+	for _, name := range slices.Sorted(maps.Keys(tables)) {
+		rows := tables[name]
 		t := db.tables[name]
 		if t == nil {
 			return fmt.Errorf("record names unknown table %q", name)
 		}
 		ch := map[UUID]*RowChange{}
 		cs.Tables[name] = ch
-		for us, body := range rows {
+		for _, us := range slices.Sorted(maps.Keys(rows)) {
+			body := rows[us]
 			uuid, err := ParseUUID(us)
 			if err != nil {
 				return fmt.Errorf("table %s: %w", name, err)
@@ -310,7 +316,8 @@ func (db *Database) ApplyRecord(tables map[string]map[string]json.RawMessage, is
 				nr = NewRow(t.Schema, uuid)
 			}
 			nr.Version = db.uuids.New()
-			for cname, cv := range obj {
+			for _, cname := range slices.Sorted(maps.Keys(obj)) {
+				cv := obj[cname]
 				c := t.Schema.Column(cname)
 				if c == nil || c.Index < 0 {
 					// Columns a newer schema dropped are ignored, as ovsdb-server does on conversion.

@@ -17,7 +17,7 @@ const (
 	MemberArray
 	MemberObject
 	MemberBoolean
-	MemberNumber
+	MemberInteger
 )
 
 // MemberParser reads the members of a JSON object (an operation, a
@@ -97,9 +97,12 @@ func (k MemberKind) matches(v any) bool {
 	case MemberBoolean:
 		_, ok := v.(bool)
 		return ok
-	case MemberNumber:
-		switch v.(type) {
-		case json.Number, float64, int64, int:
+	case MemberInteger:
+		switch v := v.(type) {
+		case json.Number:
+			_, ok := numberAsInteger(string(v))
+			return ok
+		case int64, int:
 			return true
 		}
 	}

@@ -19,6 +19,9 @@ type TxnOptions struct {
 	// once, whatever its timeout: the caller sets it when it re-runs a
 	// blocked transaction whose time is up.
 	WaitExpired bool
+	// Waited is how long the transaction has been blocked, for the
+	// error of a "wait" that timed out.
+	Waited time.Duration
 	// ReadOnly refuses operations that write ("not allowed"), after
 	// parsing them, as ovsdb-server does for its _Server database.
 	ReadOnly bool
@@ -205,7 +208,10 @@ func (t *txn) forEach(ts *TableSchema, conds []Condition, fn func(*Row) error) e
 			matched = append(matched, ch.New)
 		}
 	}
-	// fn may change rows; it runs on a snapshot of the matches.
+	// fn may change rows; it runs on a snapshot of the matches, in UUID
+	// order, so that the same request on the same rows gets the same
+	// reply: rows in the same order, the same row named in an error.
+	slices.SortFunc(matched, func(a, b *Row) int { return a.UUID.Compare(b.UUID) })
 	for _, r := range matched {
 		if err := fn(r); err != nil {
 			return err
@@ -760,7 +766,7 @@ func (t *txn) wait(b []byte, p *MemberParser) ([]byte, error) {
 	columnsV := p.Member("columns", MemberArray, true)
 	untilV := p.Member("until", MemberString, false)
 	rowsV := p.Member("rows", MemberArray, false)
-	timeoutV := p.Member("timeout", MemberNumber, true)
+	timeoutV := p.Member("timeout", MemberInteger, true)
 	if p.err != nil {
 		return b, p.err
 	}
@@ -779,14 +785,14 @@ func (t *txn) wait(b []byte, p *MemberParser) ([]byte, error) {
 	}
 	timeout := time.Duration(-1)
 	if timeoutV != nil {
-		f, _ := strconv.ParseFloat(fmt.Sprint(timeoutV), 64)
-		if f < 0 {
+		ms, _ := numberAsInteger(fmt.Sprint(timeoutV))
+		if ms < 0 {
 			return b, syntaxErr(timeoutV, "timeout must be nonnegative")
 		}
 		// A timeout too long for a Duration (about 292 years) would wrap
 		// around to a short one; it means no limit.
-		if f < float64(math.MaxInt64/time.Millisecond) {
-			timeout = time.Duration(f) * time.Millisecond
+		if ms < int64(math.MaxInt64/time.Millisecond) {
+			timeout = time.Duration(ms) * time.Millisecond
 		}
 	}
 	until := untilV.(string)
@@ -824,8 +830,11 @@ func (t *txn) wait(b []byte, p *MemberParser) ([]byte, error) {
 	if equal == (until == "==") {
 		return append(b, "{}"...), nil
 	}
-	if timeout == 0 || t.opts.WaitExpired {
+	if timeout == 0 {
 		return b, Errorf(ErrTimedOut, "\"where\" clause test failed")
+	}
+	if t.opts.WaitExpired {
+		return b, Errorf(ErrTimedOut, "\"wait\" timed out after %d ms", t.opts.Waited.Milliseconds())
 	}
 	t.blocked = true
 	t.waitFor = timeout

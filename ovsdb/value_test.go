@@ -207,15 +207,24 @@ func FuzzDecodeDatum(f *testing.F) {
 				if err != nil {
 					continue
 				}
-				// What decodes must re-encode to something that decodes to the same datum.
+				// What decodes must re-encode to something that decodes to the
+				// same datum; reals, which are written with 15 significant
+				// digits as ovsdb-server writes them, to one that encodes the
+				// same.
 				out := d.AppendJSON(nil, &c.Type)
 				v2, err := DecodeJSON(out)
 				if err != nil {
 					t.Fatalf("re-encoding %s gave invalid JSON %s: %v", in, out, err)
 				}
 				d2, err := DecodeDatum(v2, &c.Type, nil)
-				if err != nil || !d2.Equal(d) {
-					t.Fatalf("%s: round trip %s -> %v, %v", in, out, d2, err)
+				hasReals := c.Type.Key.Type == TypeReal || c.Type.Value != nil && c.Type.Value.Type == TypeReal
+				switch {
+				case err != nil:
+					t.Fatalf("%s: round trip %s: %v", in, out, err)
+				case hasReals && string(d2.AppendJSON(nil, &c.Type)) != string(out):
+					t.Fatalf("%s: round trip %s -> %s", in, out, d2.AppendJSON(nil, &c.Type))
+				case !hasReals && !d2.Equal(d):
+					t.Fatalf("%s: round trip %s -> %v", in, out, d2)
 				}
 			}
 		}

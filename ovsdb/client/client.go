@@ -264,8 +264,8 @@ func (c *Client) runSession(ctx context.Context, endpoint string) (synced bool, 
 		c.mu.Lock()
 		c.sess = nil
 		c.up = make(chan struct{})
-		for name, held := range c.locks {
-			if held {
+		for _, name := range slices.Sorted(maps.Keys(c.locks)) {
+			if c.locks[name] {
 				c.locks[name] = false
 				if c.opts.OnLock != nil {
 					defer c.opts.OnLock(name, false)

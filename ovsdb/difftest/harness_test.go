@@ -329,25 +329,36 @@ func normalizeUUIDs(text string) string {
 }
 
 var (
-	logTimeRE = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z\|\d+\|`)
-	detailsRE = regexp.MustCompile(`"details":"(?:[^"\\]|\\.)*"`)
-	syntaxRE  = regexp.MustCompile(`,"syntax":"(?:[^"\\]|\\.)*"`)
-	lastIDRE  = regexp.MustCompile(`last_id: ` + uuidRE.String())
+	logTimeRE     = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z\|\d+\|`)
+	lastIDRE      = regexp.MustCompile(`last_id: ` + uuidRE.String())
+	deleteRefRE   = regexp.MustCompile(`(cannot delete \w+ row )` + uuidRE.String())
+	indexRowsRE   = regexp.MustCompile(`First row, with UUID (` + uuidRE.String() + `), ([^.]*)\.  Second row, with UUID (` + uuidRE.String() + `), ([^.]*)\.`)
+	maskedRowText = "<a row>"
 )
 
 // normalizeNoise masks what legitimately differs between two runs or two
 // server implementations: log timestamps and sequence numbers, and the
-// free-text "details" of RFC 7047 error objects (the "error" code itself
-// is compared), and the "syntax" member ovsdb-server adds to them (an echo
-// of the offending request fragment, outside RFC 7047, that no client
-// reads), and the transaction ids monitor_cond_since reports: govn gives
-// every commit one so that clients can resume, whereas a standalone
-// ovsdb-server repeats one id.
+// transaction ids monitor_cond_since reports: govn gives every commit one
+// so that clients can resume, whereas a standalone ovsdb-server repeats
+// one id. Error objects are compared whole, ovsdb-server's "details" and
+// "syntax" members included: the tools print them to people; but where an
+// error names one of several rows that could be named, which one
+// ovsdb-server names is the order of its hash table of rows, keyed by
+// their random UUIDs, so the row is masked (a referenced row a delete
+// matched, the two rows of an index-uniqueness error, whose order is
+// made canonical).
 func normalizeNoise(text string) string {
 	text = logTimeRE.ReplaceAllString(text, "<time>|")
 	text = lastIDRE.ReplaceAllString(text, "last_id: <txn-id>")
-	text = syntaxRE.ReplaceAllString(text, "")
-	return detailsRE.ReplaceAllString(text, `"details":<details>`)
+	text = deleteRefRE.ReplaceAllString(text, "${1}"+maskedRowText)
+	return indexRowsRE.ReplaceAllStringFunc(text, func(s string) string {
+		m := indexRowsRE.FindStringSubmatch(s)
+		a, b := m[2], m[4]
+		if a > b {
+			a, b = b, a
+		}
+		return "First row, with UUID " + maskedRowText + ", " + a + ".  Second row, with UUID " + maskedRowText + ", " + b + "."
+	})
 }
 
 // sortBlocks sorts the blank-line separated blocks of out (the records of

@@ -146,6 +146,7 @@ type blockedTxn struct {
 	id     json.RawMessage
 	ops    []any
 	timer  *time.Timer // fires when the wait's timeout expires
+	since  time.Time   // when it first blocked
 	queued bool        // in d.blocked, awaiting a commit
 	done   bool
 	// settle says that the caller of runLocked makes the commit durable
@@ -195,11 +196,16 @@ func (d *dbState) settle(p *pendingReply) {
 // to run again after the next commit. Callers hold b.d.mu.
 func (b *blockedTxn) runLocked(expired bool) (blocked bool) {
 	d := b.d
-	res := d.db.Transact(b.ops, ovsdb.TxnOptions{HasLock: b.sess.hasLock, WaitExpired: expired, ReadOnly: d == d.srv.server, ReadOnlySession: b.sess.readOnly, Checker: b.sess.checker})
+	opts := ovsdb.TxnOptions{HasLock: b.sess.hasLock, WaitExpired: expired, ReadOnly: d == d.srv.server, ReadOnlySession: b.sess.readOnly, Checker: b.sess.checker}
+	if expired {
+		opts.Waited = time.Since(b.since)
+	}
+	res := d.db.Transact(b.ops, opts)
 	if res.Blocked {
 		if !b.queued {
 			// First time blocked: queue it; retries keep their place.
 			b.queued = true
+			b.since = time.Now()
 			if res.WaitTimeout >= 0 {
 				b.timer = time.AfterFunc(res.WaitTimeout, b.expire)
 			}

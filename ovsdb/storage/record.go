@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -165,7 +166,10 @@ func unmarshalRecord(body []byte) (Record, error) {
 		return Record{}, errors.New("record is null, not a JSON object")
 	}
 	rec := Record{Tables: make(map[string]map[string]json.RawMessage, len(top))}
-	for k, v := range top {
+	// Members in order, so that of several errors the same one is
+	// reported every time.
+	for _, k := range slices.Sorted(maps.Keys(top)) {
+		v := top[k]
 		switch {
 		case k == "_date":
 			var ms json.Number
