@@ -186,41 +186,50 @@ func (s *State) chassisCfg(nbCfg int64) (cfg, ts int64) {
 }
 
 // writePortsUp writes Logical_Switch_Port.up for the ports on a switch.
+// It runs on every write, so it looks the columns up once and reads rows
+// through them.
 func (s *State) writePortsUp(b TxnBuilder) int {
-	ops := 0
-	lspTable := s.nb.table(nb.LogicalSwitchPortTable)
-	pbTable := s.sb.table(sb.PortBindingTable)
-	if lspTable == nil || pbTable == nil {
+	lsp := s.nb.table(nb.LogicalSwitchPortTable)
+	pb, ch := s.sb.table(sb.PortBindingTable), s.sb.table(sb.ChassisTable)
+	if lsp == nil || pb == nil || ch == nil {
 		return 0
 	}
-	for _, r := range sortedRows(s.nb.rows[nb.LogicalSwitchPortTable]) {
+	lspName, lspType, lspUp := lsp.Column("name"), lsp.Column("type"), lsp.Column("up")
+	pbChassis, pbUp := pb.Column("chassis"), pb.Column("up")
+	chOther := ch.Column("other_config")
+	bindingUp := func(port string) bool {
+		for _, id := range s.sb.names[sb.PortBindingTable][port] {
+			r := s.sb.row(sb.PortBindingTable, id)
+			chassis := r.Get(pbChassis)
+			if len(chassis.Keys) != 1 {
+				continue
+			}
+			// A remote chassis is another availability zone's: its
+			// ports are up as far as this one can tell.
+			if c := s.sb.row(sb.ChassisTable, chassis.Keys[0].UUID()); c != nil {
+				if v, ok := c.Get(chOther).Lookup(ovsdb.String("is-remote")); ok && v.Str() == "true" {
+					return true
+				}
+			}
+			up := r.Get(pbUp)
+			return len(up.Keys) == 1 && up.Keys[0].Bool()
+		}
+		return false
+	}
+	ops := 0
+	for _, r := range s.nb.rows[nb.LogicalSwitchPortTable] {
 		if len(s.nb.referrers[refKey{nb.LogicalSwitchTable, "ports", r.UUID}]) == 0 {
 			continue // on no switch: no Port_Binding, nothing to report
 		}
-		var lsp nb.LogicalSwitchPort
-		lsp.LoadRow(lspTable, r)
-		up := lsp.Type == "router"
+		typ := r.Get(lspType)
+		up := len(typ.Keys) == 1 && typ.Keys[0].Str() == "router"
 		if !up {
-			for _, id := range s.sb.names[sb.PortBindingTable][lsp.Name] {
-				var pb sb.PortBinding
-				pb.LoadRow(pbTable, s.sb.row(sb.PortBindingTable, id))
-				if pb.Chassis == nil {
-					continue
-				}
-				if ch := s.sb.row(sb.ChassisTable, *pb.Chassis); ch != nil {
-					var c sb.Chassis
-					c.LoadRow(s.sb.table(sb.ChassisTable), ch)
-					if c.OtherConfig["is-remote"] == "true" {
-						up = true
-						break
-					}
-				}
-				up = pb.Up != nil && *pb.Up
-				break
+			if name := r.Get(lspName); len(name.Keys) == 1 {
+				up = bindingUp(name.Keys[0].Str())
 			}
 		}
-		if lsp.Up == nil || *lsp.Up != up {
-			b.Update(nb.LogicalSwitchPortTable, lsp.UUID, map[string]ovsdb.Datum{"up": dBool(up)})
+		if cur := r.Get(lspUp); len(cur.Keys) != 1 || cur.Keys[0].Bool() != up {
+			b.Update(nb.LogicalSwitchPortTable, r.UUID, map[string]ovsdb.Datum{"up": dBool(up)})
 			ops++
 		}
 	}
