@@ -225,6 +225,7 @@ func genLoadBalancer(g *gen) {
 		}
 	}
 
+	lbOnRouters(g, &lb, vips, proto, down)
 	if len(switches) == 0 {
 		return
 	}

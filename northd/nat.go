@@ -174,9 +174,6 @@ func gatewayRouterNAT(g *gen, r *logicalRouter, nats []natRule) {
 			g.Flow(dp, LROutSnat, 100, fmt.Sprintf("flags.force_snat_for_dnat == 1 && %s", ipf), fmt.Sprintf("ct_snat(%s);", a))
 		}
 	}
-	g.Flow(dp, LROutUndnat, 50, "ip", "flags.loopback = 1; ct_dnat;")
-	g.Flow(dp, LROutUndnat, 100, "nd || nd_rs || nd_ra", "next;")
-	g.Flow(dp, LROutPostUndnat, 50, "ip && ct.new", "ct_commit { } ; next; ")
 	if len(snatIPs) > 0 {
 		slices.SortFunc(snatIPs, netip.Addr.Compare)
 		snatIPs = slices.Compact(snatIPs)
@@ -201,7 +198,6 @@ func distributedNAT(g *gen, r *logicalRouter, dgp *routerPort, nats []natRule) {
 	out := fmt.Sprintf("outport == %q", dgp.nb.Name)
 	in := fmt.Sprintf("inport == %q", dgp.nb.Name)
 	crResident := fmt.Sprintf("is_chassis_resident(%q)", dgp.crName)
-	g.Flow(dp, LRInGWRedirect, 50, out, fmt.Sprintf("outport = %q; next;", dgp.crName))
 
 	seenExt := map[netip.Addr]bool{}
 	var snatIPs []netip.Addr

@@ -128,6 +128,14 @@ func genRouter(g *gen) {
 	routerPipeline(g, r)
 	routerRoutes(g, r)
 	routerNATFlows(g, r)
+	routerLBFlows(g, r)
+	if r.chassis != "" && routerHasNATOrLB(g, lr.UUID) {
+		// A gateway router with NAT or load balancers un-DNATs and
+		// commits all its traffic in its one conntrack zone.
+		g.Flow(r.dp, LROutUndnat, 50, "ip", "flags.loopback = 1; ct_dnat;")
+		g.Flow(r.dp, LROutUndnat, 100, "nd || nd_rs || nd_ra", "next;")
+		g.Flow(r.dp, LROutPostUndnat, 50, "ip && ct.new", "ct_commit { } ; next; ")
+	}
 }
 
 func genRouterPort(g *gen) {
@@ -147,6 +155,7 @@ func genRouterPort(g *gen) {
 	routerPortBindings(g, r, p)
 	routerPortFlows(g, r, p)
 	routerPortIPFlows(g, r, p, routerNATIPs(g, lr.UUID))
+	routerPortLBFlows(g, r, p)
 }
 
 // peerOf returns the name of the port on the other side of a router port:
@@ -373,4 +382,9 @@ func routerPortFlows(g *gen, r *logicalRouter, p *routerPort) {
 	g.FlowHint(dp, LRInAdmission, 50, fmt.Sprintf("eth.mcast && %s", in), set, id)
 	g.FlowHint(dp, LRInAdmission, 50, fmt.Sprintf("eth.dst == %s && %s%s", p.mac, in, resident), set, id)
 	g.FlowHint(dp, LROutDelivery, 100, fmt.Sprintf("outport == %q", p.nb.Name), "output;", id)
+	if p.gateway {
+		// Traffic routed out of a gateway port that nothing else
+		// redirects goes to the gateway chassis.
+		g.FlowHint(dp, LRInGWRedirect, 50, fmt.Sprintf("outport == %q", p.nb.Name), fmt.Sprintf("outport = %q; next;", p.crName), id)
+	}
 }

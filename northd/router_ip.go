@@ -106,8 +106,9 @@ func routerPortIPFlows(g *gen, r *logicalRouter, p *routerPort, natIPs map[netip
 		if len(local) > 0 {
 			g.FlowHint(dp, LRInIPInput, 60, fmt.Sprintf("ip4.dst == %s", addrSet(local, true)), "drop;", id)
 		}
+		arpResident := routerARPResident(g, r, p)
 		for _, n := range v4 {
-			g.FlowHint(dp, LRInIPInput, 90, fmt.Sprintf("%s && arp.op == 1 && arp.tpa == %s && arp.spa == %s%s", in, n.Addr(), n.Masked(), resident),
+			g.FlowHint(dp, LRInIPInput, 90, fmt.Sprintf("%s && arp.op == 1 && arp.tpa == %s && arp.spa == %s%s", in, n.Addr(), n.Masked(), arpResident),
 				"eth.dst = eth.src; eth.src = xreg0[0..47]; arp.op = 2; /* ARP reply */ arp.tha = arp.sha; arp.sha = xreg0[0..47]; arp.tpa <-> arp.spa; outport = inport; flags.loopback = 1; output;", id)
 		}
 		for _, n := range v4 {
@@ -238,5 +239,60 @@ func routerHasNATOrLB(g *gen, lr ovsdb.UUID) bool {
 		return len(g.Members(NB, nb.LogicalRouterTable, lr, "nat")) > 0 ||
 			len(g.Members(NB, nb.LogicalRouterTable, lr, "load_balancer")) > 0 ||
 			len(g.Members(NB, nb.LogicalRouterTable, lr, "load_balancer_group")) > 0
+	}).(bool)
+}
+
+// routerARPResident is the chassis condition of a router port's replies to
+// ARP for its own addresses. Only where the peer switch has a localnet
+// port do they come from one chassis: the gateway chassis, for a gateway
+// port, or for a port with options:reside-on-redirect-chassis, so that
+// the physical network learns the MAC there (and gets one reply).
+func routerARPResident(g *gen, r *logicalRouter, p *routerPort) string {
+	if !p.gateway && p.nb.Options["reside-on-redirect-chassis"] != "true" {
+		return ""
+	}
+	cr := p.crName
+	if !p.gateway {
+		for _, q := range routerPortsOf(g, r.nb.UUID) {
+			if q.gateway {
+				cr = q.crName
+				break
+			}
+		}
+		if cr == "" {
+			return ""
+		}
+	}
+	if !peerSwitchHasLocalnet(g, p) {
+		return ""
+	}
+	return fmt.Sprintf(" && is_chassis_resident(%q)", cr)
+}
+
+// peerSwitchHasLocalnet says whether the switch a router port is connected
+// to has a localnet port.
+func peerSwitchHasLocalnet(g *gen, p *routerPort) bool {
+	for _, lsp := range ReadAll[nb.LogicalSwitchPort](g, NB, g.ByName(NB, lspRouterPortIndex, p.nb.Name)) {
+		if lsp.Type != "router" {
+			continue
+		}
+		for _, ls := range g.Referrers(NB, nb.LogicalSwitchTable, "ports", lsp.UUID) {
+			if switchHasLocalnet(g, ls) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// switchHasLocalnet says whether a switch has a localnet port (a memo).
+func switchHasLocalnet(g *gen, ls ovsdb.UUID) bool {
+	return g.Memo("switch-localnet/"+ls.String(), func(g *gen) any {
+		for _, lsp := range ReadAll[nb.LogicalSwitchPort](g, NB, g.Members(NB, nb.LogicalSwitchTable, ls, "ports")) {
+			if lsp.Type == "localnet" {
+				return true
+			}
+		}
+		return false
 	}).(bool)
 }
