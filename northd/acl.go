@@ -47,6 +47,10 @@ func genACL(g *gen) {
 		g.Warn("ACL priority out of range; skipping the ACL", "priority", acl.Priority)
 		return
 	}
+	if err := g.CheckMatch(acl.Match); err != nil {
+		g.Warn("ACL match does not parse; skipping the ACL", "match", acl.Match, "error", err)
+		return
+	}
 	ct := ctNamesFor(g.Features())
 	for _, ls := range aclSwitches(g, acl.UUID) {
 		dp := g.Datapath(ls)

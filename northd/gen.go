@@ -117,3 +117,14 @@ func stageHint(id ovsdb.UUID) string {
 // Northbound Logical_Switch or Logical_Router row id, allocating one on
 // first use. It records no dependency: the number only names the row.
 func (g *gen) Datapath(id ovsdb.UUID) dpID { return g.s.datapath(id) }
+
+// CheckMatch parses a match that comes from the Northbound (an ACL's, a
+// QoS rule's, a routing policy's) as OVN's logical flow language, so that
+// a typo is refused here, with the reason, instead of by every chassis.
+func (g *gen) CheckMatch(match string) error {
+	if g.s.symtab == nil {
+		return nil
+	}
+	_, err := g.s.symtab.ParseExpr(match)
+	return err
+}

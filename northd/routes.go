@@ -215,6 +215,10 @@ func routerPolicies(g *gen, r *logicalRouter, ports []routerPort) {
 	policies := ReadAll[nb.LogicalRouterPolicy](g, NB, g.Members(NB, nb.LogicalRouterTable, r.nb.UUID, "policies"))
 	ecmpID := 0
 	for _, p := range policies {
+		if err := g.CheckMatch(p.Match); err != nil {
+			g.Warn("routing policy match does not parse; skipping the policy", "router", r.nb.Name, "match", p.Match, "error", err)
+			continue
+		}
 		mark := ""
 		if m, ok := p.Options["pkt_mark"]; ok {
 			mark = "pkt.mark = " + m + "; "

@@ -121,6 +121,10 @@ func genQoS(g *gen) {
 	if !ok {
 		return
 	}
+	if err := g.CheckMatch(q.Match); err != nil {
+		g.Warn("QoS match does not parse; skipping the rule", "match", q.Match, "error", err)
+		return
+	}
 	mark, meter := LSInQoSMark, LSInQoSMeter
 	if q.Direction == nb.ACLDirectionToLport {
 		mark, meter = LSOutQoSMark, LSOutQoSMeter

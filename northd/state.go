@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/govn/govn/lflow"
 	"github.com/govn/govn/ovsdb"
 )
 
@@ -36,6 +37,7 @@ type State struct {
 	sbIndex *sbIndex
 
 	featureCount featureCount
+	symtab       *lflow.Symtab
 	memos        map[string]*memoState
 	memoOwners   map[string]*owner
 
@@ -82,6 +84,11 @@ func New(nbSchema, sbSchema *ovsdb.Schema, opts Options) *State {
 	}
 	s.sbIndex = newSBIndex(s)
 	s.nbw.now = opts.Now
+	if st, err := lflow.NewSymtab(); err == nil {
+		s.symtab = st
+	} else {
+		log.Error("logical flow symbol table", "error", err)
+	}
 	return s
 }
 

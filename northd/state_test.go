@@ -1,6 +1,8 @@
 package northd
 
 import (
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/govn/govn/ovsdb"
@@ -120,5 +122,32 @@ func TestSwitchAndPorts(t *testing.T) {
 	fresh.Recompute()
 	if n := fresh.WriteSB(h.sb); n != 0 {
 		t.Errorf("fresh State after restart: %d operations, want 0: %+v", n, h.sb.ops)
+	}
+}
+
+// TestBadACLMatchSkipped checks that an ACL whose match does not parse is
+// warned about once and left out, and the other ACLs still apply.
+func TestBadACLMatchSkipped(t *testing.T) {
+	var logs strings.Builder
+	h := newHarness(t)
+	h.s = New(h.nb.schema, h.sb.schema, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	bad := h.nb.Insert(nb.ACLTable, (&nb.ACL{Direction: "from-lport", Priority: 10, Match: "ip4.src == ", Action: "drop"}).Row())
+	good := h.nb.Insert(nb.ACLTable, (&nb.ACL{Direction: "from-lport", Priority: 11, Match: "ip4.src == 10.0.0.1", Action: "drop"}).Row())
+	h.nb.Insert(nb.LogicalSwitchTable, (&nb.LogicalSwitch{Name: "sw", ACLs: []ovsdb.UUID{bad, good}}).Row())
+	h.nbCommit()
+	h.s.Recompute()
+	h.sync()
+	var matches []string
+	tf := h.sb.schema.Tables["Logical_Flow"]
+	for _, r := range h.sb.rows["Logical_Flow"] {
+		if m := r.Get(tf.Column("match")).Keys[0].Str(); strings.Contains(m, "ip4.src") {
+			matches = append(matches, m)
+		}
+	}
+	if len(matches) != 1 || matches[0] != "ip4.src == 10.0.0.1" {
+		t.Errorf("ACL flows with ip4.src: %q, want only the good ACL's", matches)
+	}
+	if n := strings.Count(logs.String(), "ACL match does not parse"); n != 1 {
+		t.Errorf("%d warnings about the bad match, want 1:\n%s", n, logs.String())
 	}
 }
