@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/govn/govn/internal/daemon"
+	"github.com/govn/govn/internal/vlog"
 	northdaemon "github.com/govn/govn/northd/daemon"
 	"github.com/govn/govn/ovsdb/client"
 	unixctlpkg "github.com/govn/govn/unixctl"
@@ -255,7 +256,8 @@ func serveNorthd(ctx context.Context, opts northdOptions, ready func()) error {
 		defer f.Close()
 		logOut = f
 	}
-	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
+	// In Open vSwitch's log format, as ovn-northd.log.
+	logger := slog.New(vlog.New(logOut, "northd", level))
 	if len(opts.vlog) > 0 {
 		logger.Info("ignoring Open vSwitch log settings", "args", opts.vlog)
 	}
