@@ -501,28 +501,56 @@ func testNorthdEndToEnd(t *testing.T, e *northdEnv) {
 // standby's fresh compute writes nothing different) and follows new changes.
 func TestNorthdStandbyTakeover(t *testing.T) {
 	needOVNTools(t)
-	e := newNorthdEnv(t, northdGovn(t), "govn")
-	a, ctlA := e.startNorthd("a")
-	e.waitStatus(ctlA, "active", 10*time.Second)
-	_, ctlB := e.startNorthd("b")
-	e.waitStatus(ctlB, "standby", 10*time.Second)
+	govn := northdGovn(t)
+	for _, tc := range []struct{ active, server string }{
+		{"govn", "govn"},
+		{"govn", "ovsdb-server"},
+		// The real ovn-northd active, govn northd its standby.
+		{"ovn-northd", "ovsdb-server"},
+	} {
+		t.Run(tc.active+" on "+tc.server, func(t *testing.T) {
+			for _, bin := range []string{tc.active, tc.server} {
+				if _, err := exec.LookPath(bin); bin != "govn" && err != nil {
+					t.Skipf("%s not installed", bin)
+				}
+			}
+			e := newNorthdEnv(t, govn, tc.server)
+			e.northd = tc.active
+			a, ctlA := e.startNorthd("a")
+			e.waitStatus(ctlA, "active", 10*time.Second)
+			e.northd = "govn"
+			_, ctlB := e.startNorthd("b")
+			e.waitStatus(ctlB, "standby", 10*time.Second)
+			testTakeover(t, e, a, ctlB, tc.active == "govn")
+		})
+	}
+}
 
+// testTakeover kills northd a and checks that the standby on ctlB takes
+// over within 5 seconds, keeps the Southbound's rows (all of them when
+// same says a wrote what b would write, else the bindings) and follows
+// new changes.
+func testTakeover(t *testing.T, e *northdEnv, a *exec.Cmd, ctlB string, same bool) {
 	e.nbctl("--wait=sb", "ls-add", "sw0", "--", "lsp-add", "sw0", "p1", "--", "lsp-add", "sw0", "p2")
 	before := e.sbctl("lflow-list")
 	ports := e.column("Port_Binding", "_uuid")
+	datapaths := e.column("Datapath_Binding", "_uuid")
 
 	a.Process.Kill()
 	killed := time.Now()
 	a.Wait()
 	e.waitStatus(ctlB, "active", 5*time.Second)
 	t.Logf("standby active %v after the kill", time.Since(killed).Round(time.Millisecond))
-	// Give the new active northd's first iteration time to write.
+	// sb_cfg follows only once the new active northd has written.
 	e.nbctl("--wait=sb", "sync")
-	if after := e.sbctl("lflow-list"); after != before {
+	if after := e.sbctl("lflow-list"); same && after != before {
 		t.Errorf("the Southbound changed at takeover:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 	if got := e.column("Port_Binding", "_uuid"); !reflect.DeepEqual(got, ports) {
 		t.Errorf("Port_Binding rows replaced at takeover: %q, were %q", got, ports)
+	}
+	if got := e.column("Datapath_Binding", "_uuid"); !reflect.DeepEqual(got, datapaths) {
+		t.Errorf("Datapath_Binding rows replaced at takeover: %q, were %q", got, datapaths)
 	}
 	e.nbctl("--wait=sb", "lsp-add", "sw0", "p3")
 	if got := e.column("Port_Binding", "logical_port"); len(got) != 3 {
