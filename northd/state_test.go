@@ -11,7 +11,7 @@ import (
 
 // harness runs a State against an in-memory Northbound and Southbound.
 type harness struct {
-	t  *testing.T
+	t  testing.TB
 	nb *memDB
 	sb *memDB
 	s  *State
