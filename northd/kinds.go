@@ -102,6 +102,7 @@ func genSwitch(g *gen) {
 		"external_ids": dMap(ext),
 	})
 	switchPipeline(g, sw)
+	switchMulticast(g, sw)
 }
 
 func genSwitchPort(g *gen) {
@@ -123,5 +124,4 @@ func genSwitchPort(g *gen) {
 	switchPortRouterFlows(g, sw, &lsp)
 }
 
-func genDNS(g *gen)            {}
-func genHAChassisGroup(g *gen) {}
+func genDNS(g *gen) {}

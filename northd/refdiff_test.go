@@ -44,9 +44,11 @@ func TestReferenceFlows(t *testing.T) {
 	for _, script := range scripts {
 		name := strings.TrimSuffix(filepath.Base(script), ".sh")
 		t.Run(name, func(t *testing.T) {
-			ref, govn := referenceAndGovnFlows(t, script)
+			ref, govn, refRows, govnRows := referenceAndGovnFlows(t, script)
 			checkFlowsParse(t, govn)
 			diff := diffFlows(normalizeLines(ref), normalizeLines(govn))
+			rowDiff := diffFlows(refRows, govnRows)
+			diff = append(diff, rowDiff...)
 			golden := strings.TrimSuffix(script, ".sh") + ".diff"
 			got := strings.Join(diff, "\n")
 			if got != "" {
@@ -56,7 +58,8 @@ func TestReferenceFlows(t *testing.T) {
 				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
 					t.Fatal(err)
 				}
-				t.Logf("%s: %d flows in ovn-northd's Southbound, %d in govn's, %d differences", name, len(ref), len(govn), len(diff))
+				t.Logf("%s: %d flows in ovn-northd's Southbound, %d in govn's; %d row lines, %d in govn's; %d differences (%d in rows)",
+					name, len(ref), len(govn), len(refRows), len(govnRows), len(diff), len(rowDiff))
 				return
 			}
 			want, _ := os.ReadFile(golden)
@@ -95,8 +98,9 @@ func unifiedChange(want, got string) string {
 }
 
 // referenceAndGovnFlows runs script against the real OVN and returns the
-// real ovn-northd's logical flows and govn's, as normalized lines.
-func referenceAndGovnFlows(t *testing.T, script string) (ref, govn []string) {
+// real ovn-northd's logical flows and govn's, as normalized lines, and the
+// same for the other Southbound rows (sbRowLines).
+func referenceAndGovnFlows(t *testing.T, script string) (ref, govn, refRows, govnRows []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	env := refovn.Start(t, refovn.RealNorthd)
@@ -138,9 +142,15 @@ func referenceAndGovnFlows(t *testing.T, script string) (ref, govn []string) {
 	ref = parseLflowList(out)
 
 	nbEvents, nbSchema := loadEvents(t, ctx, env.NBRemote(), "OVN_Northbound", NB, nil)
-	sbEvents, sbSchema := loadEvents(t, ctx, env.SBRemote(), "OVN_Southbound", SB, func(table string) bool {
-		return !isRecordTable(table) && table != "Logical_Flow" && table != "Logical_DP_Group"
-	})
+	allSB, sbSchema := loadEvents(t, ctx, env.SBRemote(), "OVN_Southbound", SB, nil)
+	var sbEvents []Event
+	for _, ev := range allSB {
+		if !isRecordTable(ev.Table) && ev.Table != "Logical_Flow" && ev.Table != "Logical_DP_Group" {
+			sbEvents = append(sbEvents, ev)
+		}
+	}
+	dpRequested := requestedDatapathKeys(nbEvents, nbSchema)
+	refRows = sbRowLines(sbSchema, eventRows(allSB), dpRequested)
 	s := New(nbSchema, sbSchema, Options{})
 	s.Apply(nbEvents)
 	s.Apply(sbEvents)
@@ -162,7 +172,24 @@ func referenceAndGovnFlows(t *testing.T, script string) (ref, govn []string) {
 		s.Apply(sb.commit())
 		s.Process()
 	}
-	return ref, memLflowList(sb)
+	return ref, memLflowList(sb), refRows, sbRowLines(sbSchema, rowSet(sb.rows), dpRequested)
+}
+
+// requestedDatapathKeys names the switches and routers with
+// other_config/options:requested-tnl-key.
+func requestedDatapathKeys(evs []Event, schema *ovsdb.Schema) map[string]bool {
+	out := map[string]bool{}
+	for _, ev := range evs {
+		col := map[string]string{"Logical_Switch": "other_config", "Logical_Router": "options"}[ev.Table]
+		if col == "" {
+			continue
+		}
+		ts := schema.Tables[ev.Table]
+		if _, ok := ev.New.Get(ts.Column(col)).Lookup(ovsdb.String("requested-tnl-key")); ok {
+			out[ev.New.Get(ts.Column("name")).Keys[0].Str()] = true
+		}
+	}
+	return out
 }
 
 // loadEvents reads a whole database (the tables keep selects) as insert

@@ -93,10 +93,13 @@ func switchPipeline(g *gen, sw *logicalSwitch) {
 	}
 	// Ports that cannot use conntrack here: router ports (the router does
 	// its own) and localnet ports.
-	hasUnknown := false
+	hasUnknown, hasMcastStatic := false, false
 	for _, port := range ReadAll[nb.LogicalSwitchPort](g, NB, g.Members(NB, nb.LogicalSwitchTable, sw.nb.UUID, "ports")) {
 		if hasAddress(port.Addresses, "unknown") {
 			hasUnknown = true
+		}
+		if port.Options["mcast_flood"] == "true" && lspEnabled(&port) {
+			hasMcastStatic = true
 		}
 		if port.Type != "router" && port.Type != "localnet" {
 			continue
@@ -204,6 +207,8 @@ func switchPipeline(g *gen, sw *logicalSwitch) {
 	g.Flow(dp, LSInL2Lkup, 110, "eth.dst == $svc_monitor_mac && (tcp || icmp || icmp6)", "handle_svc_check(inport);")
 	g.Flow(dp, LSInL2Lkup, 70, "eth.mcast", `outport = "_MC_flood"; output;`)
 	g.Flow(dp, LSInL2Lkup, 0, "1", "outport = get_fdb(eth.dst); next;")
+	switchMcastFlows(g, sw, hasMcastStatic)
+	switchForwardingGroups(g, sw)
 	if hasUnknown {
 		g.Flow(dp, LSInL2Unknown, 50, `outport == "none"`, `outport = "_MC_unknown"; output;`)
 	} else {

@@ -1,0 +1,144 @@
+package northd
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/govn/govn/ovsdb"
+	"github.com/govn/govn/schema/nb"
+)
+
+// The multicast groups every logical switch may have, with the fixed
+// tunnel keys ovn-northd gives them (ovn-architecture(7)).
+const (
+	mcFlood         = "_MC_flood"   // every port
+	mcUnknown       = "_MC_unknown" // ports with "unknown" addresses
+	mcMrouterFlood  = "_MC_mrouter_flood"
+	mcStatic        = "_MC_static"   // ports with options:mcast_flood
+	mcFloodL2       = "_MC_flood_l2" // every port but router ports
+	keyMcFlood      = mcastKeyBase
+	keyMcUnknown    = mcastKeyBase + 1
+	keyMcMrouter    = mcastKeyBase + 2
+	keyMcStatic     = mcastKeyBase + 3
+	keyMcFloodL2    = mcastKeyBase + 4
+	defaultMcTable  = 2048
+	defaultMcIdle   = 300
+	minMcIdle       = 15
+	maxMcIdle       = 3600
+	defaultMcMaxRsp = 1
+)
+
+// switchMcastConfig is a switch's IGMP/MLD snooping configuration
+// (other_config:mcast_*).
+type switchMcastConfig struct {
+	snoop, querier, floodUnregistered bool
+	ethSrc, ip4Src, ip6Src            string
+	tableSize, idleTimeout            int64
+	queryInterval, queryMaxResp       int64
+}
+
+func readMcastConfig(ls *nb.LogicalSwitch) switchMcastConfig {
+	oc := ls.OtherConfig
+	num := func(key string, def int64) int64 {
+		if v, err := strconv.ParseInt(oc[key], 10, 64); err == nil {
+			return v
+		}
+		return def
+	}
+	c := switchMcastConfig{
+		snoop:             oc["mcast_snoop"] == "true",
+		querier:           oc["mcast_querier"] != "false",
+		floodUnregistered: oc["mcast_flood_unregistered"] == "true",
+		ethSrc:            oc["mcast_eth_src"],
+		ip4Src:            oc["mcast_ip4_src"],
+		ip6Src:            oc["mcast_ip6_src"],
+		tableSize:         num("mcast_table_size", defaultMcTable),
+		idleTimeout:       min(max(num("mcast_idle_timeout", defaultMcIdle), minMcIdle), maxMcIdle),
+		queryMaxResp:      num("mcast_query_max_response", defaultMcMaxRsp),
+	}
+	c.queryInterval = num("mcast_query_interval", c.idleTimeout/2)
+	c.queryInterval = min(max(c.queryInterval, 1), c.idleTimeout)
+	return c
+}
+
+// switchMulticast writes a switch's Multicast_Group rows (the ports of
+// each of its fixed groups) and its IP_Multicast row.
+func switchMulticast(g *gen, sw *logicalSwitch) {
+	c := readMcastConfig(&sw.nb)
+	dp := g.Ref("Datapath_Binding", sw.nb.UUID.String())
+	g.Record("IP_Multicast", sw.nb.UUID.String(), map[string]ovsdb.Datum{
+		"datapath":       dUUID(dp),
+		"enabled":        dBool(c.snoop),
+		"querier":        dBool(c.querier),
+		"eth_src":        dString(c.ethSrc),
+		"ip4_src":        dString(c.ip4Src),
+		"ip6_src":        dString(c.ip6Src),
+		"table_size":     dInt(c.tableSize),
+		"idle_timeout":   dInt(c.idleTimeout),
+		"query_interval": dInt(c.queryInterval),
+		"query_max_resp": dInt(c.queryMaxResp),
+	})
+
+	groups := map[string][]ovsdb.UUID{}
+	for _, port := range ReadAll[nb.LogicalSwitchPort](g, NB, g.Members(NB, nb.LogicalSwitchTable, sw.nb.UUID, "ports")) {
+		if !lspEnabled(&port) {
+			continue
+		}
+		if same := g.ByName(NB, nb.LogicalSwitchPortTable, port.Name); len(same) > 1 && same[0] != port.UUID {
+			continue
+		}
+		pb := g.Ref("Port_Binding", port.Name)
+		add := func(name string) { groups[name] = append(groups[name], pb) }
+		add(mcFlood)
+		if port.Type != lspRouter {
+			add(mcFloodL2)
+		}
+		if hasAddress(port.Addresses, "unknown") {
+			add(mcUnknown)
+		}
+		if port.Options["mcast_flood_reports"] == "true" {
+			add(mcMrouterFlood)
+		}
+		if port.Options["mcast_flood"] == "true" {
+			add(mcStatic)
+		}
+	}
+	for _, mg := range []struct {
+		name string
+		key  int64
+	}{{mcFlood, keyMcFlood}, {mcUnknown, keyMcUnknown}, {mcMrouterFlood, keyMcMrouter}, {mcStatic, keyMcStatic}, {mcFloodL2, keyMcFloodL2}} {
+		ports := groups[mg.name]
+		if len(ports) == 0 {
+			continue
+		}
+		g.Record("Multicast_Group", sw.nb.UUID.String()+"/"+mg.name, map[string]ovsdb.Datum{
+			"datapath":   dUUID(dp),
+			"name":       dString(mg.name),
+			"tunnel_key": dInt(mg.key),
+			"ports":      dUUIDs(ports),
+		})
+	}
+}
+
+// switchMcastFlows writes the destination lookup flows of IGMP/MLD
+// snooping on a switch with other_config:mcast_snoop.
+func switchMcastFlows(g *gen, sw *logicalSwitch, hasStatic bool) {
+	c := readMcastConfig(&sw.nb)
+	if !c.snoop {
+		return
+	}
+	dp := sw.dp
+	g.Flow(dp, LSInL2Lkup, 100, "igmp", "igmp;")
+	g.Flow(dp, LSInL2Lkup, 100, "mldv1 || mldv2", "igmp;")
+	g.Flow(dp, LSInL2Lkup, 85, "ip4.mcast && ip4.dst == 224.0.0.0/24", fmt.Sprintf("outport = %q; output;", mcFloodL2))
+	g.Flow(dp, LSInL2Lkup, 85, "ip6.mcast_flood", fmt.Sprintf("outport = %q; output;", mcFlood))
+	if c.floodUnregistered {
+		return
+	}
+	if hasStatic {
+		// Sic: ovn-northd writes no space after "=".
+		g.Flow(dp, LSInL2Lkup, 80, "ip4.mcast || ip6.mcast", fmt.Sprintf("outport =%q; output;", mcStatic))
+	} else {
+		g.Flow(dp, LSInL2Lkup, 80, "ip4.mcast || ip6.mcast", "drop;")
+	}
+}

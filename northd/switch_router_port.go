@@ -1,0 +1,258 @@
+package northd
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/govn/govn/schema/nb"
+)
+
+// routerPeer is what a switch's router-type port needs to know of the
+// router port it connects to (options:router-port) and of its router.
+type routerPeer struct {
+	lrp nb.LogicalRouterPort
+	// addr is the router port's MAC with its networks' addresses and its
+	// IPv6 link-local address, as a "router" address stands for.
+	addr lspAddress
+	// prefixes are the router port's networks.
+	prefixes []netip.Prefix
+	// gateway says the router port is a distributed gateway port: its
+	// traffic goes through the chassisredirect port cr-NAME.
+	gateway bool
+	// nats are the router's NAT rules.
+	nats []nb.NAT
+	// chassis is the router's options:chassis: a gateway router's.
+	chassis string
+	// lbVIPs are the IPv4 VIPs of the router's load balancers.
+	lbVIPs []string
+}
+
+// readRouterPeer reads the router port named name, its router and the
+// router's NAT rules; nil when there is no such port.
+func readRouterPeer(g *gen, name string) *routerPeer {
+	if name == "" {
+		return nil
+	}
+	ids := g.ByName(NB, nb.LogicalRouterPortTable, name)
+	if len(ids) == 0 {
+		return nil
+	}
+	lrp, ok := Read[nb.LogicalRouterPort](g, NB, ids[0])
+	if !ok {
+		return nil
+	}
+	mac, ok := normalizeMAC(lrp.MAC)
+	if !ok {
+		g.Warn("bad MAC on logical router port", "port", lrp.Name, "mac", lrp.MAC)
+		return nil
+	}
+	p := &routerPeer{lrp: lrp, addr: lspAddress{mac: mac}}
+	p.gateway = len(lrp.GatewayChassis) > 0 || lrp.HAChassisGroup != nil || lrp.Options["redirect-chassis"] != ""
+	for _, n := range lrp.Networks {
+		pfx, err := netip.ParsePrefix(n)
+		if err != nil {
+			g.Warn("bad network on logical router port", "port", lrp.Name, "network", n)
+			continue
+		}
+		p.prefixes = append(p.prefixes, pfx)
+		if pfx.Addr().Is4() {
+			p.addr.ip4 = append(p.addr.ip4, pfx.Addr())
+		} else {
+			p.addr.ip6 = append(p.addr.ip6, pfx.Addr())
+		}
+	}
+	hw := macBytes(mac)
+	p.addr.ip6 = append(p.addr.ip6, linkLocal(net.HardwareAddr(hw[:])))
+	for _, id := range g.Referrers(NB, nb.LogicalRouterTable, "ports", lrp.UUID) {
+		lr, ok := Read[nb.LogicalRouter](g, NB, id)
+		if !ok {
+			continue
+		}
+		p.chassis = lr.Options["chassis"]
+		p.nats = ReadAll[nb.NAT](g, NB, g.Members(NB, nb.LogicalRouterTable, id, "nat"))
+		lbs := g.Members(NB, nb.LogicalRouterTable, id, "load_balancer")
+		for _, grp := range g.Members(NB, nb.LogicalRouterTable, id, "load_balancer_group") {
+			lbs = append(lbs, g.Members(NB, nb.LoadBalancerGroupTable, grp, "load_balancer")...)
+		}
+		sortUUIDs(lbs)
+		for _, lb := range ReadAll[nb.LoadBalancer](g, NB, slices.Compact(lbs)) {
+			for vip := range lb.VIPs {
+				ip := vip
+				if ap, err := netip.ParseAddrPort(vip); err == nil {
+					ip = ap.Addr().String()
+				}
+				if a, err := netip.ParseAddr(ip); err == nil && a.Is4() && !slices.Contains(p.lbVIPs, ip) {
+					p.lbVIPs = append(p.lbVIPs, ip)
+				}
+			}
+		}
+		slices.Sort(p.lbVIPs)
+		break
+	}
+	return p
+}
+
+// distributed says whether a NAT rule is handled on the chassis of its
+// logical port (dnat_and_snat with external_mac and logical_port).
+func natDistributed(n *nb.NAT) bool {
+	return n.Type == "dnat_and_snat" && n.ExternalMAC != nil && n.LogicalPort != nil
+}
+
+// reachable says whether ip is in one of the router port's networks.
+func (p *routerPeer) reachable(ip netip.Addr) bool {
+	for _, pfx := range p.prefixes {
+		if pfx.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// routerPortL2 writes the destination lookup flows of a router-type port.
+func routerPortL2(g *gen, p *switchPortInfo, flow func(Stage, int, string, string)) {
+	lsp, peer := p.lsp, p.peer
+	out := fmt.Sprintf("outport = %q; output;", lsp.Name)
+	cr := fmt.Sprintf("is_chassis_resident(%q)", "cr-"+peer.lrp.Name)
+	for _, e := range lsp.Addresses {
+		if strings.TrimSpace(e) == "router" {
+			m := "eth.dst == " + peer.addr.mac
+			if peer.gateway {
+				m += " && " + cr
+			}
+			flow(LSInL2Lkup, 50, m, out)
+			continue
+		}
+		if a, ok := parseLSPAddress(e); ok {
+			flow(LSInL2Lkup, 50, "eth.dst == "+a.mac, out)
+		}
+	}
+	if peer.gateway {
+		for i := range peer.nats {
+			n := &peer.nats[i]
+			if natDistributed(n) {
+				if mac, ok := normalizeMAC(*n.ExternalMAC); ok {
+					flow(LSInL2Lkup, 50, fmt.Sprintf("eth.dst == %s && is_chassis_resident(%q)", mac, *n.LogicalPort), out)
+				}
+			}
+		}
+	}
+
+	// ARP and ND requests for the router's addresses go to the router
+	// port (and, flooded, to the rest of the switch).
+	clone := fmt.Sprintf("clone {outport = %q; output; }; outport = \"_MC_flood_l2\"; output;", lsp.Name)
+	var ips []netip.Addr
+	add := func(ip netip.Addr) {
+		if !slices.Contains(ips, ip) {
+			ips = append(ips, ip)
+		}
+	}
+	for _, ip := range peer.addr.ip4 {
+		add(ip)
+	}
+	for _, ip := range peer.addr.ip6 {
+		add(ip)
+	}
+	macs := []string{peer.addr.mac}
+	for i := range peer.nats {
+		n := &peer.nats[i]
+		ip, err := netip.ParseAddr(n.ExternalIP)
+		if err != nil {
+			continue
+		}
+		if n.Type != "snat" || peer.reachable(ip) {
+			add(ip)
+		}
+		if n.Type == "dnat_and_snat" && n.ExternalMAC != nil {
+			if mac, ok := normalizeMAC(*n.ExternalMAC); ok && !slices.Contains(macs, mac) {
+				macs = append(macs, mac)
+			}
+		}
+	}
+	for _, ip := range ips {
+		if ip.Is4() {
+			flow(LSInL2Lkup, 80, fmt.Sprintf("flags[1] == 0 && arp.op == 1 && arp.tpa == %s", ip), clone)
+		} else {
+			flow(LSInL2Lkup, 80, fmt.Sprintf("flags[1] == 0 && nd_ns && nd.target == %s", ip), clone)
+		}
+	}
+	flow(LSInL2Lkup, 75, fmt.Sprintf("eth.src == {%s} && (arp.op == 1 || rarp.op == 3 || nd_ns)", strings.Join(macs, ", ")), `outport = "_MC_flood_l2"; output;`)
+}
+
+// natAddresses returns a router-type port's Port_Binding nat_addresses,
+// the addresses the chassis that has the router's gateway announces with
+// gratuitous ARPs: those options:nat-addresses gives ("router": its
+// router's NAT and load balancer addresses), and the router port's own if
+// it is a distributed gateway port or a gateway router's port on a switch
+// with a localnet port.
+func natAddresses(g *gen, p *switchPortInfo) []string {
+	peer := p.peer
+	if p.lsp.Type != lspRouter || peer == nil {
+		return nil
+	}
+	resident := ""
+	if peer.gateway {
+		resident = fmt.Sprintf(" is_chassis_resident(%q)", "cr-"+peer.lrp.Name)
+	}
+	var out []string
+	v, ok := p.lsp.Options["nat-addresses"]
+	switch {
+	case ok && v == "router":
+		if peer.gateway || peer.chassis != "" {
+			out = append(out, routerNATAddresses(peer, resident)...)
+		}
+	case ok:
+		if _, valid := parseLSPAddress(strings.TrimSuffix(strings.TrimSpace(v), "")); valid {
+			out = append(out, v)
+		} else {
+			g.Warn("bad nat-addresses on logical switch port", "port", p.lsp.Name, "value", v)
+		}
+	}
+	if peer.gateway || (peer.chassis != "" && switchHasLocalnet(g, p.sw.nb.UUID)) {
+		words := []string{peer.addr.mac}
+		for _, ip := range peer.addr.ip4 {
+			words = append(words, ip.String())
+		}
+		if len(words) > 1 {
+			out = append(out, strings.Join(words, " ")+resident)
+		}
+	}
+	return out
+}
+
+// routerNATAddresses is what nat-addresses=router stands for: the router
+// port's MAC with the external IPs of its centralized NAT rules and its
+// load balancers' VIPs, and one entry for each distributed NAT rule.
+func routerNATAddresses(peer *routerPeer, resident string) []string {
+	words := []string{peer.addr.mac}
+	var out []string
+	seen := map[string]bool{}
+	for _, ip := range peer.addr.ip4 {
+		seen[ip.String()] = true
+	}
+	for i := range peer.nats {
+		n := &peer.nats[i]
+		if peer.gateway && natDistributed(n) {
+			if mac, ok := normalizeMAC(*n.ExternalMAC); ok {
+				out = append(out, fmt.Sprintf("%s %s is_chassis_resident(%q)", mac, n.ExternalIP, *n.LogicalPort))
+			}
+			continue
+		}
+		if !seen[n.ExternalIP] {
+			seen[n.ExternalIP] = true
+			words = append(words, n.ExternalIP)
+		}
+	}
+	for _, vip := range peer.lbVIPs {
+		if !seen[vip] {
+			seen[vip] = true
+			words = append(words, vip)
+		}
+	}
+	if len(words) > 1 {
+		out = append([]string{strings.Join(words, " ") + resident}, out...)
+	}
+	return out
+}
