@@ -120,10 +120,11 @@ func routerPortIPFlows(g *gen, r *logicalRouter, p *routerPort, natIPs map[netip
 				fmt.Sprintf("icmp4 {eth.dst <-> eth.src; icmp4.type = 11; /* Time exceeded */ icmp4.code = 0; /* TTL exceeded in transit */ %s ; ip.ttl = 254; outport = %q; flags.loopback = 1; output; };", src, name), id)
 		}
 	}
-	// A router without NAT or load balancers answers traffic to its own
-	// addresses that it does not serve: TCP with a reset, UDP with a port
-	// unreachable, SCTP with an abort, other IP with a protocol unreachable.
-	if !routerHasNATOrLB(g, r.nb.UUID) {
+	// A distributed router without a gateway port answers traffic to its
+	// own addresses that it does not serve: TCP with a reset, UDP with a
+	// port unreachable, SCTP with an abort, other IP with a protocol
+	// unreachable.
+	if r.chassis == "" && !routerHasGatewayPort(g, r.nb.UUID) {
 		for _, a := range append(addrsOf(v4), all6...) {
 			ipf, icmp, proto, port := "ip4", "icmp4", "icmp4.type = 3; icmp4.code = 2;", "icmp4.type = 3; icmp4.code = 3;"
 			if a.Is6() {
@@ -295,4 +296,15 @@ func switchHasLocalnet(g *gen, ls ovsdb.UUID) bool {
 		}
 		return false
 	}).(bool)
+}
+
+// routerHasGatewayPort says whether a router has a distributed gateway
+// port.
+func routerHasGatewayPort(g *gen, lr ovsdb.UUID) bool {
+	for _, p := range routerPortsOf(g, lr) {
+		if p.gateway {
+			return true
+		}
+	}
+	return false
 }

@@ -189,15 +189,15 @@ func routerLBFlows(g *gen, r *logicalRouter) {
 	g.Flow(dp, LRInDNAT, 70, "ct.est && !ct.rel && !ct.new && "+mark+".natted && "+mark+".skip_snat == 1", "flags.skip_snat_for_lb = 1; next;")
 	g.Flow(dp, LRInDNAT, 70, "ct.rel && !ct.est && !ct.new && "+mark+".force_snat == 1", "flags.force_snat_for_lb = 1; ct_commit_nat;")
 	g.Flow(dp, LRInDNAT, 70, "ct.rel && !ct.est && !ct.new && "+mark+".skip_snat == 1", "flags.skip_snat_for_lb = 1; ct_commit_nat;")
+	if f.skipSNAT {
+		g.Flow(dp, LROutSnat, 120, "flags.skip_snat_for_lb == 1 && ip", "next;")
+	}
 	if r.chassis == "" {
 		return
 	}
 	// A gateway router SNATs load-balanced traffic to the address of
 	// options:lb_force_snat_ip: its own on each port ("router_ip") or the
 	// ones given.
-	if f.skipSNAT {
-		g.Flow(dp, LROutSnat, 120, "flags.skip_snat_for_lb == 1 && ip", "next;")
-	}
 	force := r.nb.Options["lb_force_snat_ip"]
 	if force == "router_ip" {
 		for _, p := range routerPortsOf(g, r.nb.UUID) {
@@ -261,9 +261,9 @@ type lbRouterTarget struct {
 	dgp   *routerPort // the gateway port of a distributed router, or nil
 }
 
-// lbOnRouters writes a load balancer's VIP flows on every router it is on
-// (gateway routers and distributed routers with a gateway port; other
-// routers have no conntrack zone to balance in).
+// lbOnRouters writes a load balancer's VIP flows on every router it is on:
+// on a gateway router, on the gateway chassis of a distributed router's
+// gateway port, or, on a router with neither, wherever the router runs.
 func lbOnRouters(g *gen, lb *nb.LoadBalancer, vips []lbVIP, proto string, down map[lbEndpoint]bool) {
 	routers := lbRouters(g, lb.UUID)
 	if len(routers) == 0 || len(vips) == 0 {
@@ -283,9 +283,6 @@ func lbOnRouters(g *gen, lb *nb.LoadBalancer, vips []lbVIP, proto string, down m
 					t.dgp = &ports[i]
 					break
 				}
-			}
-			if t.dgp == nil {
-				continue
 			}
 		}
 		for i := range vips {
@@ -328,6 +325,9 @@ func lbRouterVIPFlows(g *gen, t *lbRouterTarget, lb *nb.LoadBalancer, v *lbVIP, 
 		}
 	}
 	if len(live) == 0 {
+		// ovn-northd 23.03 writes the SNAT flag before the drop here,
+		// which no action parser accepts (drop must be alone), so that
+		// ovn-controller ignores the flow; govn drops as meant.
 		g.FlowHint(dp, LRInDNAT, prio, match+resident, "drop;", id)
 		return
 	}
@@ -363,7 +363,8 @@ func lbRouterVIPFlows(g *gen, t *lbRouterTarget, lb *nb.LoadBalancer, v *lbVIP, 
 	if v.vip.port != 0 {
 		check += fmt.Sprintf("reg9[16..31] = %s.dst; ", proto)
 	}
-	g.FlowHint(dp, LRInLBAffCheck, 100, match+resident, check+"reg9[6] = chk_lb_aff(); next;", id)
+	// Affinity is not bound to the gateway chassis.
+	g.FlowHint(dp, LRInLBAffCheck, 100, match, check+"reg9[6] = chk_lb_aff(); next;", id)
 	for _, be := range live {
 		m := fmt.Sprintf("reg9[6] == 1 && ct.new && %s && %s == %s", ipf, beReg, be.ip)
 		learn := fmt.Sprintf("reg9[6] == 0 && ct.new && %s && %s == %s", ipf, vipReg, v.vip.ip)
@@ -375,8 +376,11 @@ func lbRouterVIPFlows(g *gen, t *lbRouterTarget, lb *nb.LoadBalancer, v *lbVIP, 
 		if v.vip.port != 0 {
 			learn += fmt.Sprintf(" && %s.dst == %d", proto, be.port)
 		}
-		g.FlowHint(dp, LRInDNAT, 150, m+resident, fmt.Sprintf("%s = %s; %s%s(backends=%s%s);", vipReg, v.vip.ip, flag, ct.lb, be, suffix), id)
-		g.FlowHint(dp, LRInLBAffLearn, 100, learn+resident,
-			fmt.Sprintf("commit_lb_aff(vip = \"%s\", backend = \"%s\", proto = %s, timeout = %d); /* drop */", v.vip, be, proto, timeout), id)
+		g.FlowHint(dp, LRInDNAT, 150, m, fmt.Sprintf("%s = %s; %s%s(backends=%s%s);", vipReg, v.vip.ip, flag, ct.lb, be, suffix), id)
+		commit := fmt.Sprintf("commit_lb_aff(vip = \"%s\", backend = \"%s\", proto = %s, timeout = %d); /* drop */", v.vip, be, proto, timeout)
+		if v.vip.port == 0 {
+			commit = fmt.Sprintf("commit_lb_aff(vip = \"%s\", backend = \"%s\", timeout = %d); /* drop */", v.vip, be, timeout)
+		}
+		g.FlowHint(dp, LRInLBAffLearn, 100, learn, commit, id)
 	}
 }
