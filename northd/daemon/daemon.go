@@ -84,9 +84,14 @@ func New(cfg Config) (*Daemon, error) {
 		batch:  make(changes),
 		inputs: make(map[tableKey]*incproc.Node),
 	}
+	// Both clients use only a cluster's leader, as the OVS IDL that
+	// ovn-northd uses does by default: a lock is held on the server a
+	// client is connected to, not replicated, so two northd on two
+	// servers of a cluster could both hold ovn_northd.
 	var err error
 	d.nb, err = client.New(client.Options{
-		Endpoints: cfg.NB, TLS: cfg.TLS, Database: "OVN_Northbound",
+		LeaderOnly: true,
+		Endpoints:  cfg.NB, TLS: cfg.TLS, Database: "OVN_Northbound",
 		OnChange:      func(cs client.ChangeSet) { d.enqueue(northd.NB, d.nb, cs) },
 		ProbeInterval: cfg.ProbeInterval,
 		Logger:        cfg.Logger,
@@ -99,7 +104,8 @@ func New(cfg Config) (*Daemon, error) {
 		sbTables[t] = nil
 	}
 	d.sb, err = client.New(client.Options{
-		Endpoints: cfg.SB, TLS: cfg.TLS, Database: "OVN_Southbound",
+		LeaderOnly: true,
+		Endpoints:  cfg.SB, TLS: cfg.TLS, Database: "OVN_Southbound",
 		Tables:        sbTables,
 		OnChange:      func(cs client.ChangeSet) { d.enqueue(northd.SB, d.sb, cs) },
 		OnLock:        func(string, bool) { d.poke() },
