@@ -215,7 +215,9 @@ func (p *parser) actionList(end TokenKind, scope writeScope) []Action {
 		if p.err != nil {
 			return nil
 		}
-		acts = append(acts, a)
+		if a != nil {
+			acts = append(acts, a)
+		}
 		if !p.accept(TokSemicolon) {
 			p.errorf("expected ';' after action, found %s", p.describe())
 			return nil
@@ -265,7 +267,7 @@ func (p *parser) action(scope writeScope) Action {
 		p.advance()
 		c := &CallAction{Name: name}
 		p.callArgs(c, scope)
-		return c
+		return orNothing(c)
 	}
 	if name == "drop" {
 		p.errorf("drop; must be the only action of its list")
@@ -273,6 +275,15 @@ func (p *parser) action(scope writeScope) Action {
 	}
 	p.errorf("unknown action %q", name)
 	return nil
+}
+
+// orNothing returns c, or nil when its parser found that OVN adds no
+// action for it (set_queue(;), whose name it then cleared.
+func orNothing(c *CallAction) Action {
+	if c.Name == "" {
+		return nil
+	}
+	return c
 }
 
 // nested parses the { actions } of action name, whose name has been
@@ -404,7 +415,7 @@ func (p *parser) setAction(scope writeScope) Action {
 		result := dst
 		c := &CallAction{Result: &result, Name: p.tok.Text, Parens: true}
 		p.resultArgs(c, dstPos, scope)
-		return c
+		return orNothing(c)
 	}
 	src, ok := p.fieldRefValue(nil)
 	if !ok {
@@ -466,9 +477,18 @@ func checkConstFits(sym *Symbol, c *Const) error {
 	case isStr:
 		return nil
 	}
+	// An address is as wide as its kind (00:00:00:00:00:01 is 48 bits);
+	// other numbers as their highest 1-bit.
 	w := c.Value.BitLen()
-	if c.Masked {
+	switch {
+	case c.Masked:
 		w = c.Mask.BitLen()
+	case c.Format == FmtIPv4:
+		w = 32
+	case c.Format == FmtMAC:
+		w = 48
+	case c.Format == FmtIPv6:
+		w = 128
 	}
 	if w > sym.Width {
 		return fmt.Errorf("constant %s needs %d bits, more than %d-bit %s has", constText(c), w, sym.Width, sym.Name)
@@ -695,7 +715,7 @@ func writeArgValue(sb *strings.Builder, toks []ArgToken) {
 		case TokInt:
 			formatValue(sb, t.Value, t.Format)
 		case TokString:
-			sb.WriteString(strconv.Quote(t.Str))
+			sb.WriteString(quote(t.Str))
 		default:
 			sb.WriteString(t.Text)
 		}

@@ -164,6 +164,12 @@ func (p *parser) callArgs(c *CallAction, scope writeScope) {
 		}
 		c.Parens = true
 		if !p.smallInt() {
+			if p.tok.Kind == TokSemicolon {
+				// OVN stops at a missing number without an error and
+				// adds no action: the ';' then ends set_queue(.
+				c.Name = ""
+				return
+			}
 			p.errorf("set_queue takes a queue number, found %s", p.describe())
 			return
 		}
@@ -300,7 +306,7 @@ func (p *parser) lbArgs(c *CallAction) {
 			return
 		}
 		start := p.tok.Pos
-		p.advance()
+		p.advanceLenient()
 		rest = append(rest, Arg{Key: "hash_fields", Value: p.span(start), Sep: ';'})
 		if !p.accept(TokSemicolon) {
 			p.advance()
@@ -308,7 +314,7 @@ func (p *parser) lbArgs(c *CallAction) {
 	}
 	if p.isIdent("skip_snat") || p.isIdent("force_snat") {
 		start := p.tok.Pos
-		p.advance()
+		p.advanceLenient()
 		rest = append(rest, Arg{Value: p.span(start), Sep: ';'})
 		p.advance()
 	}
@@ -337,9 +343,11 @@ func (p *parser) backendPort() bool {
 // token stands where a number should be, and counts a non-decimal one as
 // 0: a rate of 0 is refused, a burst of 0 means none.
 func (p *parser) meterArgs(c *CallAction) {
-	if !p.expect(TokLParen) {
+	if p.tok.Kind != TokLParen {
+		p.errorf("expected '(', found %s", p.describe())
 		return
 	}
+	p.advanceLenient()
 	c.Parens = true
 	num := func() uint64 {
 		var v uint64
@@ -351,7 +359,8 @@ func (p *parser) meterArgs(c *CallAction) {
 	}
 	rate := num()
 	var burst uint64
-	if p.accept(TokComma) {
+	if p.tok.Kind == TokComma {
+		p.advanceLenient()
 		burst = num()
 	}
 	if !p.expect(TokRParen) {
@@ -463,7 +472,7 @@ func (p *parser) sampleArgs(c *CallAction) {
 				}
 				p.advance()
 			case p.acceptIdent("obs_domain"):
-				if !p.expect(TokEquals) {
+				if !p.expectLenient(TokEquals) {
 					return
 				}
 				if decimal() {
@@ -476,7 +485,7 @@ func (p *parser) sampleArgs(c *CallAction) {
 				}
 				p.advance()
 			case p.acceptIdent("collector_set"):
-				if !p.expect(TokEquals) {
+				if !p.expectLenient(TokEquals) {
 					return
 				}
 				if decimal() {
@@ -977,6 +986,11 @@ func (p *parser) resultArgs(c *CallAction, dstPos int, scope writeScope) {
 		p.advance()
 		p.advance()
 		if !p.smallInt() {
+			if p.tok.Kind == TokSemicolon {
+				// As for set_queue(: no error, and no action.
+				c.Name = ""
+				return
+			}
 			p.errorf("check_pkt_larger takes a decimal packet length, found %s", p.describe())
 			return
 		}
@@ -1147,4 +1161,57 @@ func truncateConst(c Const, w int) Const {
 		c.Mask, c.MaskFmt, c.Prefix = c.Mask.And(Ones(w)), FmtHex, -1
 	}
 	return c
+}
+
+// tokSkipped is a token the lexer refused where OVN's parser skips a token
+// without looking at it (set_meter's arguments, the token after ct_lb's
+// hash_fields value, ...): there OVN never sees the lexical error. Any
+// other use of it is a syntax error.
+const tokSkipped TokenKind = 255
+
+// advanceLenient is advance for a token OVN skips unseen: a token the
+// lexer refuses becomes a tokSkipped that spans it, as far as OVN's lexer
+// would have read it, and lexing goes on after it.
+func (p *parser) advanceLenient() {
+	save := p.lex
+	p.tok = p.lex.Next()
+	if p.tok.Kind != TokEOF || p.lex.err == nil {
+		return
+	}
+	src := save.src
+	start := save.pos
+	for start < len(src) && (src[start] == ' ' || src[start] == '\t' || src[start] == '\n' || src[start] == '\r') {
+		start++
+	}
+	end := start + 1
+	switch {
+	case start >= len(src):
+		return
+	case src[start] == '"':
+		for end < len(src) && src[end] != '"' {
+			if src[end] == '\\' {
+				end++
+			}
+			end++
+		}
+		end = min(end+1, len(src))
+	case src[start] >= '0' && src[start] <= '9':
+		for end < len(src) && (isIdentChar(src[end]) || src[end] == ':') {
+			end++
+		}
+	}
+	p.lex = save
+	p.lex.err = nil
+	p.lex.pos = end
+	p.tok = Token{Kind: tokSkipped, Pos: start, Text: src[start:end]}
+}
+
+// expectLenient is expect where OVN skips the token after k unseen.
+func (p *parser) expectLenient(k TokenKind) bool {
+	if p.tok.Kind != k {
+		p.errorf("expected %s, found %s", k, p.describe())
+		return false
+	}
+	p.advanceLenient()
+	return true
 }

@@ -487,8 +487,9 @@ func (l *Lexer) lexNumber() Token {
 			}
 		}
 		// "10.0.0.1:80" (a backend): the number is the address before
-		// the last colon.
-		if i := strings.LastIndexByte(run, ':'); i > 0 && sawDot {
+		// the first colon, as in OVN ("10.0.0.1::80" is 10.0.0.1 and
+		// then ::80).
+		if i := strings.IndexByte(run, ':'); i > 0 && sawDot {
 			if v, ok := parseIPv4(run[:i]); ok {
 				end = start + i
 				run = run[:i]
