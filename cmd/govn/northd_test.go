@@ -619,8 +619,9 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// TestNorthdSSL connects govn northd to both databases over SSL, each
-// through a list of remotes whose first one does not answer.
+// TestNorthdSSL connects govn northd to the Southbound over SSL and to the
+// Northbound over TCP, each through a list of remotes whose first one does
+// not answer.
 func TestNorthdSSL(t *testing.T) {
 	needOVNTools(t)
 	govn := northdGovn(t)
@@ -631,12 +632,15 @@ func TestNorthdSSL(t *testing.T) {
 	ports := map[string]int{"nb": freePort(t), "sb": freePort(t)}
 	dead := freePort(t)
 	e.dbArgs = func(db string) []string {
+		if db == "nb" {
+			return []string{fmt.Sprintf("--remote=ptcp:%d:127.0.0.1", ports[db])}
+		}
 		return []string{fmt.Sprintf("--remote=pssl:%d:127.0.0.1", ports[db]),
 			"--private-key=" + serverKey, "--certificate=" + serverCert, "--ca-cert=" + ca.File}
 	}
 	e.createDBs()
 	e.northdArgs = []string{
-		fmt.Sprintf("--ovnnb-db=tcp:127.0.0.1:%d,ssl:127.0.0.1:%d", dead, ports["nb"]),
+		fmt.Sprintf("--ovnnb-db=tcp:127.0.0.1:%d,tcp:127.0.0.1:%d", dead, ports["nb"]),
 		fmt.Sprintf("--ovnsb-db=ssl:127.0.0.1:%d,ssl:127.0.0.1:%d", dead, ports["sb"]),
 		"-p", clientKey, "-c", clientCert, "-C", ca.File,
 	}
