@@ -335,9 +335,11 @@ func (d *Daemon) iterate(ctx context.Context) (wait time.Duration, again bool) {
 	}
 	// Tables no input node stands for (a newer server schema) still
 	// reach the state.
+	unnoded := false
 	for k := range d.batch {
 		if d.inputs[k] == nil {
 			d.state.Apply(d.batch.take(k))
+			unnoded = true
 		}
 	}
 	if _, err := d.engine.Run(ctx, incproc.RunOptions{AllowRecompute: true}); err != nil {
@@ -346,6 +348,9 @@ func (d *Daemon) iterate(ctx context.Context) (wait time.Duration, again bool) {
 		}
 		d.log.Error("engine run failed", "err", err)
 		return d.failed()
+	}
+	if unnoded {
+		d.state.Process()
 	}
 	d.ranOnce = true
 
