@@ -56,6 +56,7 @@ func nbGlobal(g *gen) (nb.NBGlobal, bool) {
 // genGlobal writes SB_Global, the RBAC role of chassis and the address set
 // of the service monitor MAC.
 func genGlobal(g *gen) {
+	dhcpOptionTables(g)
 	glob, ok := nbGlobal(g)
 	if ok {
 		opts := maps.Clone(glob.Options)

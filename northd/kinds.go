@@ -123,5 +123,3 @@ func genSwitchPort(g *gen) {
 	switchPort(g, sw, &lsp)
 	switchPortRouterFlows(g, sw, &lsp)
 }
-
-func genDNS(g *gen) {}

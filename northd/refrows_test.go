@@ -37,6 +37,10 @@ var compareTables = map[string][]string{
 // (logical-switch, lb_id, dns_id): new in every run of the script.
 var uuidText = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 
+// rtrLBSet finds the names of the address sets ovn-northd makes of a
+// router's load balancer VIPs, numbered in no fixed order.
+var rtrLBSet = regexp.MustCompile(`_rtr_lb_\d+_`)
+
 // rowSet is a whole database's rows, by table and UUID.
 type rowSet map[string]map[ovsdb.UUID]*ovsdb.Row
 
@@ -78,7 +82,8 @@ func sbRowLines(schema *ovsdb.Schema, rows rowSet, dpRequested map[string]bool) 
 					continue
 				}
 				line := fmt.Sprintf("%s %s %s=%s", table, key, c.Name, v)
-				lines = append(lines, uuidText.ReplaceAllString(line, "<uuid>"))
+				line = rtrLBSet.ReplaceAllString(uuidText.ReplaceAllString(line, "<uuid>"), "_rtr_lb_N_")
+				lines = append(lines, line)
 			}
 		}
 	}

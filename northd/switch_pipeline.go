@@ -208,6 +208,7 @@ func switchPipeline(g *gen, sw *logicalSwitch) {
 	g.Flow(dp, LSInL2Lkup, 70, "eth.mcast", `outport = "_MC_flood"; output;`)
 	g.Flow(dp, LSInL2Lkup, 0, "1", "outport = get_fdb(eth.dst); next;")
 	switchMcastFlows(g, sw, hasMcastStatic)
+	switchDNSFlows(g, sw, facts.stateful())
 	switchForwardingGroups(g, sw)
 	if hasUnknown {
 		g.Flow(dp, LSInL2Unknown, 50, `outport == "none"`, `outport = "_MC_unknown"; output;`)

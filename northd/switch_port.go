@@ -245,6 +245,9 @@ func switchPortFlows(g *gen, p *switchPortInfo) {
 	}
 
 	arpResponder(g, p, flow, in)
+	if lsp.Type == lspVIF || lsp.Type == lspExternal {
+		dhcpFlows(g, p, flow)
+	}
 
 	// Destination lookup.
 	if lsp.Type == lspExternal {
