@@ -477,19 +477,9 @@ func checkConstFits(sym *Symbol, c *Const) error {
 	case isStr:
 		return nil
 	}
-	// An address is as wide as its kind (00:00:00:00:00:01 is 48 bits);
-	// other numbers as their highest 1-bit.
-	w := c.Value.BitLen()
-	switch {
-	case c.Masked:
-		w = c.Mask.BitLen()
-	case c.Format == FmtIPv4:
-		w = 32
-	case c.Format == FmtMAC:
-		w = 48
-	case c.Format == FmtIPv6:
-		w = 128
-	}
+	// An address is as wide as its kind (00:00:00:00:00:01 is 48 bits),
+	// a masked number as its mask, other numbers as their highest 1-bit.
+	w := constWidth(c)
 	if w > sym.Width {
 		return fmt.Errorf("constant %s needs %d bits, more than %d-bit %s has", constText(c), w, sym.Width, sym.Name)
 	}
@@ -514,7 +504,7 @@ func (p *parser) actionConst() (Const, bool) {
 	if !checkDecimal(p) {
 		return Const{}, false
 	}
-	c := Const{Value: p.tok.Value, Format: p.tok.Format, Prefix: -1}
+	c := Const{Value: p.tok.Value, Format: p.tok.Format, Prefix: -1, Wide: p.tok.Wide}
 	vtok := p.tok
 	p.advance()
 	if p.tok.Kind != TokSlash {
@@ -538,7 +528,7 @@ func (p *parser) actionConst() (Const, bool) {
 	c.Masked = true
 	switch {
 	case m.Format == vtok.Format:
-		c.Mask, c.MaskFmt = m.Value, m.Format
+		c.Mask, c.MaskFmt, c.MaskWide = m.Value, m.Format, m.Wide
 	case m.Format == FmtDecimal && (c.Format == FmtIPv4 || c.Format == FmtIPv6):
 		w := 32
 		if c.Format == FmtIPv6 {

@@ -1121,6 +1121,7 @@ func (p *parser) ctCommit() Action {
 			c = truncateConst(c, 32)
 			mark = &c
 		} else {
+			c = truncateConst(c, 128) // OVN reads up to 1024 bits and keeps 128
 			label = &c
 		}
 		p.accept(TokComma)
@@ -1152,9 +1153,10 @@ func (p *parser) ctCommit() Action {
 // truncateConst keeps the low w bits of a constant and its mask, written
 // in hexadecimal when that changes them.
 func truncateConst(c Const, w int) Const {
-	if c.Value.BitLen() <= w && (!c.Masked || c.Mask.BitLen() <= w) {
+	if c.Value.BitLen() <= w && c.Wide == 0 && (!c.Masked || c.Mask.BitLen() <= w && c.MaskWide == 0) {
 		return c
 	}
+	c.Wide, c.MaskWide = 0, 0
 	c.Value = c.Value.And(Ones(w))
 	c.Format = FmtHex
 	if c.Masked {

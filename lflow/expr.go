@@ -56,6 +56,10 @@ type Const struct {
 	MaskFmt Format
 	IsStr   bool
 	Str     string
+	// Wide and MaskWide are Token.Wide of the value and of the mask: a
+	// hexadecimal number wider than 128 bits, of which Value (Mask)
+	// holds the low 128.
+	Wide, MaskWide int
 }
 
 // RefKind says what a CmpExpr compares against.
@@ -562,7 +566,7 @@ func (p *parser) constant() Const {
 		return c
 	case TokInt:
 		pos := p.tok.Pos
-		c := Const{Value: p.tok.Value, Format: p.tok.Format, Prefix: -1}
+		c := Const{Value: p.tok.Value, Format: p.tok.Format, Prefix: -1, Wide: p.tok.Wide}
 		p.advance()
 		if p.tok.Kind == TokSlash {
 			p.advance()
@@ -589,7 +593,7 @@ func (p *parser) constant() Const {
 				p.errorAt(pos, "value and mask have incompatible formats")
 				return c
 			} else {
-				c.Mask, c.MaskFmt = m.Value, m.Format
+				c.Mask, c.MaskFmt, c.MaskWide = m.Value, m.Format, m.Wide
 			}
 		}
 		return c
@@ -603,7 +607,7 @@ func (p *parser) constant() Const {
 // Ethernet address, else the number of bits its value needs.
 func constWidth(c *Const) int {
 	if c.Masked {
-		return c.Mask.BitLen()
+		return max(c.Mask.BitLen(), c.MaskWide)
 	}
 	switch c.Format {
 	case FmtIPv4:
@@ -613,7 +617,7 @@ func constWidth(c *Const) int {
 	case FmtMAC:
 		return 48
 	}
-	return c.Value.BitLen()
+	return max(c.Value.BitLen(), c.Wide)
 }
 
 // finishCmp checks a comparison as OVN does and returns it, or, for a

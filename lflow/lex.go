@@ -2,6 +2,7 @@ package lflow
 
 import (
 	"fmt"
+	"math/bits"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -84,6 +85,10 @@ type Token struct {
 	Str    string // decoded value of a string token; name of $set or @group
 	Value  U128   // value of a number
 	Format Format // how a number was written
+	// Wide is the number of bits a hexadecimal number needs when that is
+	// more than 128 (OVN keeps up to 1024); Value then holds its low 128
+	// bits, and Wide is 0 otherwise.
+	Wide int
 }
 
 // SyntaxError is a lexical or grammatical error at a byte offset.
@@ -507,16 +512,20 @@ func (l *Lexer) lexNumber() Token {
 		}
 		tok.Value, tok.Format = v, FmtIPv4
 	case len(run) > 2 && run[0] == '0' && (run[1] == 'x' || run[1] == 'X'):
+		digits := run[2:]
 		var v U128
-		for i := 2; i < len(run); i++ {
-			d := hexVal(run[i])
+		for i := 0; i < len(digits); i++ {
+			d := hexVal(digits[i])
 			if d < 0 {
 				return l.fail(start, "invalid hexadecimal constant %q", run)
 			}
-			if v.Hi>>60 != 0 {
-				return l.fail(start, "hexadecimal constant %q is wider than 128 bits", run)
+			v = v.Lsh(4).Or(U128{Lo: uint64(d)}) // the low 128 bits
+		}
+		if sig := strings.TrimLeft(digits, "0"); len(sig) > 32 {
+			tok.Wide = 4*(len(sig)-1) + bits.Len(uint(hexVal(sig[0])))
+			if tok.Wide > 1024 {
+				return l.fail(start, "hexadecimal constant %q needs more than 1024 bits", run)
 			}
-			v = v.Lsh(4).Or(U128{Lo: uint64(d)})
 		}
 		tok.Value, tok.Format = v, FmtHex
 	default:
