@@ -750,10 +750,12 @@ func TestNorthdSchemaConversion(t *testing.T) {
 			if err := os.WriteFile(file, b, 0o644); err != nil {
 				t.Fatal(err)
 			}
+			// Cleared before: northd may see the conversion before
+			// ovsdb-client returns.
+			e.appctl(ctl, "inc-engine/clear-stats")
 			if out, err := exec.Command("ovsdb-client", "--timeout=20", "convert", "unix:"+e.sock("nb"), file).CombinedOutput(); err != nil {
 				t.Fatalf("ovsdb-client convert: %v\n%s", err, out)
 			}
-			e.appctl(ctl, "inc-engine/clear-stats")
 			e.nbctl("--wait=sb", "lsp-add", "sw0", "p2")
 			if got := e.column("Port_Binding", "logical_port"); !reflect.DeepEqual(got, []string{"p1", "p2"}) {
 				t.Errorf("after the conversion and lsp-add: ports %q", got)
