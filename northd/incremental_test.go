@@ -66,6 +66,13 @@ func (w *nbWorld) step() string {
 	mac := fmt.Sprintf("50:54:00:%02x:%02x:%02x", n>>16&0xff, n>>8&0xff, n&0xff)
 	ip := fmt.Sprintf("10.%d.%d.%d", n>>16&0xff, n>>8&0xff, n&0xff)
 	var did string
+	if w.rnd.IntN(3) == 0 {
+		if did, ok := w.routerStep(n, mac, ip); ok {
+			w.h.nbCommit()
+			return did
+		}
+		return w.step()
+	}
 	switch w.rnd.IntN(14) {
 	case 0: // add a switch
 		ls := nb.LogicalSwitch{Name: w.name("ls")}
@@ -185,6 +192,114 @@ func (w *nbWorld) step() string {
 	}
 	w.h.nbCommit()
 	return did
+}
+
+// routerStep makes one random change to routers, their ports, routes,
+// NAT and load balancers; ok is false when its prerequisites are missing
+// (nothing was changed).
+func (w *nbWorld) routerStep(n int, mac, ip string) (did string, ok bool) {
+	net := fmt.Sprintf("172.%d.%d.1/24", 16+n>>8&0xf, n&0xff)
+	switch w.rnd.IntN(11) {
+	case 0: // add a router: distributed, or a gateway router
+		lr := nb.LogicalRouter{Name: w.name("lr")}
+		if w.rnd.IntN(2) == 0 {
+			lr.Options = map[string]string{"chassis": "hv1"}
+			if w.rnd.IntN(2) == 0 {
+				lr.Options["lb_force_snat_ip"] = "router_ip"
+			}
+		}
+		w.h.nb.Insert(nb.LogicalRouterTable, lr.Row())
+		return "add router", true
+	case 1, 2: // add a router port, connected to a switch, sometimes a gateway port
+		lr, ok := w.pick(nb.LogicalRouterTable)
+		if !ok {
+			return "", false
+		}
+		lrp := nb.LogicalRouterPort{Name: w.name("lrp"), MAC: mac, Networks: []string{net}}
+		if w.rnd.IntN(3) == 0 {
+			lrp.Networks = append(lrp.Networks, fmt.Sprintf("fd%02x::1/64", n&0xff))
+		}
+		if w.rnd.IntN(4) == 0 {
+			gc := w.h.nb.Insert(nb.GatewayChassisTable, (&nb.GatewayChassis{Name: w.name("gc"), ChassisName: "hv2", Priority: 10}).Row())
+			lrp.GatewayChassis = []ovsdb.UUID{gc}
+		}
+		id := w.h.nb.Insert(nb.LogicalRouterPortTable, lrp.Row())
+		w.addMember(nb.LogicalRouterTable, lr, "ports", id)
+		if ls, ok := w.pick(nb.LogicalSwitchTable); ok {
+			lsp := nb.LogicalSwitchPort{Name: w.name("rp"), Type: "router", Addresses: []string{"router"}, Options: map[string]string{"router-port": lrp.Name}}
+			w.addMember(nb.LogicalSwitchTable, ls, "ports", w.h.nb.Insert(nb.LogicalSwitchPortTable, lsp.Row()))
+		}
+		return "add router port", true
+	case 3: // change a router port's networks
+		p, ok := w.pick(nb.LogicalRouterPortTable)
+		if !ok {
+			return "", false
+		}
+		w.h.nb.Update(nb.LogicalRouterPortTable, p, map[string]ovsdb.Datum{"networks": dStrings([]string{net})})
+		return "change router port networks", true
+	case 4: // delete a router port
+		lr, ok := w.pick(nb.LogicalRouterTable)
+		if !ok || !w.dropMember(nb.LogicalRouterTable, lr, "ports") {
+			return "", false
+		}
+		return "delete router port", true
+	case 5: // add a static route
+		lr, ok := w.pick(nb.LogicalRouterTable)
+		if !ok {
+			return "", false
+		}
+		rt := nb.LogicalRouterStaticRoute{IPPrefix: fmt.Sprintf("192.%d.%d.0/24", n>>8&0xff, n&0xff), Nexthop: fmt.Sprintf("172.%d.%d.254", 16+n>>8&0xf, n&0xff)}
+		if w.rnd.IntN(4) == 0 {
+			rt.Nexthop = "discard"
+		}
+		w.addMember(nb.LogicalRouterTable, lr, "static_routes", w.h.nb.Insert(nb.LogicalRouterStaticRouteTable, rt.Row()))
+		return "add static route", true
+	case 6: // delete a static route
+		lr, ok := w.pick(nb.LogicalRouterTable)
+		if !ok || !w.dropMember(nb.LogicalRouterTable, lr, "static_routes") {
+			return "", false
+		}
+		return "delete static route", true
+	case 7: // add a NAT rule
+		lr, ok := w.pick(nb.LogicalRouterTable)
+		if !ok {
+			return "", false
+		}
+		nat := nb.NAT{Type: []string{"snat", "dnat", "dnat_and_snat"}[w.rnd.IntN(3)], ExternalIP: fmt.Sprintf("172.%d.%d.%d", 16+n>>8&0xf, n&0xff, 10+w.rnd.IntN(100)), LogicalIP: ip}
+		if nat.Type == "snat" {
+			nat.LogicalIP = fmt.Sprintf("10.%d.%d.0/24", n>>16&0xff, n>>8&0xff)
+		}
+		w.addMember(nb.LogicalRouterTable, lr, "nat", w.h.nb.Insert(nb.NATTable, nat.Row()))
+		return "add NAT", true
+	case 8: // delete a NAT rule
+		lr, ok := w.pick(nb.LogicalRouterTable)
+		if !ok || !w.dropMember(nb.LogicalRouterTable, lr, "nat") {
+			return "", false
+		}
+		return "delete NAT", true
+	case 9: // put a load balancer (new, or a switch's) on a router
+		lr, ok := w.pick(nb.LogicalRouterTable)
+		if !ok {
+			return "", false
+		}
+		id, ok := w.pick(nb.LoadBalancerTable)
+		if !ok || w.rnd.IntN(2) == 0 {
+			lb := nb.LoadBalancer{Name: w.name("rlb"), VIPs: map[string]string{fmt.Sprintf("172.%d.%d.200:80", 16+n>>8&0xf, n&0xff): ip + ":8080"}}
+			if w.rnd.IntN(3) == 0 {
+				lb.Options = map[string]string{"skip_snat": "true"}
+			}
+			id = w.h.nb.Insert(nb.LoadBalancerTable, lb.Row())
+		}
+		w.addMember(nb.LogicalRouterTable, lr, "load_balancer", id)
+		return "add router load balancer", true
+	case 10: // detach a load balancer from a router
+		lr, ok := w.pick(nb.LogicalRouterTable)
+		if !ok || !w.dropMember(nb.LogicalRouterTable, lr, "load_balancer") {
+			return "", false
+		}
+		return "detach router load balancer", true
+	}
+	return "", false
 }
 
 // TestIncrementalEqualsFullCompute makes 200 random Northbound changes,
