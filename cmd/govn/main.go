@@ -97,6 +97,7 @@ func rootCommand() *command {
 			northdCommand(),
 			lflowCommand(),
 			switchCommand(),
+			chassisCommand(),
 			appctlCommand(),
 			benchCommand(),
 			versionCommand(),

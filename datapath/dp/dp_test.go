@@ -312,6 +312,33 @@ func TestSetFieldChecksums(t *testing.T) {
 	}
 }
 
+// An ARP responder's rewrite (OVN's logical switch answering for a port):
+// arp_spa and arp_tpa are written by their own names, not nw_src/nw_dst.
+func TestSetFieldARP(t *testing.T) {
+	r := newRig(t, Config{}, 2)
+	r.flows.set(func(k *flow.Key) (flow.Mask, []flow.DPAction) {
+		var m flow.Mask
+		return m, []flow.DPAction{
+			flow.DPSetField{Field: flow.ARPOp, Value: flow.U128{Lo: 2}, Mask: flow.U128{Lo: 0xffff}},
+			flow.DPSetField{Field: flow.ARPSPA, Value: flow.U128{Lo: 0x0a00000c}, Mask: flow.U128{Lo: 0xffffffff}},
+			flow.DPSetField{Field: flow.ARPTPA, Value: flow.U128{Lo: 0x0a00000b}, Mask: flow.U128{Lo: 0xffffffff}},
+			flow.DPSetField{Field: flow.ARPSHA, Value: flow.U128{Lo: 0x0a0000000002}, Mask: flow.U128{Lo: 0xffffffffffff}},
+			flow.DPOutput{Port: 2},
+		}
+	})
+	frame := make([]byte, 42)
+	copy(frame, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x0a, 0, 0, 0, 0, 1, 0x08, 0x06,
+		0, 1, 0x08, 0, 6, 4, 0, 1, 0x0a, 0, 0, 0, 0, 1, 10, 0, 0, 11, 0, 0, 0, 0, 0, 0, 10, 0, 0, 12})
+	r.inject(t, 1, frame, port.Offload{})
+	d := r.expect(t, 2).Data
+	if op, spa, tpa := binary.BigEndian.Uint16(d[20:]), binary.BigEndian.Uint32(d[28:]), binary.BigEndian.Uint32(d[38:]); op != 2 || spa != 0x0a00000c || tpa != 0x0a00000b {
+		t.Errorf("arp op %d spa %#x tpa %#x, want 2 0xa00000c 0xa00000b", op, spa, tpa)
+	}
+	if d[27] != 2 {
+		t.Errorf("arp sha % x", d[22:28])
+	}
+}
+
 func TestVLAN(t *testing.T) {
 	r := newRig(t, Config{}, 3)
 	r.flows.set(func(k *flow.Key) (flow.Mask, []flow.DPAction) {

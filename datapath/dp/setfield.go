@@ -36,8 +36,8 @@ func setField(p *port.Packet, k *flow.Key, a flow.DPSetField) {
 		if h.vlan >= 0 {
 			binary.BigEndian.PutUint16(d[h.vlan+2:], uint16(v.Lo)&^0x1000)
 		}
-	case flow.NWSrc, flow.NWDst: // also arp_spa, arp_tpa: same storage
-		isSrc := a.Field == flow.NWSrc
+	case flow.NWSrc, flow.NWDst, flow.ARPSPA, flow.ARPTPA: // arp_spa, arp_tpa share nw_src's, nw_dst's storage
+		isSrc := a.Field == flow.NWSrc || a.Field == flow.ARPSPA
 		switch {
 		case h.ethType == etherTypeARP && h.l3 >= 0:
 			off := h.l3 + 24

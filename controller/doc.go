@@ -1,0 +1,42 @@
+// Package controller is the OVN controller half of govn chassis: from the
+// Southbound database and the hypervisor's local configuration it decides
+// which logical ports this chassis binds and which datapath rules carry
+// their traffic.
+//
+// The translation is a pure function (Translate) of a snapshot (Input):
+// no I/O, so that tests drive it with a fake datapath and check where
+// packets go. Package-level I/O (the databases, the datapath's ports) lives
+// in Run.
+//
+// # Table layout
+//
+// The datapath tables follow OVN 23.03's (ovn-architecture(7), "Architectural
+// Physical Life Cycle of a Packet"), so that dumps read as an OVN engineer
+// expects:
+//
+//	0      physical to logical: a local VIF sets the logical datapath
+//	       (metadata), the input port (reg14) and its conntrack zone
+//	       (reg13) and goes to the ingress pipeline; a packet from a
+//	       tunnel takes datapath, input and output port from the Geneve
+//	       header and goes to table 40
+//	8-36   logical ingress pipeline (lflow.Compiler)
+//	37-38  output stages without rules of their own: on to 39
+//	39     remote output: a port bound to another chassis, or a
+//	       multicast group's remote members, leave by the tunnel
+//	40     local output: the outport's zone; a multicast group runs the
+//	       egress pipeline once per local member
+//	41     loopback check: a packet never returns to its input port
+//	       unless flags.loopback is set; clears reg0-reg9
+//	42-63  logical egress pipeline
+//	64     flags.loopback lets a packet leave by its input port
+//	65     logical to physical: a VIF's port number, or a patch port's
+//	       peer, which re-enters the ingress pipeline of the peer's
+//	       datapath
+//
+// # Geneve
+//
+// As ovn-architecture(7) "Tunnel Encapsulations" says: the VNI is the
+// logical datapath's tunnel key and OVN's Geneve option (class 0x0102,
+// type 0x80, 32 bits: tun_metadata0 in the datapath) holds the logical
+// input port's key in bits 16-30 and the output port's in bits 0-15.
+package controller

@@ -1,0 +1,737 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/govn/govn/datapath/flow"
+	"github.com/govn/govn/datapath/port"
+	"github.com/govn/govn/datapath/switchd"
+	"github.com/govn/govn/ovsdb"
+	"github.com/govn/govn/ovsdb/client"
+	"github.com/govn/govn/schema/sb"
+	"github.com/govn/govn/schema/vswitch"
+	"github.com/govn/govn/unixctl"
+)
+
+// parseRule reads the physical rules this package writes.
+var parseRule = flow.ParseRule
+
+// Config configures Run.
+type Config struct {
+	// LocalDB is the local Open_vSwitch database ("unix:PATH").
+	LocalDB string
+	Logger  *slog.Logger
+	// Commands, if not nil, receives the control commands (the
+	// datapath's and the controller's) once the datapath runs; stop
+	// ends Run.
+	Commands func(cmds map[string]unixctl.Command)
+	// Stop ends Run (the exit command calls it).
+	Stop func()
+}
+
+// integrationBridge is the bridge OVN's ports are on unless
+// external_ids:ovn-bridge says otherwise.
+const integrationBridge = "br-int"
+
+// features are the Chassis other_config features govn chassis
+// supports: conntrack marks and labels without masks, and reporting a
+// port up in Port_Binding.up once its flows are in.
+var features = map[string]string{
+	"ct-no-masked-label": "true",
+	"port-up-notif":      "true",
+}
+
+// chassis is the running state of Run.
+type chassis struct {
+	cfg   Config
+	log   *slog.Logger
+	local *client.Client
+	sw    *switchd.Switch
+	tr    *Translator
+
+	sbRemote string
+	sb       *client.Client
+	sbCancel context.CancelFunc
+
+	ifaces   map[string]*iface // by interface name
+	nextPort uint32
+	tunnel   *tunnelPort
+
+	installed map[string]flow.Rule // by table/priority/match
+	groups    []uint32
+	problems  map[string]bool // logged already
+}
+
+type iface struct {
+	no  uint32
+	err string
+}
+
+type tunnelPort struct {
+	no uint32
+	ip netip.Addr
+}
+
+// Run is govn chassis' controller and datapath: it programs the datapath
+// from the Southbound named in the local database until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if cfg.Stop == nil {
+		cfg.Stop = cancel
+	}
+	local, err := client.New(client.Options{Endpoints: []string{cfg.LocalDB}, Database: vswitch.DatabaseName, Logger: log.With("db", "local")})
+	if err != nil {
+		return fmt.Errorf("local database: %w", err)
+	}
+	go local.Run(ctx)
+	defer local.Close()
+	if err := local.WaitConnected(ctx); err != nil {
+		return fmt.Errorf("local database %s: %w", cfg.LocalDB, err)
+	}
+	tr, err := NewTranslator()
+	if err != nil {
+		return err
+	}
+	sw, err := switchd.New(switchd.Config{Logger: log})
+	if err != nil {
+		return err
+	}
+	c := &chassis{cfg: cfg, log: log, local: local, sw: sw, tr: tr, ifaces: map[string]*iface{}, nextPort: 1,
+		installed: map[string]flow.Rule{}, problems: map[string]bool{}}
+	defer c.stopSB()
+	swDone := make(chan error, 1)
+	go func() { swDone <- sw.Run(ctx, nil) }()
+	if cfg.Commands != nil {
+		cmds := sw.Commands(cfg.Stop)
+		cmds["version"] = func([]string) (string, error) {
+			return "govn chassis (ovn-controller of OVN 23.03, ovs-vswitchd of Open vSwitch 3.1)\n", nil
+		}
+		cmds["ct-zone-list"] = c.ctZoneList
+		cfg.Commands(cmds)
+	}
+	go c.drainPacketIns(ctx)
+
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for {
+		lc := local.Cache().Changed()
+		var sc <-chan struct{}
+		if c.sb != nil {
+			sc = c.sb.Cache().Changed()
+		}
+		if err := c.iterate(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("chassis iteration", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return <-swDone
+		case err := <-swDone:
+			return err
+		case <-lc:
+		case <-sc:
+		case <-tick.C:
+		}
+	}
+}
+
+// drainPacketIns takes the packets the datapath hands to the
+// controller; pinctrl does not exist yet, so they are counted and dropped.
+func (c *chassis) drainPacketIns(ctx context.Context) {
+	ins := c.sw.Datapath().PacketIns()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case pi := <-ins:
+			c.log.Debug("packet to the controller dropped (no pinctrl yet)", "in_port", pi.InPort, "userdata", string(pi.UserData))
+		}
+	}
+}
+
+func (c *chassis) stopSB() {
+	if c.sbCancel != nil {
+		c.sbCancel()
+		c.sb.Close()
+		c.sb, c.sbCancel = nil, nil
+	}
+}
+
+// iterate brings everything in line with the two databases once.
+func (c *chassis) iterate(ctx context.Context) error {
+	lc := c.local.Cache()
+	ovs := client.List[vswitch.OpenVSwitch](lc)
+	if len(ovs) == 0 {
+		// ovs-vsctl needs the row; ovs-ctl's "ovs-vsctl init" would
+		// make it.
+		_, err := c.local.Do(ctx, func(t *client.Txn) error {
+			if lc.Len(vswitch.OpenVSwitchTable) == 0 {
+				t.InsertModel(&vswitch.OpenVSwitch{})
+			}
+			return nil
+		})
+		return err
+	}
+	root := ovs[0]
+	ids := root.ExternalIDs
+	zones, zonesChanged := allocateZones(root.ExternalIDs, c.sb)
+	if err := c.reconcilePorts(ctx, lc, root, zonesChanged, zones); err != nil {
+		return err
+	}
+	remote := ids["ovn-remote"]
+	if remote != c.sbRemote {
+		c.stopSB()
+		c.sbRemote = remote
+		if remote != "" {
+			if err := c.startSB(ctx, remote); err != nil {
+				return err
+			}
+		}
+	}
+	if c.sb == nil {
+		return nil
+	}
+	name := ids["system-id"]
+	if name == "" {
+		return nil
+	}
+	chUUID, err := c.register(ctx, name, ids)
+	if err != nil {
+		return fmt.Errorf("registering chassis %s: %w", name, err)
+	}
+	if err := c.ensureTunnel(ids); err != nil {
+		c.problemOnce(err.Error())
+	}
+	in := c.input(name, chUUID, zones)
+	out := c.tr.Translate(in)
+	for _, p := range out.Problems {
+		c.problemOnce(p)
+	}
+	if err := c.install(out); err != nil {
+		return fmt.Errorf("installing flows: %w", err)
+	}
+	return c.writeBack(ctx, name, chUUID, in, out)
+}
+
+func (c *chassis) problemOnce(p string) {
+	if !c.problems[p] {
+		c.problems[p] = true
+		c.log.Warn("skipped", "what", p)
+	}
+}
+
+func (c *chassis) startSB(ctx context.Context, remote string) error {
+	eps := strings.Split(remote, ",")
+	sctx, cancel := context.WithCancel(ctx)
+	cl, err := client.New(client.Options{Endpoints: eps, Database: sb.DatabaseName, Logger: c.log.With("db", "sb")})
+	if err != nil {
+		cancel()
+		return fmt.Errorf("southbound %s: %w", remote, err)
+	}
+	go cl.Run(sctx)
+	c.sb, c.sbCancel = cl, cancel
+	c.log.Info("connecting to the southbound", "remote", remote)
+	return nil
+}
+
+// register makes this chassis' Chassis, Encap and Chassis_Private rows
+// and returns the Chassis row's UUID (zero until it exists).
+func (c *chassis) register(ctx context.Context, name string, ids map[string]string) (ovsdb.UUID, error) {
+	cache := c.sb.Cache()
+	if cache.Schema() == nil {
+		return ovsdb.UUID{}, nil
+	}
+	encapIP := ids["ovn-encap-ip"]
+	encapType := ids["ovn-encap-type"]
+	if encapType == "" {
+		encapType = "geneve"
+	}
+	other := map[string]string{"datapath-type": "netdev", "iface-types": "afpacket,internal,geneve",
+		"ovn-bridge-mappings": ids["ovn-bridge-mappings"], "ovn-cms-options": ids["ovn-cms-options"]}
+	for k, v := range features {
+		other[k] = v
+	}
+	find := func() (sb.Chassis, bool) {
+		for _, ch := range client.List[sb.Chassis](cache) {
+			if ch.Name == name {
+				return ch, true
+			}
+		}
+		return sb.Chassis{}, false
+	}
+	ch, ok := find()
+	upToDate := ok && ch.Hostname == ids["hostname"] && sameMap(ch.OtherConfig, other) && c.encapUpToDate(ch, encapType, encapIP)
+	if !upToDate {
+		_, err := c.sb.Do(ctx, func(t *client.Txn) error {
+			ch, ok := find()
+			var encaps []ovsdb.UUID
+			for _, ty := range strings.Split(encapType, ",") {
+				encaps = append(encaps, t.InsertModel(&sb.Encap{ChassisName: name, IP: encapIP, Type: ty, Options: map[string]string{"csum": "true"}}))
+			}
+			row := &sb.Chassis{Name: name, Hostname: ids["hostname"], Encaps: encaps, OtherConfig: other, ExternalIDs: ch.ExternalIDs}
+			if ok {
+				t.UpdateModel(row, ch.UUID, "hostname", "encaps", "other_config")
+			} else {
+				t.InsertModel(row)
+			}
+			return nil
+		})
+		if err != nil {
+			return ovsdb.UUID{}, err
+		}
+		if ch, ok = find(); !ok {
+			return ovsdb.UUID{}, errors.New("chassis row missing after insert")
+		}
+		c.log.Info("registered chassis", "name", name, "encap", encapType+":"+encapIP)
+	}
+	var priv *sb.ChassisPrivate
+	for _, p := range client.List[sb.ChassisPrivate](cache) {
+		if p.Name == name {
+			priv = &p
+			break
+		}
+	}
+	if priv == nil || priv.Chassis == nil || *priv.Chassis != ch.UUID {
+		id := ch.UUID
+		_, err := c.sb.Do(ctx, func(t *client.Txn) error {
+			row := &sb.ChassisPrivate{Name: name, Chassis: &id}
+			if priv != nil {
+				t.UpdateModel(row, priv.UUID, "chassis")
+			} else {
+				t.InsertModel(row)
+			}
+			return nil
+		})
+		if err != nil {
+			return ovsdb.UUID{}, err
+		}
+	}
+	return ch.UUID, nil
+}
+
+func (c *chassis) encapUpToDate(ch sb.Chassis, ty, ip string) bool {
+	types := strings.Split(ty, ",")
+	if len(ch.Encaps) != len(types) {
+		return false
+	}
+	for _, id := range ch.Encaps {
+		e, ok := client.Get[sb.Encap](c.sb.Cache(), id)
+		if !ok || e.IP != ip || !strings.Contains(","+ty+",", ","+e.Type+",") {
+			return false
+		}
+	}
+	return true
+}
+
+func sameMap(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if bv, ok := b[k]; !ok || bv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// ensureTunnel opens the Geneve port on the encap IP.
+func (c *chassis) ensureTunnel(ids map[string]string) error {
+	if !strings.Contains(ids["ovn-encap-type"], "geneve") && ids["ovn-encap-type"] != "" {
+		return fmt.Errorf("encap type %q: only geneve is supported", ids["ovn-encap-type"])
+	}
+	ip, err := netip.ParseAddr(ids["ovn-encap-ip"])
+	if err != nil {
+		return nil // no tunnel until the encap IP is set
+	}
+	if c.tunnel != nil && c.tunnel.ip == ip {
+		return nil
+	}
+	if c.tunnel != nil {
+		_ = c.sw.Datapath().RemovePort(c.tunnel.no)
+		c.tunnel = nil
+	}
+	p, err := port.NewUDPTunnel(port.EncapGeneve, netip.AddrPortFrom(ip, port.GenevePort), port.GenevePort)
+	if err != nil {
+		return fmt.Errorf("geneve port on %s: %w", ip, err)
+	}
+	no := c.allocPort()
+	if err := c.sw.Datapath().AddPort(no, p); err != nil {
+		p.Close()
+		return err
+	}
+	c.tunnel = &tunnelPort{no: no, ip: ip}
+	c.log.Info("geneve port open", "ip", ip, "port", no)
+	return nil
+}
+
+func (c *chassis) allocPort() uint32 {
+	no := c.nextPort
+	c.nextPort++
+	return no
+}
+
+// localIface is one interface of the local database.
+type localIface struct {
+	row    vswitch.Interface
+	bridge string
+}
+
+// interfaces lists the local database's interfaces with their bridges.
+func interfaces(lc *client.Cache) []localIface {
+	var out []localIface
+	for _, br := range client.List[vswitch.Bridge](lc) {
+		for _, pid := range br.Ports {
+			p, ok := client.Get[vswitch.Port](lc, pid)
+			if !ok {
+				continue
+			}
+			for _, iid := range p.Interfaces {
+				if i, ok := client.Get[vswitch.Interface](lc, iid); ok {
+					out = append(out, localIface{row: i, bridge: br.Name})
+				}
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].row.Name < out[j].row.Name })
+	return out
+}
+
+// reconcilePorts opens and closes the datapath's ports to match the
+// local database's interfaces and writes back their ofport, the ct zones
+// and cur_cfg.
+func (c *chassis) reconcilePorts(ctx context.Context, lc *client.Cache, root vswitch.OpenVSwitch, zonesChanged bool, zones map[string]uint16) error {
+	list := interfaces(lc)
+	seen := map[string]bool{}
+	for _, li := range list {
+		name := li.row.Name
+		seen[name] = true
+		if cur := c.ifaces[name]; cur != nil && cur.err == "" {
+			continue
+		}
+		var p port.Port
+		var err error
+		switch li.row.Type {
+		case "internal":
+			p, err = port.NewInternal(name)
+		case "", "system", "afpacket":
+			p, err = port.NewAFPacket(name)
+		default:
+			err = fmt.Errorf("interface type %q is not supported", li.row.Type)
+		}
+		if err == nil {
+			no := c.allocPort()
+			if err = c.sw.Datapath().AddPort(no, p); err != nil {
+				p.Close()
+			} else {
+				c.ifaces[name] = &iface{no: no}
+				c.log.Info("port added", "interface", name, "bridge", li.bridge, "port", no)
+				continue
+			}
+		}
+		if c.ifaces[name] == nil {
+			c.log.Warn("cannot open interface", "interface", name, "err", err)
+		}
+		c.ifaces[name] = &iface{err: err.Error()}
+	}
+	for name, ifc := range c.ifaces {
+		if !seen[name] {
+			if ifc.err == "" {
+				_ = c.sw.Datapath().RemovePort(ifc.no)
+			}
+			delete(c.ifaces, name)
+			c.log.Info("port removed", "interface", name)
+		}
+	}
+	_, err := c.local.Do(ctx, func(t *client.Txn) error {
+		for _, li := range list {
+			ifc := c.ifaces[li.row.Name]
+			if ifc == nil {
+				continue
+			}
+			row := li.row
+			if ifc.err != "" {
+				if row.Error == nil || *row.Error != ifc.err {
+					no := int64(-1)
+					row.Error, row.Ofport = &ifc.err, &no
+					t.UpdateModel(&row, row.UUID, "error", "ofport")
+				}
+				continue
+			}
+			if row.Ofport == nil || *row.Ofport != int64(ifc.no) || row.Error != nil {
+				no := int64(ifc.no)
+				row.Ofport, row.Error = &no, nil
+				t.UpdateModel(&row, row.UUID, "ofport", "error")
+			}
+		}
+		r := root
+		cols := []string{}
+		if r.CurCfg != r.NextCfg {
+			r.CurCfg = r.NextCfg
+			cols = append(cols, "cur_cfg")
+		}
+		if zonesChanged {
+			ids := map[string]string{}
+			for k, v := range r.ExternalIDs {
+				if !strings.HasPrefix(k, zonePrefix) {
+					ids[k] = v
+				}
+			}
+			for k, z := range zones {
+				ids[zonePrefix+k] = strconv.Itoa(int(z))
+			}
+			r.ExternalIDs = ids
+			cols = append(cols, "external_ids")
+		}
+		if len(cols) > 0 {
+			t.Verify(vswitch.OpenVSwitchTable, r.UUID, "external_ids", "next_cfg")
+			t.UpdateModel(&r, r.UUID, cols...)
+		}
+		return nil
+	})
+	return err
+}
+
+// zonePrefix names the ct zones in Open_vSwitch external_ids, as
+// ovn-controller keeps them: ct-zone-LPORT, ct-zone-DPUUID_dnat, _snat.
+const zonePrefix = "ct-zone-"
+
+// allocateZones reads the stored zones and gives one to every logical
+// port and router the Southbound holds that has none (a first simple
+// allocation: zones are never freed).
+func allocateZones(ids map[string]string, sbc *client.Client) (map[string]uint16, bool) {
+	zones := map[string]uint16{}
+	used := map[uint16]bool{0: true}
+	for k, v := range ids {
+		if name, ok := strings.CutPrefix(k, zonePrefix); ok {
+			if z, err := strconv.ParseUint(v, 10, 16); err == nil {
+				zones[name] = uint16(z)
+				used[uint16(z)] = true
+			}
+		}
+	}
+	if sbc == nil || sbc.Cache().Schema() == nil {
+		return zones, false
+	}
+	var want []string
+	for _, p := range client.List[sb.PortBinding](sbc.Cache()) {
+		if isVIF(&p) {
+			want = append(want, p.LogicalPort)
+		}
+	}
+	for _, d := range client.List[sb.DatapathBinding](sbc.Cache()) {
+		if isRouter(&d) {
+			want = append(want, d.UUID.String()+"_dnat", d.UUID.String()+"_snat")
+		}
+	}
+	sort.Strings(want)
+	changed := false
+	next := uint16(1)
+	for _, w := range want {
+		if _, ok := zones[w]; ok {
+			continue
+		}
+		for used[next] {
+			next++
+		}
+		zones[w] = next
+		used[next] = true
+		changed = true
+	}
+	return zones, changed
+}
+
+// input snapshots the two databases for Translate.
+func (c *chassis) input(name string, chUUID ovsdb.UUID, zones map[string]uint16) *Input {
+	sc := c.sb.Cache()
+	in := &Input{
+		Chassis: name, ChassisUUID: chUUID,
+		Datapaths:   client.List[sb.DatapathBinding](sc),
+		Ports:       client.List[sb.PortBinding](sc),
+		Flows:       client.List[sb.LogicalFlow](sc),
+		DPGroups:    client.List[sb.LogicalDPGroup](sc),
+		Multicast:   client.List[sb.MulticastGroup](sc),
+		AddressSets: client.List[sb.AddressSet](sc),
+		PortGroups:  client.List[sb.PortGroup](sc),
+		AllChassis:  client.List[sb.Chassis](sc),
+		Encaps:      client.List[sb.Encap](sc),
+		VIFs:        map[string]uint32{},
+		Zones:       map[string]uint16{},
+	}
+	for k, z := range zones {
+		if dp, ok := strings.CutSuffix(k, "_dnat"); ok {
+			in.Zones["dnat:"+dp] = z
+		} else if dp, ok := strings.CutSuffix(k, "_snat"); ok {
+			in.Zones["snat:"+dp] = z
+		} else {
+			in.Zones[k] = z
+		}
+	}
+	hubs := map[string][]uint32{}
+	var bridges []string
+	for _, li := range interfaces(c.local.Cache()) {
+		ifc := c.ifaces[li.row.Name]
+		if ifc == nil || ifc.err != "" {
+			continue
+		}
+		if li.bridge != integrationBridge {
+			if hubs[li.bridge] == nil {
+				bridges = append(bridges, li.bridge)
+			}
+			hubs[li.bridge] = append(hubs[li.bridge], ifc.no)
+			continue
+		}
+		if id := li.row.ExternalIDs["iface-id"]; id != "" {
+			in.VIFs[id] = ifc.no
+		}
+	}
+	sort.Strings(bridges)
+	for _, b := range bridges {
+		in.Hubs = append(in.Hubs, hubs[b])
+	}
+	if c.tunnel != nil {
+		in.TunnelPort = c.tunnel.no
+	}
+	return in
+}
+
+// install applies the difference between the installed rules and out's
+// in one bundle.
+func (c *chassis) install(out *Output) error {
+	want := make(map[string]flow.Rule, len(out.Rules))
+	for _, r := range out.Rules {
+		want[ruleKey(&r)] = r
+	}
+	var b flow.Bundle
+	for _, id := range c.groups {
+		b.DeleteGroup(id)
+	}
+	for _, g := range out.Groups {
+		b.AddGroup(g)
+	}
+	for k, r := range c.installed {
+		if _, ok := want[k]; !ok {
+			b.Delete(r)
+		}
+	}
+	for k, r := range want {
+		old, ok := c.installed[k]
+		switch {
+		case !ok:
+			b.Add(r)
+		case flow.ActionsString(old.Actions) != flow.ActionsString(r.Actions) || old.Cookie != r.Cookie:
+			b.Modify(r)
+		}
+	}
+	if len(b.Ops) == 0 {
+		return nil
+	}
+	if _, err := c.sw.Pipeline().Apply(b); err != nil {
+		return err
+	}
+	c.installed = want
+	c.groups = c.groups[:0]
+	for _, g := range out.Groups {
+		c.groups = append(c.groups, g.ID)
+	}
+	return nil
+}
+
+func ruleKey(r *flow.Rule) string {
+	return fmt.Sprintf("%d/%d/%s", r.Table, r.Priority, r.Match.String())
+}
+
+// writeBack claims and releases Port_Bindings, reports ports up and
+// ovn-installed once their flows are in, and acknowledges nb_cfg.
+func (c *chassis) writeBack(ctx context.Context, name string, chUUID ovsdb.UUID, in *Input, out *Output) error {
+	if chUUID == (ovsdb.UUID{}) {
+		return nil
+	}
+	sc := c.sb.Cache()
+	_, err := c.sb.Do(ctx, func(t *client.Txn) error {
+		for _, p := range client.List[sb.PortBinding](sc) {
+			_, bind := out.Bind[p.LogicalPort]
+			mine := p.Chassis != nil && *p.Chassis == chUUID
+			up := p.Up != nil && *p.Up
+			switch {
+			case bind && (!mine || !up):
+				id, yes := chUUID, true
+				p.Chassis, p.Up = &id, &yes
+				t.UpdateModel(&p, p.UUID, "chassis", "up")
+				c.log.Info("claiming port", "lport", p.LogicalPort)
+			case !bind && mine && isVIF(&p):
+				no := false
+				p.Chassis, p.Up = nil, &no
+				t.UpdateModel(&p, p.UUID, "chassis", "up")
+				c.log.Info("releasing port", "lport", p.LogicalPort)
+			}
+		}
+		var global int64
+		if g := client.List[sb.SBGlobal](sc); len(g) > 0 {
+			global = g[0].NBCfg
+		}
+		for _, p := range client.List[sb.ChassisPrivate](sc) {
+			if p.Name == name && p.NBCfg != global {
+				p.NBCfg, p.NBCfgTimestamp = global, time.Now().UnixMilli()
+				t.UpdateModel(&p, p.UUID, "nb_cfg", "nb_cfg_timestamp")
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// ovn-installed: the interface's flows are in the datapath.
+	_, err = c.local.Do(ctx, func(t *client.Txn) error {
+		for _, li := range interfaces(c.local.Cache()) {
+			row := li.row
+			id := row.ExternalIDs["iface-id"]
+			_, bound := out.Bind[id]
+			installed := row.ExternalIDs["ovn-installed"] == "true"
+			if bound == installed || id == "" {
+				continue
+			}
+			ids := map[string]string{}
+			for k, v := range row.ExternalIDs {
+				ids[k] = v
+			}
+			if bound {
+				ids["ovn-installed"] = "true"
+			} else {
+				delete(ids, "ovn-installed")
+			}
+			row.ExternalIDs = ids
+			t.UpdateModel(&row, row.UUID, "external_ids")
+		}
+		return nil
+	})
+	return err
+}
+
+// ctZoneList is ct-zone-list: each logical port's or router's zone.
+func (c *chassis) ctZoneList([]string) (string, error) {
+	ovs := client.List[vswitch.OpenVSwitch](c.local.Cache())
+	if len(ovs) == 0 {
+		return "", nil
+	}
+	var lines []string
+	for k, v := range ovs[0].ExternalIDs {
+		if name, ok := strings.CutPrefix(k, zonePrefix); ok {
+			lines = append(lines, name+" "+v+"\n")
+		}
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, ""), nil
+}

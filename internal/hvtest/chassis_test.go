@@ -1,0 +1,79 @@
+package hvtest
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// govnChassisCluster starts a cluster whose hypervisors all run govn
+// chassis, with the real ovn-northd. The scenarios here pass, so they run
+// without GOVN_HVTEST_GOVN (which still gates forEachDeployment's, most
+// of which govn chassis does not pass yet).
+func govnChassisCluster(t *testing.T, hypervisors int) *Cluster {
+	t.Helper()
+	if why := Available(); why != "" {
+		t.Skip(why)
+	}
+	var govn govnBinary
+	t.Cleanup(govn.remove)
+	bin := govn.get(t)
+	govnHas(t, bin, "chassis")
+	g := GovnChassis{Argv: []string{bin, "chassis"}}
+	return New(t, Options{Hypervisors: hypervisors, Northd: RealNorthd(), Chassis: func(int) Chassis { return g }})
+}
+
+// TestGovnChassisOneHypervisor: two VMs on one logical switch on one govn
+// chassis ping each other; the chassis registered itself, bound both
+// ports (up, ovn-installed) and keeps their conntrack zones in its local
+// database.
+func TestGovnChassisOneHypervisor(t *testing.T) {
+	c := govnChassisCluster(t, 1)
+	hv1 := c.Hypervisor(1)
+	c.NBCtl(t, "ls-add", "ls0")
+	vms := map[string]*VM{}
+	for _, vm := range []struct{ name, mac, ip string }{
+		{"vm1", "0a:00:00:00:00:01", "10.0.0.11"},
+		{"vm2", "0a:00:00:00:00:02", "10.0.0.12"},
+	} {
+		c.NBCtl(t, "lsp-add", "ls0", vm.name, "--", "lsp-set-addresses", vm.name, vm.mac+" "+vm.ip)
+		vms[vm.name] = c.AddVM(t, hv1, VMSpec{Name: vm.name, LSP: vm.name, MAC: vm.mac, Addr: vm.ip + "/24"})
+	}
+	c.WaitPortUp(t, "vm1")
+	c.WaitPortUp(t, "vm2")
+
+	if out := c.SBCtl(t, "--bare", "--columns=name", "list", "Chassis"); strings.TrimSpace(out) != "hv1" {
+		t.Errorf("Chassis names: %q, want hv1", out)
+	}
+	if out := c.SBCtl(t, "--bare", "--columns=other_config", "list", "Chassis"); !strings.Contains(out, "port-up-notif=true") {
+		t.Errorf("Chassis other_config lacks port-up-notif: %q", out)
+	}
+	if out := c.SBCtl(t, "--bare", "--columns=type,ip", "list", "Encap"); !strings.Contains(out, "geneve") || !strings.Contains(out, hv1.EncapIP.String()) {
+		t.Errorf("Encap: %q", out)
+	}
+	for _, vm := range []string{"vm1", "vm2"} {
+		port := vms[vm].Port
+		if out := hv1.Vsctl(t, "get", "Interface", port, "external_ids:ovn-installed"); strings.Trim(strings.TrimSpace(out), `"`) != "true" {
+			t.Errorf("%s: ovn-installed = %q", port, out)
+		}
+		if out := hv1.Vsctl(t, "get", "Interface", port, "ofport"); strings.TrimSpace(out) == "[]" || strings.HasPrefix(out, "-") {
+			t.Errorf("%s: ofport = %q", port, out)
+		}
+		if out := hv1.Vsctl(t, "get", "Open_vSwitch", ".", "external_ids:ct-zone-"+vm); strings.Trim(strings.TrimSpace(out), `"`) == "" {
+			t.Errorf("no ct zone for %s", vm)
+		}
+	}
+	if err := vms["vm1"].WaitPing(vms["vm2"].IP(), 20*time.Second); err != nil {
+		for _, cmd := range []string{"dpctl/dump-flows", "dpctl/show"} {
+			out, err := run(context.Background(), ovsEnv(hv1.Dir), inNS(hv1.NS, "ovs-appctl", "-t", hv1.Dir+"/chassis.ctl", cmd)...)
+			t.Logf("%s (%v):\n%s", cmd, err, out)
+		}
+		out, _ := run(context.Background(), nil, inNS(vms["vm1"].NS, "ip", "neigh")...)
+		t.Logf("vm1 neighbours:\n%s", out)
+		t.Fatalf("vm1 -> vm2: %v", err)
+	}
+	if err := vms["vm2"].Ping(vms["vm1"].IP(), 3); err != nil {
+		t.Errorf("vm2 -> vm1: %v", err)
+	}
+}
