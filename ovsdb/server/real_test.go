@@ -172,12 +172,7 @@ func TestReadRealServerFile(t *testing.T) {
 		}
 	}
 	t.Cleanup(stop)
-	for i := 0; i < 100; i++ {
-		if _, err := os.Stat(sock); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitUnixSocket(t, sock)
 	db := "--db=unix:" + sock
 	runTool(t, "ovn-nbctl", db, "ls-add", "sw0", "--", "set", "Logical_Switch", "sw0", "other_config:a=1", "other_config:b=2")
 	runTool(t, "ovn-nbctl", db, "lsp-add", "sw0", "p1", "--", "lsp-set-addresses", "p1", "00:00:00:00:00:01 10.0.0.1", "00:00:00:00:00:02")

@@ -126,13 +126,28 @@ func startRealRemotes(t *testing.T, dir, name string, remotes []string, tlsOpts 
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	for _, r := range remotes {
-		sock, ok := strings.CutPrefix(r, "punix:")
-		for i := 0; ok && i < 100; i++ {
-			if _, err := os.Stat(sock); err == nil {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
+		if sock, ok := strings.CutPrefix(r, "punix:"); ok {
+			waitUnixSocket(t, sock)
 		}
+	}
+}
+
+// waitUnixSocket waits until a server accepts connections on sock: the
+// socket file exists a moment before the server listens on it, and a
+// loaded machine makes a server slow to start.
+func waitUnixSocket(t *testing.T, sock string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.Dial("unix", sock)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing listens on %s after 20s: %v", sock, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
