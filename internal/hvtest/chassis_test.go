@@ -13,6 +13,14 @@ import (
 // of which govn chassis does not pass yet).
 func govnChassisCluster(t *testing.T, hypervisors int) *Cluster {
 	t.Helper()
+	return govnChassisMix(t, hypervisors, 0)
+}
+
+// govnChassisMix is govnChassisCluster with hypervisor realFrom and
+// those after it running the real ovs-vswitchd and ovn-controller (0:
+// none).
+func govnChassisMix(t *testing.T, hypervisors, realFrom int) *Cluster {
+	t.Helper()
 	if why := Available(); why != "" {
 		t.Skip(why)
 	}
@@ -21,7 +29,12 @@ func govnChassisCluster(t *testing.T, hypervisors int) *Cluster {
 	bin := govn.get(t)
 	govnHas(t, bin, "chassis")
 	g := GovnChassis{Argv: []string{bin, "chassis"}}
-	return New(t, Options{Hypervisors: hypervisors, Northd: RealNorthd(), Chassis: func(int) Chassis { return g }})
+	return New(t, Options{Hypervisors: hypervisors, Northd: RealNorthd(), Chassis: func(i int) Chassis {
+		if realFrom > 0 && i >= realFrom {
+			return RealChassis{}
+		}
+		return g
+	}})
 }
 
 // TestGovnChassisOneHypervisor: two VMs on one logical switch on one govn
@@ -71,6 +84,38 @@ func TestGovnChassisOneHypervisor(t *testing.T) {
 		}
 		out, _ := run(context.Background(), nil, inNS(vms["vm1"].NS, "ip", "neigh")...)
 		t.Logf("vm1 neighbours:\n%s", out)
+		t.Fatalf("vm1 -> vm2: %v", err)
+	}
+	if err := vms["vm2"].Ping(vms["vm1"].IP(), 3); err != nil {
+		t.Errorf("vm2 -> vm1: %v", err)
+	}
+}
+
+// TestGovnChassisGeneve: VMs of one logical switch on two govn chassis
+// ping each other over Geneve, both ways; and with a real OVN chassis
+// (ovn-controller and ovs-vswitchd) on the other side.
+func TestGovnChassisGeneve(t *testing.T) {
+	t.Run("govn+govn", func(t *testing.T) { geneveScenario(t, govnChassisCluster(t, 2)) })
+	t.Run("govn+ovn", func(t *testing.T) { geneveScenario(t, govnChassisMix(t, 2, 2)) })
+}
+
+func geneveScenario(t *testing.T, c *Cluster) {
+	c.NBCtl(t, "ls-add", "ls0")
+	vms := map[string]*VM{}
+	for i, vm := range []struct{ name, mac, ip string }{
+		{"vm1", "0a:00:00:00:00:01", "10.0.0.11"},
+		{"vm2", "0a:00:00:00:00:02", "10.0.0.12"},
+	} {
+		c.NBCtl(t, "lsp-add", "ls0", vm.name, "--", "lsp-set-addresses", vm.name, vm.mac+" "+vm.ip)
+		vms[vm.name] = c.AddVM(t, c.Hypervisor(i+1), VMSpec{Name: vm.name, LSP: vm.name, MAC: vm.mac, Addr: vm.ip + "/24"})
+	}
+	c.WaitPortUp(t, "vm1")
+	c.WaitPortUp(t, "vm2")
+	if err := vms["vm1"].WaitPing(vms["vm2"].IP(), 20*time.Second); err != nil {
+		for _, hv := range []*Hypervisor{c.Hypervisor(1), c.Hypervisor(2)} {
+			out, err := run(context.Background(), ovsEnv(hv.Dir), inNS(hv.NS, "ovs-appctl", "-t", hv.Dir+"/chassis.ctl", "dpctl/dump-flows")...)
+			t.Logf("%s dpctl/dump-flows (%v):\n%s", hv.Name, err, out)
+		}
 		t.Fatalf("vm1 -> vm2: %v", err)
 	}
 	if err := vms["vm2"].Ping(vms["vm1"].IP(), 3); err != nil {
