@@ -73,7 +73,7 @@ func (w *nbWorld) step() string {
 		}
 		return w.step()
 	}
-	switch w.rnd.IntN(14) {
+	switch w.rnd.IntN(18) {
 	case 0: // add a switch
 		ls := nb.LogicalSwitch{Name: w.name("ls")}
 		w.h.nb.Insert(nb.LogicalSwitchTable, ls.Row())
@@ -189,6 +189,65 @@ func (w *nbWorld) step() string {
 		ls, _ := w.pick(nb.LogicalSwitchTable)
 		w.h.nb.Delete(nb.LogicalSwitchTable, ls)
 		did = "delete switch"
+	case 14: // DHCP options on a port
+		p, ok := w.pick(nb.LogicalSwitchPortTable)
+		if !ok {
+			return w.step()
+		}
+		if w.rnd.IntN(2) == 0 {
+			o := nb.DHCPOptions{CIDR: fmt.Sprintf("10.%d.0.0/8", n>>16&0xff), Options: map[string]string{
+				"server_id": "10.0.0.1", "server_mac": "c0:ff:ee:00:00:01", "lease_time": fmt.Sprint(60 + n%100), "router": "10.0.0.1"}}
+			id := w.h.nb.Insert(nb.DHCPOptionsTable, o.Row())
+			w.h.nb.Update(nb.LogicalSwitchPortTable, p, map[string]ovsdb.Datum{"dhcpv4_options": dUUIDs([]ovsdb.UUID{id})})
+		} else {
+			o := nb.DHCPOptions{CIDR: "fd00::/64", Options: map[string]string{"server_id": "00:00:00:10:00:01"}}
+			id := w.h.nb.Insert(nb.DHCPOptionsTable, o.Row())
+			w.h.nb.Update(nb.LogicalSwitchPortTable, p, map[string]ovsdb.Datum{
+				"dhcpv6_options": dUUIDs([]ovsdb.UUID{id}),
+				"addresses":      dStrings([]string{fmt.Sprintf("%s %s fd00::%x", mac, ip, n)})})
+		}
+		did = "set DHCP options"
+	case 15: // change a port's type or enabled state
+		p, ok := w.pick(nb.LogicalSwitchPortTable)
+		if !ok {
+			return w.step()
+		}
+		switch typ := []string{"", "localnet", "localport", "virtual", "external", "vtep", "disabled"}[w.rnd.IntN(7)]; typ {
+		case "disabled":
+			w.h.nb.Update(nb.LogicalSwitchPortTable, p, map[string]ovsdb.Datum{"enabled": dBool(false)})
+		case "virtual":
+			w.h.nb.Update(nb.LogicalSwitchPortTable, p, map[string]ovsdb.Datum{"type": dString(typ),
+				"options": dMap(map[string]string{"virtual-ip": ip, "virtual-parents": "p1,p2"})})
+		default:
+			w.h.nb.Update(nb.LogicalSwitchPortTable, p, map[string]ovsdb.Datum{"type": dString(typ)})
+		}
+		did = "change port type"
+	case 16: // multicast snooping options
+		if p, ok := w.pick(nb.LogicalSwitchPortTable); ok && w.rnd.IntN(2) == 0 {
+			opt := []string{"mcast_flood", "mcast_flood_reports"}[w.rnd.IntN(2)]
+			w.h.nb.Update(nb.LogicalSwitchPortTable, p, map[string]ovsdb.Datum{"options": dMap(map[string]string{opt: "true"})})
+			did = "port mcast option"
+			break
+		}
+		ls, ok := w.pick(nb.LogicalSwitchTable)
+		if !ok {
+			return w.step()
+		}
+		oc := map[string]string{"mcast_snoop": fmt.Sprint(w.rnd.IntN(2) == 0), "mcast_querier": fmt.Sprint(w.rnd.IntN(2) == 0),
+			"mcast_idle_timeout": fmt.Sprint(10 + w.rnd.IntN(500))}
+		if w.rnd.IntN(2) == 0 {
+			oc["mcast_flood_unregistered"] = "true"
+		}
+		w.h.nb.Update(nb.LogicalSwitchTable, ls, map[string]ovsdb.Datum{"other_config": dMap(oc)})
+		did = "switch mcast options"
+	case 17: // DNS records on a switch
+		ls, ok := w.pick(nb.LogicalSwitchTable)
+		if !ok {
+			return w.step()
+		}
+		id := w.h.nb.Insert(nb.DNSTable, (&nb.DNS{Records: map[string]string{w.name("vm") + ".ovn.org": ip}}).Row())
+		w.addMember(nb.LogicalSwitchTable, ls, "dns_records", id)
+		did = "add DNS records"
 	}
 	w.h.nbCommit()
 	return did

@@ -1,6 +1,7 @@
 package northd
 
 import (
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -151,5 +152,45 @@ func TestBadACLMatchSkipped(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "ACL match does not parse"); n != 1 {
 		t.Errorf("%d warnings about the bad match, want 1:\n%s", n, logs.String())
+	}
+}
+
+// TestPortAddIsLocal checks that adding a port to a switch with many ports
+// regenerates the switch and the new port, not the other ports.
+func TestPortAddIsLocal(t *testing.T) {
+	h := newHarness(t)
+	var ids []ovsdb.UUID
+	for i := 0; i < 20; i++ {
+		p := nb.LogicalSwitchPort{Name: fmt.Sprintf("p%d", i), Addresses: []string{fmt.Sprintf("00:00:00:00:00:%02x 10.0.0.%d", i+1, i+1)}}
+		if i == 0 {
+			p.Type, p.Addresses, p.Options = "router", []string{"router"}, map[string]string{"router-port": "lrp0"}
+		}
+		ids = append(ids, h.nb.Insert(nb.LogicalSwitchPortTable, p.Row()))
+	}
+	lrp := nb.LogicalRouterPort{Name: "lrp0", MAC: "00:00:00:00:ff:01", Networks: []string{"10.0.0.254/24"}}
+	lrpID := h.nb.Insert(nb.LogicalRouterPortTable, lrp.Row())
+	h.nb.Insert(nb.LogicalRouterTable, (&nb.LogicalRouter{Name: "lr0", Ports: []ovsdb.UUID{lrpID}}).Row())
+	h.nb.Insert(nb.LogicalSwitchTable, (&nb.LogicalSwitch{Name: "sw0", Ports: ids}).Row())
+	h.nbCommit()
+	h.s.Recompute()
+	h.sync()
+	var ls ovsdb.UUID
+	for id := range h.nb.rows[nb.LogicalSwitchTable] {
+		ls = id
+	}
+	p := nb.LogicalSwitchPort{Name: "new", Addresses: []string{"00:00:00:00:01:01 10.0.1.1"}}
+	id := h.nb.Insert(nb.LogicalSwitchPortTable, p.Row())
+	cur := h.nb.rows[nb.LogicalSwitchTable][ls].Get(h.nb.schema.Tables[nb.LogicalSwitchTable].Column("ports"))
+	h.nb.Update(nb.LogicalSwitchTable, ls, map[string]ovsdb.Datum{"ports": cur.Union(ovsdb.Set(ovsdb.UUIDAtom(id)))})
+	h.nbCommit()
+	before := h.s.Stats().Generations
+	h.sync()
+	// The switch, its memos, the new port; the Port_Binding write makes
+	// nothing else stale.
+	if gens := h.s.Stats().Generations - before; gens > 6 {
+		t.Errorf("adding a port generated %d owners, want at most 6 (not the switch's other 20 ports)", gens)
+	}
+	if got := h.sb.count("Port_Binding"); got != 22 {
+		t.Errorf("Port_Binding rows = %d, want 22 (21 switch ports, the router port)", got)
 	}
 }

@@ -27,6 +27,9 @@ type routerPeer struct {
 	nats []nb.NAT
 	// chassis is the router's options:chassis: a gateway router's.
 	chassis string
+	// redirect is the chassisredirect port of the router's distributed
+	// gateway port when this port has options:reside-on-redirect-chassis.
+	redirect string
 	// lbVIPs are the IPv4 VIPs of the router's load balancers; lbIPs
 	// all their VIPs.
 	lbVIPs []string
@@ -75,6 +78,14 @@ func readRouterPeer(g *gen, name string) *routerPeer {
 			continue
 		}
 		p.chassis = lr.Options["chassis"]
+		if lrp.Options["reside-on-redirect-chassis"] == "true" && !p.gateway {
+			for _, other := range ReadAll[nb.LogicalRouterPort](g, NB, g.Members(NB, nb.LogicalRouterTable, id, "ports")) {
+				if len(other.GatewayChassis) > 0 || other.HAChassisGroup != nil || other.Options["redirect-chassis"] != "" {
+					p.redirect = "cr-" + other.Name
+					break
+				}
+			}
+		}
 		p.nats = ReadAll[nb.NAT](g, NB, g.Members(NB, nb.LogicalRouterTable, id, "nat"))
 		lbs := g.Members(NB, nb.LogicalRouterTable, id, "load_balancer")
 		for _, grp := range g.Members(NB, nb.LogicalRouterTable, id, "load_balancer_group") {
@@ -239,7 +250,10 @@ func natAddresses(g *gen, p *switchPortInfo) []string {
 			g.Warn("bad nat-addresses on logical switch port", "port", p.lsp.Name, "value", v)
 		}
 	}
-	if peer.gateway || (peer.chassis != "" && switchHasLocalnet(g, p.sw.nb.UUID)) {
+	if peer.redirect != "" {
+		resident = fmt.Sprintf(" is_chassis_resident(%q)", peer.redirect)
+	}
+	if peer.gateway || peer.redirect != "" || (peer.chassis != "" && switchHasLocalnet(g, p.sw.nb.UUID)) {
 		words := []string{peer.addr.mac}
 		for _, ip := range peer.addr.ip4 {
 			words = append(words, ip.String())
