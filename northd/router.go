@@ -107,6 +107,13 @@ type logicalRouter struct {
 	chassis string
 }
 
+// learnFromARPRequest says whether the router learns neighbors from every
+// ARP request and neighbor solicitation it gets
+// (options:always_learn_from_arp_request, true by default).
+func (r *logicalRouter) learnFromARPRequest() bool {
+	return r.nb.Options["always_learn_from_arp_request"] != "false"
+}
+
 func genRouter(g *gen) {
 	lr, ok := Read[nb.LogicalRouter](g, NB, g.ID())
 	if !ok {
@@ -120,6 +127,9 @@ func genRouter(g *gen) {
 	ext := map[string]string{"logical-router": lr.UUID.String(), "name": lr.Name}
 	if n, ok := lr.ExternalIDs["neutron:router_name"]; ok {
 		ext["name2"] = n
+	}
+	if !r.learnFromARPRequest() {
+		ext["always_learn_from_arp_request"] = "false"
 	}
 	g.Record("Datapath_Binding", lr.UUID.String(), map[string]ovsdb.Datum{
 		"tunnel_key":   dInt(int64(r.key)),
@@ -192,7 +202,7 @@ func routerPortBindings(g *gen, r *logicalRouter, p *routerPort) {
 	}
 	for k, v := range p.nb.Options {
 		switch k {
-		case "reside-on-redirect-chassis", "gateway_mtu", "dynamic-routing", "requested-tnl-key", "prefix_delegation", "prefix", "ipv6_prefix":
+		case "reside-on-redirect-chassis", "dynamic-routing", "requested-tnl-key", "prefix_delegation", "prefix", "ipv6_prefix":
 			if k != "requested-tnl-key" {
 				opts[k] = v
 			}
@@ -215,12 +225,17 @@ func routerPortBindings(g *gen, r *logicalRouter, p *routerPort) {
 		return
 	}
 	crKey := g.PortKey(r.nb.UUID, p.crName, 0)
+	crOpts := map[string]string{"distributed-port": p.nb.Name}
+	if !routerHasDistributedNAT(g, r.nb.UUID) {
+		// All traffic through the port goes by the gateway chassis.
+		crOpts["always-redirect"] = "true"
+	}
 	cols := map[string]ovsdb.Datum{
 		"logical_port": dString(p.crName),
 		"datapath":     dUUID(g.Ref("Datapath_Binding", r.nb.UUID.String())),
 		"tunnel_key":   dInt(int64(crKey)),
 		"type":         dString("chassisredirect"),
-		"options":      dMap(map[string]string{"distributed-port": p.nb.Name}),
+		"options":      dMap(crOpts),
 		"mac":          dStrings([]string{p.macString()}),
 	}
 	if group, ok := gatewayHAGroup(g, p); ok {
@@ -327,11 +342,22 @@ func routerPipeline(g *gen, r *logicalRouter) {
 	g.Flow(dp, LRInAdmission, 100, "vlan.present || eth.src[40]", "drop;")
 
 	g.Flow(dp, LRInLookupNeighbor, 0, "1", "reg9[2] = 1; next;")
-	g.Flow(dp, LRInLookupNeighbor, 100, "arp.op == 2", "reg9[2] = lookup_arp(inport, arp.spa, arp.sha); next;")
-	g.Flow(dp, LRInLookupNeighbor, 100, "nd_na", "reg9[2] = lookup_nd(inport, nd.target, nd.tll); next;")
-	g.Flow(dp, LRInLookupNeighbor, 100, "nd_ns", "reg9[2] = lookup_nd(inport, ip6.src, nd.sll); next;")
+	if r.learnFromARPRequest() {
+		g.Flow(dp, LRInLookupNeighbor, 100, "arp.op == 2", "reg9[2] = lookup_arp(inport, arp.spa, arp.sha); next;")
+		g.Flow(dp, LRInLookupNeighbor, 100, "nd_na", "reg9[2] = lookup_nd(inport, nd.target, nd.tll); next;")
+		g.Flow(dp, LRInLookupNeighbor, 100, "nd_ns", "reg9[2] = lookup_nd(inport, ip6.src, nd.sll); next;")
+		g.Flow(dp, LRInLearnNeighbor, 100, "reg9[2] == 1", "next;")
+	} else {
+		// reg9[3] says whether a neighbor may be learned: from replies,
+		// from requests for the router's own addresses, and otherwise
+		// only to refresh a neighbor already known.
+		g.Flow(dp, LRInLookupNeighbor, 100, "arp.op == 2", "reg9[2] = lookup_arp(inport, arp.spa, arp.sha); reg9[3] = 1; next;")
+		g.Flow(dp, LRInLookupNeighbor, 100, "nd_na", "reg9[2] = lookup_nd(inport, nd.target, nd.tll); reg9[3] = 1; next;")
+		g.Flow(dp, LRInLookupNeighbor, 100, "nd_ns", "reg9[2] = lookup_nd(inport, ip6.src, nd.sll); reg9[3] = lookup_nd_ip(inport, ip6.src); next;")
+		g.Flow(dp, LRInLookupNeighbor, 110, "nd_na && ip6.src == fe80::/10 && ip6.dst == ff00::/8", "reg9[2] = lookup_nd(inport, ip6.src, nd.tll); reg9[3] = lookup_nd_ip(inport, ip6.src); next;")
+		g.Flow(dp, LRInLearnNeighbor, 100, "reg9[2] == 1 || reg9[3] == 0", "next;")
+	}
 	g.Flow(dp, LRInLearnNeighbor, 0, "1", "drop;")
-	g.Flow(dp, LRInLearnNeighbor, 100, "reg9[2] == 1", "next;")
 	g.Flow(dp, LRInLearnNeighbor, 95, "nd_na && nd.tll == 0", "put_nd(inport, nd.target, eth.src); next;")
 	g.Flow(dp, LRInLearnNeighbor, 95, "nd_ns && (ip6.src == 0 || nd.sll == 0)", "next;")
 	g.Flow(dp, LRInLearnNeighbor, 90, "arp", "put_arp(inport, arp.spa, arp.sha); next;")

@@ -84,8 +84,15 @@ func routerPortIPFlows(g *gen, r *logicalRouter, p *routerPort, natIPs map[netip
 	// Neighbor lookup: learn only from ARP requests of the port's own
 	// subnets.
 	for _, n := range v4 {
+		if r.learnFromARPRequest() {
+			g.FlowHint(dp, LRInLookupNeighbor, 100, fmt.Sprintf("%s && arp.spa == %s && arp.op == 1%s", in, n.Masked(), resident),
+				"reg9[2] = lookup_arp(inport, arp.spa, arp.sha); next;", id)
+			continue
+		}
 		g.FlowHint(dp, LRInLookupNeighbor, 100, fmt.Sprintf("%s && arp.spa == %s && arp.op == 1%s", in, n.Masked(), resident),
-			"reg9[2] = lookup_arp(inport, arp.spa, arp.sha); next;", id)
+			"reg9[2] = lookup_arp(inport, arp.spa, arp.sha); reg9[3] = lookup_arp_ip(inport, arp.spa); next;", id)
+		g.FlowHint(dp, LRInLookupNeighbor, 110, fmt.Sprintf("%s && arp.spa == %s && arp.tpa == %s && arp.op == 1%s", in, n.Masked(), n.Addr(), resident),
+			"reg9[2] = lookup_arp(inport, arp.spa, arp.sha); reg9[3] = 1; next;", id)
 	}
 
 	// IP input.
@@ -307,4 +314,17 @@ func routerHasGatewayPort(g *gen, lr ovsdb.UUID) bool {
 		}
 	}
 	return false
+}
+
+// routerHasDistributedNAT says whether a router has a dnat_and_snat rule
+// that runs on its logical port's chassis (a memo).
+func routerHasDistributedNAT(g *gen, lr ovsdb.UUID) bool {
+	return g.Memo("router-dist-nat/"+lr.String(), func(g *gen) any {
+		for _, n := range ReadAll[nb.NAT](g, NB, g.Members(NB, nb.LogicalRouterTable, lr, "nat")) {
+			if n.Type == "dnat_and_snat" && n.LogicalPort != nil && *n.LogicalPort != "" && n.ExternalMAC != nil && *n.ExternalMAC != "" {
+				return true
+			}
+		}
+		return false
+	}).(bool)
 }
