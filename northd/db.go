@@ -61,7 +61,7 @@ type rowDB struct {
 func nameColumn(which DB, t *ovsdb.TableSchema) string {
 	if which == SB {
 		switch t.Name {
-		case "Port_Binding":
+		case "Port_Binding", "MAC_Binding":
 			return "logical_port"
 		case "Chassis", "Chassis_Private":
 			return "name"

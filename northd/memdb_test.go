@@ -114,6 +114,7 @@ func (m *memDB) commit() []Event {
 	}
 	m.ops = nil
 	m.gc()
+	m.checkRefs()
 	m.checkIndexes()
 	return m.diff(before)
 }
@@ -167,6 +168,35 @@ func (m *memDB) gc() {
 		}
 		if !removed {
 			return
+		}
+	}
+}
+
+// checkRefs fails the test when a strong reference names a row that does
+// not exist (the server refuses such a transaction); weak references to
+// missing rows are dropped, as the server drops them.
+func (m *memDB) checkRefs() {
+	for tn, rows := range m.rows {
+		if m.which != SB || (!isRecordTable(tn) && tn != "Logical_Flow" && tn != "Logical_DP_Group" && tn != "MAC_Binding") {
+			continue // not northd's rows: tests write them as they please
+		}
+		t := m.schema.Tables[tn]
+		for id, r := range rows {
+			for _, c := range t.Columns {
+				check := func(b *ovsdb.BaseType, as []ovsdb.Atom) {
+					if b == nil || b.RefTable == "" || b.RefType != ovsdb.RefStrong {
+						return
+					}
+					for _, a := range as {
+						if m.rows[b.RefTable][a.UUID()] == nil {
+							m.t.Fatalf("table %s row %s column %s refers to missing %s row %s", tn, id, c.Name, b.RefTable, a.UUID())
+						}
+					}
+				}
+				d := r.Data[c.Index]
+				check(&c.Type.Key, d.Keys)
+				check(c.Type.Value, d.Values)
+			}
 		}
 	}
 }

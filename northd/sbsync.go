@@ -301,7 +301,7 @@ func (s *State) Resync() { s.resyncSB() }
 // cannot write yet (a flow on a datapath whose binding is not there) stays
 // pending for the next call.
 func (s *State) WriteSB(b TxnBuilder) int {
-	w := &sbWriter{s: s, b: b, inserted: make(map[recordKey]ovsdb.UUID), groups: make(map[string]ovsdb.UUID)}
+	w := &sbWriter{s: s, b: b, inserted: make(map[recordKey]ovsdb.UUID), groups: make(map[string]ovsdb.UUID), deleted: make(map[ovsdb.UUID]bool)}
 	w.records()
 	w.flows()
 	s.sbIndex.resync = false
@@ -315,6 +315,7 @@ type sbWriter struct {
 	inserted map[recordKey]ovsdb.UUID
 	groups   map[string]ovsdb.UUID // dp set key -> group row (existing or inserted)
 	retry    []recordKey
+	deleted  map[ovsdb.UUID]bool // rows of other tables deleted along (deleteDependents)
 }
 
 func (w *sbWriter) records() {
@@ -397,6 +398,7 @@ func (w *sbWriter) record(k recordKey) {
 	existing := s.sbIndex.byKey[k]
 	if r == nil {
 		for _, id := range existing {
+			w.deleteDependents(k, id)
 			w.b.Delete(k.table, id)
 			w.ops++
 		}
@@ -452,6 +454,28 @@ func (w *sbWriter) record(k recordKey) {
 	}
 	if len(changed) > 0 {
 		w.b.Update(k.table, id, changed)
+		w.ops++
+	}
+}
+
+// deleteDependents deletes, with a datapath or a port northd removes, the
+// MAC_Binding rows chassis learned on it: they would be stale, and a
+// MAC_Binding refers to its datapath strongly, so the datapath's row
+// cannot go while one is left.
+func (w *sbWriter) deleteDependents(k recordKey, id ovsdb.UUID) {
+	var ids []ovsdb.UUID
+	switch k.table {
+	case "Datapath_Binding":
+		ids = sortedUUIDs(w.s.sb.referrers[refKey{"MAC_Binding", "datapath", id}])
+	case "Port_Binding":
+		ids = w.s.sb.names["MAC_Binding"][k.key]
+	}
+	for _, mb := range ids {
+		if w.deleted[mb] {
+			continue
+		}
+		w.deleted[mb] = true
+		w.b.Delete("MAC_Binding", mb)
 		w.ops++
 	}
 }

@@ -194,3 +194,51 @@ func TestPortAddIsLocal(t *testing.T) {
 		t.Errorf("Port_Binding rows = %d, want 22 (21 switch ports, the router port)", got)
 	}
 }
+
+// TestMACBindingsOfDeletedPortsAndDatapaths checks that MAC bindings
+// learned on a port or a switch go with it (a MAC_Binding refers to its
+// datapath strongly, so the switch could not go otherwise).
+func TestMACBindingsOfDeletedPortsAndDatapaths(t *testing.T) {
+	h := newHarness(t)
+	p1 := h.nb.Insert(nb.LogicalSwitchPortTable, (&nb.LogicalSwitchPort{Name: "p1", Addresses: []string{"00:00:00:00:00:01 10.0.0.1"}}).Row())
+	p2 := h.nb.Insert(nb.LogicalSwitchPortTable, (&nb.LogicalSwitchPort{Name: "p2", Addresses: []string{"00:00:00:00:00:02 10.0.0.2"}}).Row())
+	h.nb.Insert(nb.LogicalSwitchTable, (&nb.LogicalSwitch{Name: "sw", Ports: []ovsdb.UUID{p1, p2}}).Row())
+	h.nbCommit()
+	h.s.Recompute()
+	h.sync()
+	var dp ovsdb.UUID
+	for id := range h.sb.rows["Datapath_Binding"] {
+		dp = id
+	}
+	for _, port := range []string{"p1", "p2"} {
+		h.sb.Insert("MAC_Binding", map[string]ovsdb.Datum{"logical_port": dString(port), "ip": dString("10.0.0.9"), "mac": dString("00:00:00:00:00:09"), "datapath": dUUID(dp)})
+	}
+	h.s.Apply(h.sb.commit())
+	// Delete p1: its binding goes, p2's stays.
+	var swID, realP1 ovsdb.UUID
+	for id := range h.nb.rows[nb.LogicalSwitchTable] {
+		swID = id
+	}
+	for id, r := range h.nb.rows[nb.LogicalSwitchPortTable] {
+		if r.Get(h.nb.schema.Tables[nb.LogicalSwitchPortTable].Column("name")).Keys[0].Str() == "p1" {
+			realP1 = id
+		}
+	}
+	ports := h.nb.rows[nb.LogicalSwitchTable][swID].Get(h.nb.schema.Tables[nb.LogicalSwitchTable].Column("ports"))
+	h.nb.Update(nb.LogicalSwitchTable, swID, map[string]ovsdb.Datum{"ports": ports.Difference(ovsdb.Set(ovsdb.UUIDAtom(realP1)))})
+	h.nbCommit()
+	h.sync()
+	if n := h.sb.count("MAC_Binding"); n != 1 {
+		t.Fatalf("after deleting p1: %d MAC bindings, want 1", n)
+	}
+	// Delete the switch: the last binding goes with its datapath.
+	h.nb.Delete(nb.LogicalSwitchTable, swID)
+	h.nbCommit()
+	h.sync()
+	if n := h.sb.count("MAC_Binding"); n != 0 {
+		t.Errorf("after deleting the switch: %d MAC bindings, want 0", n)
+	}
+	if n := h.sb.count("Datapath_Binding"); n != 0 {
+		t.Errorf("after deleting the switch: %d datapath bindings, want 0", n)
+	}
+}
