@@ -251,6 +251,7 @@ func switchPortFlows(g *gen, p *switchPortInfo) {
 
 	// Destination lookup.
 	if lsp.Type == lspExternal {
+		externalPortFlows(g, p, flow)
 		return
 	}
 	if !enabled {
@@ -334,5 +335,47 @@ func virtualPortBind(g *gen, p *switchPortInfo, flow func(Stage, int, string, st
 			m = fmt.Sprintf("inport == %q && ((nd_ns && ip6.dst == {%s, %s} && nd.target == %s) ||(nd_na && nd.target == %s))", parent, vip, solicitedNode(vip), vip, vip)
 		}
 		flow(LSInARPRsp, 100, m, fmt.Sprintf("bind_vport(%q, inport); next;", lsp.Name))
+	}
+}
+
+// externalPortFlows keeps an external port's ARP and ND requests for the
+// switch's routers, and its traffic to their MACs, that reach the switch
+// through a localnet port, to the chassis the external port is on (the
+// others drop them), so that only one chassis answers.
+func externalPortFlows(g *gen, p *switchPortInfo, flow func(Stage, int, string, string)) {
+	var localnets []string
+	var routers []lspAddress
+	for _, port := range ReadAll[nb.LogicalSwitchPort](g, NB, g.Members(NB, nb.LogicalSwitchTable, p.sw.nb.UUID, "ports")) {
+		switch port.Type {
+		case lspLocalnet:
+			localnets = append(localnets, port.Name)
+		case lspRouter:
+			peer := readRouterPeer(g, port.Options["router-port"])
+			if peer == nil {
+				continue
+			}
+			for _, e := range port.Addresses {
+				if strings.TrimSpace(e) == "router" {
+					routers = append(routers, peer.addr)
+				} else if a, ok := parseLSPAddress(e); ok {
+					routers = append(routers, a)
+				}
+			}
+		}
+	}
+	notHere := fmt.Sprintf("!is_chassis_resident(%q)", p.lsp.Name)
+	for _, ln := range localnets {
+		for _, a := range p.addrs {
+			from := fmt.Sprintf("inport == %q && eth.src == %s", ln, a.mac)
+			for _, r := range routers {
+				for _, ip := range r.ip4 {
+					flow(LSInExternalPort, 100, fmt.Sprintf("%s && %s && arp.tpa == %s && arp.op == 1", from, notHere, ip), "drop;")
+				}
+				for _, ip := range r.ip6 {
+					flow(LSInExternalPort, 100, fmt.Sprintf("%s && %s && nd_ns && ip6.dst == {%s, %s} && nd.target == %s", from, notHere, ip, solicitedNode(ip), ip), "drop;")
+				}
+				flow(LSInExternalPort, 100, fmt.Sprintf("%s && eth.dst == %s && %s", from, r.mac, notHere), "drop;")
+			}
+		}
 	}
 }

@@ -40,3 +40,8 @@ $n lsp-add sw1 vtep1 -- lsp-set-type vtep1 vtep -- lsp-set-addresses vtep1 unkno
 $n lsp-add sw1 rem -- lsp-set-type rem remote -- lsp-set-addresses rem "50:54:00:00:01:09 10.1.0.99" \
    -- lsp-set-options rem requested-chassis=hv3
 $n lsp-add sw1 arpx -- lsp-set-addresses arpx "50:54:00:00:01:03 10.1.0.13" -- lsp-set-options arpx arp_proxy="50:54:00:00:01:33 10.1.0.200 10.1.1.0/24"
+# a router on the switch with the external port and the localnet port
+$n lr-add lr1 -- lrp-add lr1 lr1-sw1 00:00:00:00:ff:11 10.1.0.1/24 fd01::1/64
+$n lsp-add sw1 sw1-lr1 -- lsp-set-type sw1-lr1 router -- lsp-set-addresses sw1-lr1 router -- lsp-set-options sw1-lr1 router-port=lr1-sw1
+$n lsp-add sw1 ext2 -- lsp-set-type ext2 external -- lsp-set-addresses ext2 "50:54:00:00:01:04 10.1.0.14" "50:54:00:00:01:05 10.1.0.15"
+$n set Logical_Switch_Port ext2 ha_chassis_group=$($n --bare --columns _uuid find HA_Chassis_Group name=hagrp)
