@@ -405,12 +405,42 @@ func routerPortFlows(g *gen, r *logicalRouter, p *routerPort) {
 	}
 	in := fmt.Sprintf("inport == %q", p.nb.Name)
 	set := fmt.Sprintf("xreg0[0..47] = %s; next;", p.mac)
+	if mtu := p.gatewayMTU(); mtu > 0 {
+		set = fmt.Sprintf("reg9[1] = check_pkt_larger(%d); %s", mtu+ethHeaderLen, set)
+	}
 	g.FlowHint(dp, LRInAdmission, 50, fmt.Sprintf("eth.mcast && %s", in), set, id)
 	g.FlowHint(dp, LRInAdmission, 50, fmt.Sprintf("eth.dst == %s && %s%s", p.mac, in, resident), set, id)
 	g.FlowHint(dp, LROutDelivery, 100, fmt.Sprintf("outport == %q", p.nb.Name), "output;", id)
+	routerPortMTUFlows(g, r, p)
+	routerPeerResolve(g, r, p)
 	if p.gateway {
 		// Traffic routed out of a gateway port that nothing else
 		// redirects goes to the gateway chassis.
 		g.FlowHint(dp, LRInGWRedirect, 50, fmt.Sprintf("outport == %q", p.nb.Name), fmt.Sprintf("outport = %q; next;", p.crName), id)
+	}
+}
+
+// routerPeerResolve writes the neighbor resolution of a router port joined
+// directly to another router's port (its peer column): the peer's
+// addresses resolve to the peer's MAC.
+func routerPeerResolve(g *gen, r *logicalRouter, p *routerPort) {
+	if p.nb.Peer == nil || *p.nb.Peer == "" {
+		return
+	}
+	ids := g.ByName(NB, nb.LogicalRouterPortTable, *p.nb.Peer)
+	if len(ids) == 0 {
+		return
+	}
+	peer, ok := readRouterPort(g, ids[0])
+	if !ok {
+		return
+	}
+	out := fmt.Sprintf("outport == %q", p.nb.Name)
+	act := fmt.Sprintf("eth.dst = %s; next;", peer.mac)
+	for _, a := range addrsOf(peer.ipv4()) {
+		g.FlowHint(r.dp, LRInARPResolve, 100, fmt.Sprintf("%s && reg0== %s", out, a), act, p.nb.UUID)
+	}
+	for _, a := range append(addrsOf(peer.ipv6()), peer.lla) {
+		g.FlowHint(r.dp, LRInARPResolve, 100, fmt.Sprintf("%s && xxreg0 == %s", out, a), act, p.nb.UUID)
 	}
 }

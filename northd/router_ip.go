@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/govn/govn/ovsdb"
@@ -327,4 +328,64 @@ func routerHasDistributedNAT(g *gen, lr ovsdb.UUID) bool {
 		}
 		return false
 	}).(bool)
+}
+
+// ethHeaderLen is what check_pkt_larger adds to options:gateway_mtu: the
+// limit is on whole Ethernet frames.
+const ethHeaderLen = 14
+
+// gatewayMTU is the port's options:gateway_mtu (0 when absent or bad).
+func (p *routerPort) gatewayMTU() int {
+	mtu, err := strconv.Atoi(p.nb.Options["gateway_mtu"])
+	if err != nil || mtu <= 0 {
+		return 0
+	}
+	return mtu
+}
+
+// firstIPv6 is the port's first IPv6 address: its first network's, or its
+// link-local one.
+func (p *routerPort) firstIPv6() netip.Addr {
+	if v6 := p.ipv6(); len(v6) > 0 {
+		return v6[0].Addr()
+	}
+	return p.lla
+}
+
+// routerPortMTUFlows writes the flows of a port with options:gateway_mtu:
+// packets routed out of it (on a gateway router or through a gateway port)
+// that are larger than the MTU are answered with ICMP "fragmentation
+// needed" or ICMPv6 "packet too big" from the port they came in on.
+func routerPortMTUFlows(g *gen, r *logicalRouter, p *routerPort) {
+	mtu := p.gatewayMTU()
+	if mtu == 0 || (r.chassis == "" && !p.gateway) {
+		return
+	}
+	dp, id := r.dp, p.nb.UUID
+	g.FlowHint(dp, LRInChkPktLen, 50, fmt.Sprintf("outport == %q", p.nb.Name), fmt.Sprintf("reg9[1] = check_pkt_larger(%d); next;", mtu+ethHeaderLen), id)
+	errors := func(q *routerPort) (v4, v6 string) {
+		if a := q.ipv4(); len(a) > 0 {
+			v4 = fmt.Sprintf("icmp4_error {reg9[0] = 1; reg9[1] = 0; eth.dst = %s; ip4.dst = ip4.src; ip4.src = %s; ip.ttl = 255; icmp4.type = 3; /* Destination Unreachable. */ icmp4.code = 4; /* Frag Needed and DF was Set. */ icmp4.frag_mtu = %d; next(pipeline=ingress, table=%d); };",
+				q.mac, a[0].Addr(), mtu, LRInAdmission.Table())
+		}
+		v6 = fmt.Sprintf("icmp6_error {reg9[0] = 1; reg9[1] = 0; eth.dst = %s; ip6.dst = ip6.src; ip6.src = %s; ip.ttl = 255; icmp6.type = 2; /* Packet Too Big. */ icmp6.code = 0; icmp6.frag_mtu = %d; next(pipeline=ingress, table=%d); };",
+			q.mac, q.firstIPv6(), mtu, LRInAdmission.Table())
+		return v4, v6
+	}
+	for _, q := range routerPortsOf(g, r.nb.UUID) {
+		v4, v6 := errors(&q)
+		if q.nb.Name == p.nb.Name {
+			in := fmt.Sprintf("inport == %q", p.nb.Name)
+			if v4 != "" {
+				g.FlowHint(dp, LRInIPInput, 150, in+" && ip4 && reg9[1] && reg9[0] == 0", v4, id)
+			}
+			g.FlowHint(dp, LRInIPInput, 150, in+" && ip6 && reg9[1] && reg9[0] == 0", v6, id)
+			continue
+		}
+		m := fmt.Sprintf("inport == %q && outport == %q", q.nb.Name, p.nb.Name)
+		if v4 != "" {
+			g.FlowHint(dp, LRInLargerPkts, 150, m+" && ip4 && reg9[1] && reg9[0] == 0", v4, id)
+		}
+		g.FlowHint(dp, LRInLargerPkts, 150, m+" && ip6 && reg9[1] && reg9[0] == 0", v6, id)
+	}
 }
