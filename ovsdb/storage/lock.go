@@ -36,3 +36,18 @@ func lockFile(path string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// unlockFile releases a lock that lockFile took and closes its file. The
+// lock is released explicitly, not by the close alone: a child process
+// forked meanwhile (by an exec elsewhere in the program) holds a copy of
+// the descriptor until it execs, and the lock of an open file description
+// lives as long as any copy of it, so a close alone could leave the file
+// locked for a moment after the Log is gone.
+func unlockFile(f *os.File) error {
+	lk := unix.Flock_t{Type: unix.F_UNLCK, Whence: 0, Start: 0, Len: 0}
+	uerr := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk)
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return uerr
+}

@@ -110,7 +110,7 @@ func Create(path string, schema json.RawMessage) error {
 	if err != nil {
 		return err
 	}
-	defer lock.Close()
+	defer unlockFile(lock)
 	if err := writeFileAtomic(path, encodeRecord(nil, body)); err != nil {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
@@ -195,12 +195,12 @@ func Open(path string, opts Options) (*Log, error) {
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
 	if err != nil {
-		lock.Close()
+		unlockFile(lock)
 		return nil, fmt.Errorf("open database: %w", err)
 	}
 	fail := func(err error) (*Log, error) {
 		f.Close()
-		lock.Close()
+		unlockFile(lock)
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	st, err := f.Stat()
@@ -465,7 +465,7 @@ func (l *Log) Close() error {
 		<-l.done
 	}
 	err := l.file.Close()
-	if lerr := l.lock.Close(); err == nil {
+	if lerr := unlockFile(l.lock); err == nil {
 		err = lerr
 	}
 	if err == nil {
