@@ -65,6 +65,15 @@ func (g *govnBinary) get(t *testing.T) string {
 // pass turns this gate off.
 const govnEnv = "GOVN_HVTEST_GOVN"
 
+// govnNorthdPasses lists the scenarios govn northd (with the real
+// ovn-controller) passes: they run always; the others only with
+// GOVN_HVTEST_GOVN=1. TestRouter's SNAT, DNAT and router load balancer are
+// not there yet.
+var govnNorthdPasses = map[string]bool{
+	"TestLogicalSwitch":   true,
+	"TestLocalnetAndMove": true,
+}
+
 // govnWanted skips the test unless GOVN_HVTEST_GOVN=1 (before building).
 func govnWanted(t *testing.T, sub string) {
 	t.Helper()
@@ -109,7 +118,9 @@ func forEachDeployment(t *testing.T, scenario func(t *testing.T, opts Options)) 
 	}{
 		{"ovn-northd/ovn-controller", func(*testing.T) Northd { return RealNorthd() }, realChassis},
 		{"govn-northd/ovn-controller", func(t *testing.T) Northd {
-			govnWanted(t, "northd")
+			if !govnNorthdPasses[strings.Split(t.Name(), "/")[0]] {
+				govnWanted(t, "northd")
+			}
 			bin := govn.get(t)
 			govnHas(t, bin, "northd")
 			return NorthdCommand{Argv: []string{bin, "northd"}}
