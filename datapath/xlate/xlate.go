@@ -13,7 +13,7 @@ import (
 
 // Limits on a translation; a packet exceeding them is dropped.
 const (
-	MaxDepth     = 64   // nested resubmits
+	MaxDepth     = 64   // nested resubmits (a resubmit that ends its rule's actions does not nest)
 	MaxResubmits = 4096 // table lookups per translation
 )
 
@@ -176,12 +176,18 @@ func (r *Result) FormatTrace() string {
 
 // ctx is the state of one translation.
 type ctx struct {
-	t       *Translator
-	opts    Options
-	k       flow.Key // working key
-	wc      flow.Mask
-	acts    []flow.DPAction
-	depth   int
+	t     *Translator
+	opts  Options
+	k     flow.Key // working key
+	wc    flow.Mask
+	acts  []flow.DPAction
+	depth int // nesting of tables, for traces
+	// nested counts the resubmits still to return to: a resubmit that
+	// is the last action of its list is a tail call and does not count,
+	// so that a pipeline of many tables each ending in resubmit (OVN's
+	// "next;" through a switch, a router and a switch) is not cut off,
+	// while MaxResubmits still bounds loops.
+	nested  int
 	lookups int
 	exit    bool
 	err     error
@@ -316,7 +322,7 @@ func (c *ctx) runTable(table uint8) {
 	if c.exit || c.err != nil {
 		return
 	}
-	if c.depth >= MaxDepth {
+	if c.nested >= MaxDepth {
 		c.err = fmt.Errorf("resubmit depth exceeds %d at table %d", MaxDepth, table)
 		return
 	}
@@ -350,8 +356,17 @@ func (c *ctx) runTable(table uint8) {
 		c.step(Step{Table: table, Rule: c.ruleString()})
 	}
 	c.depth++
+	c.nested++
 	c.runActions(r.Actions)
+	c.nested--
 	c.depth--
+}
+
+// tailTable runs table as the last action of a list: it does not nest.
+func (c *ctx) tailTable(table uint8) {
+	c.nested--
+	c.runTable(table)
+	c.nested++
 }
 
 // readField returns the bits of r in the working key, un-wildcarding them
@@ -380,7 +395,7 @@ func (c *ctx) writeField(r flow.FieldRange, v flow.U128) {
 }
 
 func (c *ctx) runActions(as []flow.Action) {
-	for _, a := range as {
+	for i, a := range as {
 		if c.exit || c.err != nil {
 			return
 		}
@@ -400,9 +415,13 @@ func (c *ctx) runActions(as []flow.Action) {
 		case flow.Learn:
 			c.learn(a)
 		case flow.Resubmit:
-			c.runTable(a.Table)
+			if i == len(as)-1 {
+				c.tailTable(a.Table)
+			} else {
+				c.runTable(a.Table)
+			}
 		case flow.GotoTable:
-			c.runTable(a.Table)
+			c.tailTable(a.Table)
 		case flow.CT:
 			c.ct(a)
 		case flow.CTClear:

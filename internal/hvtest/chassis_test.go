@@ -122,3 +122,47 @@ func geneveScenario(t *testing.T, c *Cluster) {
 		t.Errorf("vm2 -> vm1: %v", err)
 	}
 }
+
+// TestGovnChassisRouted: VMs on two logical switches joined by a
+// distributed logical router ping each other, on one govn chassis and
+// across two.
+func TestGovnChassisRouted(t *testing.T) {
+	c := govnChassisCluster(t, 2)
+	c.NBCtl(t, "lr-add", "lr1")
+	for _, n := range []struct{ ls, mac, cidr string }{
+		{"ls1", "0a:00:00:00:ff:11", "10.0.1.1/24"},
+		{"ls2", "0a:00:00:00:ff:12", "10.0.2.1/24"},
+	} {
+		lrp, lsp := "lr1-"+n.ls, n.ls+"-lr1"
+		c.NBCtl(t, "ls-add", n.ls, "--", "lrp-add", "lr1", lrp, n.mac, n.cidr,
+			"--", "lsp-add", n.ls, lsp, "--", "lsp-set-type", lsp, "router",
+			"--", "lsp-set-addresses", lsp, "router", "--", "lsp-set-options", lsp, "router-port="+lrp)
+	}
+	type vmDef struct {
+		name, ls, mac, ip, gw string
+		hv                    int
+	}
+	defs := []vmDef{
+		{"vm1", "ls1", "0a:00:00:00:01:01", "10.0.1.11", "10.0.1.1", 1},
+		{"vm2", "ls2", "0a:00:00:00:02:02", "10.0.2.12", "10.0.2.1", 1},
+		{"vm3", "ls2", "0a:00:00:00:02:03", "10.0.2.13", "10.0.2.1", 2},
+	}
+	vms := map[string]*VM{}
+	for _, d := range defs {
+		c.NBCtl(t, "lsp-add", d.ls, d.name, "--", "lsp-set-addresses", d.name, d.mac+" "+d.ip)
+		vms[d.name] = c.AddVM(t, c.Hypervisor(d.hv), VMSpec{Name: d.name, LSP: d.name, MAC: d.mac, Addr: d.ip + "/24", Gateway: d.gw})
+	}
+	for _, d := range defs {
+		c.WaitPortUp(t, d.name)
+	}
+	for _, p := range [][2]string{{"vm1", "vm2"}, {"vm2", "vm1"}, {"vm1", "vm3"}, {"vm3", "vm1"}} {
+		t.Run(p[0]+"-"+p[1], func(t *testing.T) {
+			if err := vms[p[0]].WaitPing(vms[p[1]].IP(), 20*time.Second); err != nil {
+				hv := c.Hypervisor(1)
+				out, err2 := run(context.Background(), ovsEnv(hv.Dir), inNS(hv.NS, "ovs-appctl", "-t", hv.Dir+"/chassis.ctl", "dpctl/dump-flows")...)
+				t.Logf("hv1 dpctl/dump-flows (%v):\n%s", err2, out)
+				t.Fatal(err)
+			}
+		})
+	}
+}
