@@ -186,7 +186,13 @@ func (c *chassis) iterate(ctx context.Context) error {
 	}
 	root := ovs[0]
 	ids := root.ExternalIDs
-	zones, zonesChanged := allocateZones(root.ExternalIDs, c.sb)
+	ifaceIDs := map[string]bool{}
+	for _, li := range interfaces(lc) {
+		if id := li.row.ExternalIDs["iface-id"]; id != "" && li.bridge == integrationBridge {
+			ifaceIDs[id] = true
+		}
+	}
+	zones, zonesChanged := allocateZones(root.ExternalIDs, c.sb, ifaceIDs)
 	if err := c.reconcilePorts(ctx, lc, root, zonesChanged, zones); err != nil {
 		return err
 	}
@@ -508,10 +514,10 @@ func (c *chassis) reconcilePorts(ctx context.Context, lc *client.Cache, root vsw
 // ovn-controller keeps them: ct-zone-LPORT, ct-zone-DPUUID_dnat, _snat.
 const zonePrefix = "ct-zone-"
 
-// allocateZones reads the stored zones and gives one to every logical
-// port and router the Southbound holds that has none (a first simple
-// allocation: zones are never freed).
-func allocateZones(ids map[string]string, sbc *client.Client) (map[string]uint16, bool) {
+// allocateZones reads the stored zones and gives one to every local
+// logical port (an iface-id here) and every router the Southbound holds
+// that has none (a first simple allocation: zones are never freed).
+func allocateZones(ids map[string]string, sbc *client.Client, local map[string]bool) (map[string]uint16, bool) {
 	zones := map[string]uint16{}
 	used := map[uint16]bool{0: true}
 	for k, v := range ids {
@@ -527,7 +533,7 @@ func allocateZones(ids map[string]string, sbc *client.Client) (map[string]uint16
 	}
 	var want []string
 	for _, p := range client.List[sb.PortBinding](sbc.Cache()) {
-		if isVIF(&p) {
+		if isVIF(&p) && local[p.LogicalPort] {
 			want = append(want, p.LogicalPort)
 		}
 	}

@@ -167,3 +167,64 @@ func TestTranslateUnbind(t *testing.T) {
 		t.Errorf("unicast to an unbound port: %s", got)
 	}
 }
+
+// A packet crosses switch, router and switch through patch ports: the
+// router's datapath is local because a local switch's patch port leads
+// to it.
+func TestTranslatePatchPorts(t *testing.T) {
+	tr, err := NewTranslator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls1, ls2, lr, hv1 := id(1), id(2), id(3), id(4)
+	var flows []sb.LogicalFlow
+	add := func(dp ovsdb.UUID, pipeline string, table, prio int64, match, actions string) {
+		d := dp
+		flows = append(flows, sb.LogicalFlow{UUID: id(byte(100 + len(flows))), LogicalDatapath: &d,
+			Pipeline: pipeline, TableID: table, Priority: prio, Match: match, Actions: actions})
+	}
+	for _, dp := range []ovsdb.UUID{ls1, ls2, lr} {
+		add(dp, "ingress", 0, 0, "1", "next;")
+		add(dp, "egress", 0, 0, "1", "output;")
+	}
+	add(ls1, "ingress", 1, 50, "eth.dst == 0a:00:00:00:ff:01", `outport = "ls1-lr"; output;`)
+	add(lr, "ingress", 1, 50, "ip4.dst == 10.0.2.0/24", `ip.ttl--; eth.src = 0a:00:00:00:ff:02; eth.dst = 0a:00:00:00:00:02; outport = "lr-ls2"; output;`)
+	add(ls2, "ingress", 1, 50, "eth.dst == 0a:00:00:00:00:02", `outport = "vm2"; output;`)
+	patch := func(n byte, dp ovsdb.UUID, name, peer string, key int64) sb.PortBinding {
+		return sb.PortBinding{UUID: id(n), Datapath: dp, LogicalPort: name, Type: "patch", TunnelKey: key, Options: map[string]string{"peer": peer}}
+	}
+	in := &Input{
+		Chassis: "hv1", ChassisUUID: hv1,
+		Datapaths: []sb.DatapathBinding{
+			{UUID: ls1, TunnelKey: 1}, {UUID: ls2, TunnelKey: 2},
+			{UUID: lr, TunnelKey: 3, ExternalIDs: map[string]string{"logical-router": "x"}},
+		},
+		Ports: []sb.PortBinding{
+			{UUID: id(10), Datapath: ls1, LogicalPort: "vm1", TunnelKey: 1},
+			patch(11, ls1, "ls1-lr", "lr-ls1", 2),
+			patch(12, lr, "lr-ls1", "ls1-lr", 1),
+			patch(13, lr, "lr-ls2", "ls2-lr", 2),
+			patch(14, ls2, "ls2-lr", "lr-ls2", 1),
+			{UUID: id(15), Datapath: ls2, LogicalPort: "vm2", TunnelKey: 2},
+		},
+		Flows: flows,
+		VIFs:  map[string]uint32{"vm1": 1, "vm2": 2},
+	}
+	out := tr.Translate(in)
+	if len(out.Problems) > 0 {
+		t.Fatalf("problems: %q", out.Problems)
+	}
+	p := install(t, out)
+	k, err := switchd.ParseFlowSpec("in_port=1,ip,dl_src=0a:00:00:00:00:01,dl_dst=0a:00:00:00:ff:01,nw_src=10.0.1.11,nw_dst=10.0.2.12,nw_ttl=64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := p.Translate(&k, xlate.Options{})
+	got := dpActions(res.Actions)
+	// Each patch port enters its peer's pipeline in a clone, without
+	// conntrack state.
+	const want = "clone(ct_clear,set(nw_ttl=63),set(eth_src=0a:00:00:00:ff:02),set(eth_dst=0a:00:00:00:00:02),clone(ct_clear,2))"
+	if got != want {
+		t.Errorf("routed packet (err %v):\n got %s\nwant %s", res.Err, got, want)
+	}
+}
