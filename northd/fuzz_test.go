@@ -30,7 +30,15 @@ func FuzzNorthbound(f *testing.F) {
 		// Hostile text where ovn-northd parses.
 		ls, _ := w.pick(nb.LogicalSwitchTable)
 		p := nb.LogicalSwitchPort{Name: "hostile", Addresses: []string{addr}, PortSecurity: []string{addr},
-			Options: map[string]string{"requested-tnl-key": addr, "router-port": addr}, Type: []string{"", "router", "localnet", "virtual"}[len(addr)%4]}
+			Options: map[string]string{"requested-tnl-key": addr, "router-port": "hostile-lrp", "virtual-ip": addr, "virtual-parents": addr,
+				"qdisc_queue_id": addr, "nat-addresses": addr, "requested-chassis": addr, "mcast_flood": "true", "reside-on-redirect-chassis": "true"},
+			Type: []string{"", "router", "localnet", "virtual", "external", "vtep"}[len(addr)%6]}
+		dhcp := h.nb.Insert(nb.DHCPOptionsTable, (&nb.DHCPOptions{CIDR: addr, Options: map[string]string{
+			"server_id": addr, "server_mac": addr, "lease_time": addr, "router": addr}}).Row())
+		p.DHCPv4Options, p.DHCPv6Options = &dhcp, &dhcp
+		lrp := h.nb.Insert(nb.LogicalRouterPortTable, (&nb.LogicalRouterPort{Name: "hostile-lrp", MAC: addr, Networks: []string{addr, vip}}).Row())
+		h.nb.Insert(nb.LogicalRouterTable, (&nb.LogicalRouter{Name: "hostile-lr", Ports: []ovsdb.UUID{lrp}}).Row())
+		fg := h.nb.Insert(nb.ForwardingGroupTable, (&nb.ForwardingGroup{Name: "fg", VIP: addr, VMAC: addr, ChildPort: []string{addr}}).Row())
 		pid := h.nb.Insert(nb.LogicalSwitchPortTable, p.Row())
 		dup := h.nb.Insert(nb.LogicalSwitchPortTable, p.Row())
 		acl := h.nb.Insert(nb.ACLTable, (&nb.ACL{Direction: "from-lport", Priority: int64(len(match)), Match: match, Action: "allow-related"}).Row())
@@ -43,6 +51,9 @@ func FuzzNorthbound(f *testing.F) {
 			w.addMember(nb.LogicalSwitchTable, ls, "acls", acl)
 			h.nb.commit()
 			w.addMember(nb.LogicalSwitchTable, ls, "load_balancer", lb)
+			w.addMember(nb.LogicalSwitchTable, ls, "forwarding_groups", fg)
+			h.nb.Update(nb.LogicalSwitchTable, ls, map[string]ovsdb.Datum{"other_config": dMap(map[string]string{
+				"mcast_snoop": "true", "mcast_idle_timeout": addr, "mcast_query_interval": addr, "mcast_table_size": addr})})
 			// The same port on a second switch.
 			other := h.nb.Insert(nb.LogicalSwitchTable, (&nb.LogicalSwitch{Name: "other", Ports: []ovsdb.UUID{pid}}).Row())
 			_ = other

@@ -81,6 +81,11 @@ func (g *gen) Logger() *slog.Logger { return g.s.log }
 
 // Warn logs a problem with the owner's Northbound input.
 func (g *gen) Warn(msg string, args ...any) {
+	if g.o.key.kind == kindMemo {
+		// A memo is no kind of ownerKinds: name it by its key.
+		g.s.log.Warn(msg, append([]any{"memo", g.o.memo}, args...)...)
+		return
+	}
 	g.s.log.Warn(msg, append([]any{"owner", g.s.kinds[g.o.key.kind].name, "uuid", g.o.key.id.String()}, args...)...)
 }
 
