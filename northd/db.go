@@ -68,6 +68,10 @@ func nameColumn(which DB, t *ovsdb.TableSchema) string {
 		}
 		return ""
 	}
+	if t.Name == "BFD" {
+		// A router port's BFD sessions are found by its name.
+		return "logical_port"
+	}
 	if c := t.Column("name"); c != nil && c.Type.IsScalar() && c.Type.Key.Type == ovsdb.TypeString {
 		return "name"
 	}

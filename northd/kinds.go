@@ -23,6 +23,8 @@ const (
 	kindHAChassisGroup
 	kindRouter
 	kindRouterPort
+	kindStaticMACBinding
+	kindBFD
 
 	// kindMemo owners compute memos (memo.go); they are not in ownerKinds
 	// and produce no output.
@@ -32,19 +34,21 @@ const (
 // ownerKinds lists every kind of owner with its generator.
 func ownerKinds() []ownerKindInfo {
 	return []ownerKindInfo{
-		kindGlobal:         {"global", "", genGlobal},
-		kindSwitch:         {"switch", nb.LogicalSwitchTable, genSwitch},
-		kindSwitchPort:     {"switch-port", nb.LogicalSwitchPortTable, genSwitchPort},
-		kindACL:            {"acl", nb.ACLTable, genACL},
-		kindPortGroup:      {"port-group", nb.PortGroupTable, genPortGroup},
-		kindAddressSet:     {"address-set", nb.AddressSetTable, genAddressSet},
-		kindLoadBalancer:   {"load-balancer", nb.LoadBalancerTable, genLoadBalancer},
-		kindQoS:            {"qos", nb.QoSTable, genQoS},
-		kindDNS:            {"dns", nb.DNSTable, genDNS},
-		kindMeter:          {"meter", nb.MeterTable, genMeter},
-		kindHAChassisGroup: {"ha-chassis-group", nb.HAChassisGroupTable, genHAChassisGroup},
-		kindRouter:         {"router", nb.LogicalRouterTable, genRouter},
-		kindRouterPort:     {"router-port", nb.LogicalRouterPortTable, genRouterPort},
+		kindGlobal:           {"global", "", genGlobal},
+		kindSwitch:           {"switch", nb.LogicalSwitchTable, genSwitch},
+		kindSwitchPort:       {"switch-port", nb.LogicalSwitchPortTable, genSwitchPort},
+		kindACL:              {"acl", nb.ACLTable, genACL},
+		kindPortGroup:        {"port-group", nb.PortGroupTable, genPortGroup},
+		kindAddressSet:       {"address-set", nb.AddressSetTable, genAddressSet},
+		kindLoadBalancer:     {"load-balancer", nb.LoadBalancerTable, genLoadBalancer},
+		kindQoS:              {"qos", nb.QoSTable, genQoS},
+		kindDNS:              {"dns", nb.DNSTable, genDNS},
+		kindMeter:            {"meter", nb.MeterTable, genMeter},
+		kindHAChassisGroup:   {"ha-chassis-group", nb.HAChassisGroupTable, genHAChassisGroup},
+		kindRouter:           {"router", nb.LogicalRouterTable, genRouter},
+		kindRouterPort:       {"router-port", nb.LogicalRouterPortTable, genRouterPort},
+		kindStaticMACBinding: {"static-mac-binding", nb.StaticMACBindingTable, genStaticMACBinding},
+		kindBFD:              {"bfd", nb.BFDTable, genBFD},
 	}
 }
 

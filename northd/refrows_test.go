@@ -31,6 +31,9 @@ var compareTables = map[string][]string{
 	"Meter":            nil,
 	"Service_Monitor":  {"status"},
 	"HA_Chassis_Group": {"ref_chassis"},
+	// BFD's disc is random in ovn-northd; status is the chassis'.
+	"BFD":                {"disc", "status"},
+	"Static_MAC_Binding": nil,
 }
 
 // uuidText finds the Northbound UUIDs rows carry in external_ids
@@ -147,6 +150,10 @@ func (n *rowNormalizer) key(table string, r *ovsdb.Row) string {
 		return fmt.Sprintf("%s/%s/%s/%s", n.str(table, r, "logical_port"), n.str(table, r, "ip"), n.str(table, r, "port"), n.str(table, r, "protocol"))
 	case "Chassis":
 		return n.str(table, r, "name")
+	case "BFD":
+		return n.str(table, r, "logical_port") + "/" + n.str(table, r, "dst_ip")
+	case "Static_MAC_Binding":
+		return n.str(table, r, "logical_port") + "/" + n.str(table, r, "ip")
 	case "Port_Group":
 		// "<datapath tunnel key>_<name>": the key is named by its datapath.
 		name := n.str(table, r, "name")

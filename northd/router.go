@@ -413,6 +413,7 @@ func routerPortFlows(g *gen, r *logicalRouter, p *routerPort) {
 	g.FlowHint(dp, LROutDelivery, 100, fmt.Sprintf("outport == %q", p.nb.Name), "output;", id)
 	routerPortMTUFlows(g, r, p)
 	routerPeerResolve(g, r, p)
+	routerPortBFDFlows(g, r, p)
 	if p.gateway {
 		// Traffic routed out of a gateway port that nothing else
 		// redirects goes to the gateway chassis.

@@ -111,7 +111,7 @@ func switchPortRouterFlows(g *gen, sw *logicalSwitch, lsp *nb.LogicalSwitchPort)
 		v6 := addrsOf(a.port.ipv6())
 		v6 = append(v6, a.port.lla)
 		ns = append(ns, neighbor{mac: a.port.mac, v4: addrsOf(a.port.ipv4()), v6: v6, set: true})
-	case "", "virtual", "localport", "l2gateway", "external":
+	case "", "virtual", "localport", "l2gateway", "external", "remote":
 		macs, ips := portNeighbors(lsp)
 		for i, mac := range macs {
 			n := neighbor{mac: mac}

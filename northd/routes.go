@@ -107,6 +107,13 @@ func routerRoutes(g *gen, r *logicalRouter) {
 			g.Warn("bad static route prefix; skipping the route", "router", r.nb.Name, "prefix", rt.IPPrefix)
 			continue
 		}
+		if rt.BFD != nil {
+			// A route checked by BFD is used only while its session is
+			// not known to be down.
+			if b, ok := Read[nb.BFD](g, NB, *rt.BFD); ok && b.Status != nil && *b.Status == "down" {
+				continue
+			}
+		}
 		s := staticRoute{nb: rt, prefix: pfx, srcIP: rt.Policy != nil && *rt.Policy == nb.LogicalRouterStaticRoutePolicySrcIP}
 		if rt.Nexthop == "discard" {
 			s.discard = true
