@@ -166,3 +166,39 @@ func TestGovnChassisRouted(t *testing.T) {
 		})
 	}
 }
+
+// TestGovnChassisLoadBalancer: a client reaches every backend of a
+// load-balancer VIP on its switch (no hairpin: the client is no backend),
+// one backend on its chassis and one on another.
+func TestGovnChassisLoadBalancer(t *testing.T) {
+	c := govnChassisCluster(t, 2)
+	hv1 := c.Hypervisor(1)
+	c.NBCtl(t, "ls-add", "ls0")
+	c.NBCtl(t, "lr-add", "lr0", "--", "lrp-add", "lr0", "lr0-ls0", "0a:00:00:00:00:fe", "10.0.0.1/24")
+	c.NBCtl(t, "lsp-add", "ls0", "ls0-lr0", "--", "lsp-set-type", "ls0-lr0", "router",
+		"--", "lsp-set-addresses", "ls0-lr0", "router", "--", "lsp-set-options", "ls0-lr0", "router-port=lr0-ls0")
+	vms := map[string]*VM{}
+	for _, vm := range []struct {
+		name, mac, ip string
+		hv            int
+	}{
+		{"vm1", "0a:00:00:00:00:01", "10.0.0.11", 1},
+		{"vm2", "0a:00:00:00:00:02", "10.0.0.12", 1},
+		{"vm3", "0a:00:00:00:00:03", "10.0.0.13", 2},
+	} {
+		c.NBCtl(t, "lsp-add", "ls0", vm.name, "--", "lsp-set-addresses", vm.name, vm.mac+" "+vm.ip)
+		vms[vm.name] = c.AddVM(t, c.Hypervisor(vm.hv), VMSpec{Name: vm.name, LSP: vm.name, MAC: vm.mac, Addr: vm.ip + "/24", Gateway: "10.0.0.1"})
+	}
+	for _, vm := range []string{"vm1", "vm2", "vm3"} {
+		c.WaitPortUp(t, vm)
+	}
+	vms["vm2"].HTTPServe(t, 80)
+	vms["vm3"].HTTPServe(t, 80)
+	c.NBCtl(t, "lb-add", "lb0", "172.16.0.100:80", "10.0.0.12:80,10.0.0.13:80", "tcp")
+	c.NBCtl(t, "--wait=hv", "ls-lb-add", "ls0", "lb0")
+	if missing := curlUntilAll(t, vms["vm1"], "http://172.16.0.100/", []string{"vm2", "vm3"}); len(missing) > 0 {
+		out, err := run(context.Background(), ovsEnv(hv1.Dir), inNS(hv1.NS, "ovs-appctl", "-t", hv1.Dir+"/chassis.ctl", "dpctl/dump-flows")...)
+		t.Logf("dpctl/dump-flows (%v):\n%s", err, out)
+		t.Fatalf("backends %v never answered the VIP", missing)
+	}
+}
