@@ -178,6 +178,11 @@ func (c *chassis) iterate(ctx context.Context) error {
 		// make it.
 		_, err := c.local.Do(ctx, func(t *client.Txn) error {
 			if lc.Len(vswitch.OpenVSwitchTable) == 0 {
+				// Only into an empty table: the cache may lag the
+				// server just after connecting.
+				zero := 0
+				t.Add(client.Operation{Op: "wait", Table: vswitch.OpenVSwitchTable, Columns: []string{"_uuid"},
+					Until: "==", Rows: []map[string]ovsdb.Datum{}, Timeout: &zero})
 				t.InsertModel(&vswitch.OpenVSwitch{})
 			}
 			return nil
