@@ -368,7 +368,15 @@ func routerPipeline(g *gen, r *logicalRouter) {
 	g.Flow(dp, LRInIPInput, 85, "arp || nd", "drop;")
 	g.Flow(dp, LRInIPInput, 84, "nd_rs || nd_ra", "next;")
 	g.Flow(dp, LRInIPInput, 83, "ip6.mcast_rsvd", "drop;")
-	g.Flow(dp, LRInIPInput, 82, "ip4.mcast || ip6.mcast", "drop;")
+	relay := r.nb.Options["mcast_relay"] == "true"
+	if relay {
+		// Multicast is routed between the router's switches; groups
+		// not known to be joined are dropped at routing.
+		g.Flow(dp, LRInIPInput, 82, "ip4.mcast || ip6.mcast", "next;")
+		g.Flow(dp, LRInIPRouting, 10450, "ip4.mcast || ip6.mcast", "drop;")
+	} else {
+		g.Flow(dp, LRInIPInput, 82, "ip4.mcast || ip6.mcast", "drop;")
+	}
 	g.Flow(dp, LRInIPInput, 50, "eth.bcast", "drop;")
 	g.Flow(dp, LRInIPInput, 32, "ip.ttl == {0, 1} && !ip.later_frag && (ip4.mcast || ip6.mcast)", "drop;")
 	g.Flow(dp, LRInIPInput, 30, "ip.ttl == {0, 1}", "drop;")
@@ -411,6 +419,9 @@ func routerPortFlows(g *gen, r *logicalRouter, p *routerPort) {
 	g.FlowHint(dp, LRInAdmission, 50, fmt.Sprintf("eth.mcast && %s", in), set, id)
 	g.FlowHint(dp, LRInAdmission, 50, fmt.Sprintf("eth.dst == %s && %s%s", p.mac, in, resident), set, id)
 	g.FlowHint(dp, LROutDelivery, 100, fmt.Sprintf("outport == %q", p.nb.Name), "output;", id)
+	if r.nb.Options["mcast_relay"] == "true" {
+		g.FlowHint(dp, LROutDelivery, 110, fmt.Sprintf("(ip4.mcast || ip6.mcast) && outport == %q", p.nb.Name), fmt.Sprintf("eth.src = %s; output;", p.mac), id)
+	}
 	routerPortMTUFlows(g, r, p)
 	routerPeerResolve(g, r, p)
 	routerPortBFDFlows(g, r, p)

@@ -17,6 +17,9 @@ type routerAttachment struct {
 	lsp    string     // the switch port
 	port   routerPort // the router port it peers with
 	router ovsdb.UUID
+	// dynamicNeigh is the router's options:dynamic_neigh_routers: it
+	// learns the other routers on its switches by ARP instead.
+	dynamicNeigh bool
 }
 
 // switchRouters returns the router ports plugged into a switch, by switch
@@ -53,7 +56,8 @@ func attachmentOf(g *gen, lsp *nb.LogicalSwitchPort) (routerAttachment, bool) {
 	if !ok {
 		return routerAttachment{}, false
 	}
-	return routerAttachment{lsp: lsp.Name, port: *p, router: p.router}, true
+	lr, _ := Read[nb.LogicalRouter](g, NB, p.router)
+	return routerAttachment{lsp: lsp.Name, port: *p, router: p.router, dynamicNeigh: lr.Options["dynamic_neigh_routers"] == "true"}, true
 }
 
 // portNeighbors returns the MAC and IP addresses a switch port has in its
@@ -134,7 +138,7 @@ func switchPortRouterFlows(g *gen, sw *logicalSwitch, lsp *nb.LogicalSwitchPort)
 		return
 	}
 	for _, r := range routers {
-		if r.port.nb.Name == self {
+		if r.port.nb.Name == self || (lsp.Type == "router" && r.dynamicNeigh) {
 			continue
 		}
 		dp := g.Datapath(r.router)

@@ -23,3 +23,13 @@ $n lrp-add r2 r2-r3 00:00:00:12:00:01 100.64.0.1/30 peer=r3-r2
 $n lr-add r3
 $n lrp-add r3 r3-r2 00:00:00:13:00:01 100.64.0.2/30 peer=r2-r3
 $n lr-route-add r3 0.0.0.0/0 100.64.0.1
+# A second router on the localnet switch learns r1 dynamically; a gateway
+# router with symmetric-reply ECMP routes; multicast relay.
+$n lr-add r4 -- set Logical_Router r4 options:chassis=hv3 options:mcast_relay=true
+$n lrp-add r4 r4-pub 00:00:00:14:00:01 172.20.0.4/24
+$n lrp-add r4 r4-s4 00:00:00:14:00:02 10.14.0.1/24
+$n ls-add s4 -- set Logical_Switch s4 other_config:mcast_snoop=true
+$n lsp-add s4 s4-r4 -- lsp-set-type s4-r4 router -- lsp-set-addresses s4-r4 router -- lsp-set-options s4-r4 router-port=r4-s4
+$n lsp-add pub pub-r4 -- lsp-set-type pub-r4 router -- lsp-set-addresses pub-r4 router -- lsp-set-options pub-r4 router-port=r4-pub
+$n --ecmp-symmetric-reply lr-route-add r4 0.0.0.0/0 172.20.0.254
+$n --ecmp-symmetric-reply lr-route-add r4 0.0.0.0/0 172.20.0.253
