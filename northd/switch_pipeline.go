@@ -104,6 +104,13 @@ func switchPipeline(g *gen, sw *logicalSwitch) {
 		if port.Type != "router" && port.Type != "localnet" {
 			continue
 		}
+		if port.Type == "router" {
+			// A switch port whose router port does not exist is no
+			// router port (ovn-northd gives it no flows).
+			if _, ok := attachmentOf(g, &port); !ok {
+				continue
+			}
+		}
 		in := fmt.Sprintf("ip && inport == %q", port.Name)
 		out := fmt.Sprintf("ip && outport == %q", port.Name)
 		if facts.hasStatefulACL {
@@ -111,9 +118,9 @@ func switchPipeline(g *gen, sw *logicalSwitch) {
 			g.Flow(dp, LSOutPreACL, 110, out, "next;")
 		}
 		g.Flow(dp, LSInPreLB, 110, in, "next;")
-		if !facts.hasLBVIP {
-			// With a VIP on the switch the load balancer's conntrack
-			// state must survive to the router; without, leave none.
+		if !facts.hasStatefulACL {
+			// Without stateful ACLs nothing on this switch needs the
+			// router's conntrack state: clear it.
 			g.Flow(dp, LSOutPreLB, 110, out, "ct_clear; next;")
 		} else {
 			g.Flow(dp, LSOutPreLB, 110, out, "next;")
