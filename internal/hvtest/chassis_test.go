@@ -94,6 +94,13 @@ func TestGovnChassisOneHypervisor(t *testing.T) {
 	if err := vms["vm2"].Ping(vms["vm1"].IP(), 3); err != nil {
 		t.Errorf("vm2 -> vm1: %v", err)
 	}
+	// The control socket answers the real ovs-appctl.
+	if out := hv1.Run(t, "ovs-appctl", "-t", hv1.Dir+"/chassis.ctl", "ct-zone-list"); !strings.Contains(out, "vm1 ") || !strings.Contains(out, "vm2 ") {
+		t.Errorf("ct-zone-list:\n%s", out)
+	}
+	if out := hv1.Run(t, "ovs-appctl", "-t", hv1.Dir+"/chassis.ctl", "dump-flows"); !strings.Contains(out, "table=65") {
+		t.Errorf("dump-flows has no table 65:\n%s", out)
+	}
 }
 
 // TestGovnChassisGeneve: VMs of one logical switch on two govn chassis
