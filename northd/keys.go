@@ -119,8 +119,12 @@ func (g *gen) claimKey(space ovsdb.UUID, holder string, requested uint32) uint32
 	ks := g.s.keySpace(space)
 	before := ks.held[holder]
 	key := ks.claim(holder, requested)
-	if space.IsZero() && key != before {
-		g.s.touch(datapathKeyDep(holder))
+	if key != before {
+		if space.IsZero() {
+			g.s.touch(datapathKeyDep(holder))
+		} else {
+			g.s.touch(portKeyDep(space, holder))
+		}
 	}
 	if requested != 0 && key != requested {
 		g.Warn("requested tunnel key is taken or out of range", "holder", holder, "requested", requested, "assigned", key)
@@ -141,4 +145,19 @@ func datapathKeyDep(holder string) depKey {
 func (g *gen) DatapathKeyOf(dp ovsdb.UUID) uint32 {
 	g.dep(datapathKeyDep(dp.String()))
 	return g.s.keySpace(ovsdb.UUID{}).held[dp.String()]
+}
+
+// portKeyDep is the dependency of an owner that reads a port's tunnel key
+// without holding it (a router's symmetric ECMP replies mark conntrack
+// entries with it).
+func portKeyDep(dp ovsdb.UUID, name string) depKey {
+	return depKey{kind: depDerived, name: "port-key/" + dp.String() + "/" + name}
+}
+
+// PortKeyOf returns the tunnel key of logical port name in the datapath for
+// Northbound row dp, held by the port's owner (0 if it has none yet), and
+// makes the owner depend on it.
+func (g *gen) PortKeyOf(dp ovsdb.UUID, name string) uint32 {
+	g.dep(portKeyDep(dp, name))
+	return g.s.keySpace(dp).held[name]
 }

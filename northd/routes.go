@@ -211,6 +211,9 @@ func routerRoutes(g *gen, r *logicalRouter) {
 			fmt.Sprintf("ip.ttl--; flags.loopback = 1; reg8[0..15] = %d; reg8[16..31] = select(%s);", ecmpID, strings.Join(sel, ", ")), hint)
 		for i, m := range members {
 			g.FlowHint(r.dp, LRInIPRoutingECMP, 100, fmt.Sprintf("reg8[0..15] == %d && reg8[16..31] == %d", ecmpID, i+1), m.hop.actions()+" next;", m.nb.UUID)
+			if r.chassis != "" && !k.src && m.nb.Options["ecmp_symmetric_reply"] == "true" {
+				symmetricReplyFlows(g, r, k.prefix, tables[k.table], &m)
+			}
 		}
 	}
 
@@ -275,4 +278,36 @@ func routerPolicies(g *gen, r *logicalRouter, ports []routerPort) {
 			g.Warn("routing policy with unknown action; skipping it", "router", r.nb.Name, "action", p.Action)
 		}
 	}
+}
+
+// symmetricReplyFlows writes the flows of an ECMP route with
+// options:ecmp_symmetric_reply on a gateway router: connections that come
+// in through the route's port are committed with the port (its tunnel
+// key) and the MAC they came from, and their replies go back the same way
+// rather than through the ECMP selection.
+func symmetricReplyFlows(g *gen, r *logicalRouter, prefix netip.Prefix, table int, m *staticRoute) {
+	p := m.hop.port
+	// Every route of the group through the port writes the same flows,
+	// hinted by the port so that they are one.
+	dp, id := r.dp, p.nb.UUID
+	key := g.PortKeyOf(r.nb.UUID, p.nb.Name)
+	ipf, v6 := "ip4", "false"
+	_, src := regs(true)
+	if !prefix.Addr().Is4() {
+		ipf, v6 = "ip6", "true"
+		_, src = regs(false)
+	}
+	in := fmt.Sprintf("inport == %q && %s.src == %s", p.nb.Name, ipf, prefix)
+	g.FlowHint(dp, LRInDefrag, 100, in, "reg9[5] = chk_ecmp_nh_mac(); ct_next;", id)
+	g.FlowHint(dp, LRInDefrag, 100, fmt.Sprintf("reg7 == %d && %s.dst == %s", table, ipf, prefix), "reg9[5] = chk_ecmp_nh(); ct_next;", id)
+	for _, proto := range []string{"tcp", "udp", "sctp"} {
+		act := fmt.Sprintf("ct_commit { ct_label.ecmp_reply_eth = eth.src;  ct_mark.ecmp_reply_port = %d;}; commit_ecmp_nh(ipv6 = %s, proto = %s); next;", key, v6, proto)
+		g.FlowHint(dp, LRInECMPStateful, 100, fmt.Sprintf("%s && (ct.new && !ct.est) && %s", in, proto), act, id)
+		g.FlowHint(dp, LRInECMPStateful, 100, fmt.Sprintf("%s && (!ct.rpl && ct.est) && %s && reg9[5] == 0", in, proto), act, id)
+	}
+	reply := fmt.Sprintf("ct.rpl && reg9[5] == 1 && ct_mark.ecmp_reply_port == %d", key)
+	g.FlowHint(dp, LRInIPRouting, 10300, fmt.Sprintf("%s && reg7 == %d && %s.dst == %s", reply, table, ipf, prefix),
+		fmt.Sprintf("ip.ttl--; flags.loopback = 1; eth.src = %s; %s = %s; outport = %q; next;", p.mac, src, m.hop.src, p.nb.Name), id)
+	g.FlowHint(dp, LRInPolicy, 65535, reply, "next;", id)
+	g.FlowHint(dp, LRInARPResolve, 200, reply, "push(xxreg1); xxreg1 = ct_label; eth.dst = xxreg1[32..79]; pop(xxreg1); next;", id)
 }

@@ -26,7 +26,7 @@ $n lr-route-add r3 0.0.0.0/0 100.64.0.1
 # A second router on the localnet switch learns r1 dynamically; a gateway
 # router with symmetric-reply ECMP routes; multicast relay.
 $n lr-add r4 -- set Logical_Router r4 options:chassis=hv3 options:mcast_relay=true
-$n lrp-add r4 r4-pub 00:00:00:14:00:01 172.20.0.4/24
+$n lrp-add r4 r4-pub 00:00:00:14:00:01 172.20.0.4/24 -- set Logical_Router_Port r4-pub options:requested-tnl-key=7
 $n lrp-add r4 r4-s4 00:00:00:14:00:02 10.14.0.1/24
 $n ls-add s4 -- set Logical_Switch s4 other_config:mcast_snoop=true
 $n lsp-add s4 s4-r4 -- lsp-set-type s4-r4 router -- lsp-set-addresses s4-r4 router -- lsp-set-options s4-r4 router-port=r4-s4
