@@ -31,8 +31,9 @@ var compareTables = map[string][]string{
 	"Meter":            nil,
 	"Service_Monitor":  {"status"},
 	"HA_Chassis_Group": {"ref_chassis"},
-	// BFD's disc is random in ovn-northd; status is the chassis'.
-	"BFD":                {"disc", "status"},
+	// BFD's disc is random in ovn-northd and src_port in its hash order;
+	// status is the chassis'.
+	"BFD":                {"disc", "status", "src_port"},
 	"Static_MAC_Binding": nil,
 }
 
