@@ -166,8 +166,19 @@ func (vm *VM) Command(ctx context.Context, args ...string) *exec.Cmd {
 var pingCounts = regexp.MustCompile(`(\d+) packets transmitted, (\d+) received`)
 
 // Ping sends count echo requests to dst, 200 ms apart, from the VM with
-// ping(8); it fails unless every one is answered within 2 s.
+// ping(8); it fails unless every one is answered within 2 s, in one of two
+// tries: the userspace datapaths of several hypervisors share two cores
+// with the test, and a burst can be lost when they are starved, which is
+// no loss of connectivity; a second burst with losses is.
 func (vm *VM) Ping(dst string, count int) error {
+	err := vm.pingOnce(dst, count)
+	if err != nil {
+		err = vm.pingOnce(dst, count)
+	}
+	return err
+}
+
+func (vm *VM) pingOnce(dst string, count int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(count)*time.Second+10*time.Second)
 	defer cancel()
 	out, err := vm.Command(ctx, "ping", "-n", "-q", "-c", strconv.Itoa(count), "-i", "0.2", "-W", "2", dst).CombinedOutput()
