@@ -184,10 +184,20 @@ func routerRoutes(g *gen, r *logicalRouter) {
 		}
 		prio := routePriority(k.prefix.Bits(), kind)
 		hint := members[0].nb.UUID
-		if members[0].discard {
+		// A discard route drops only when no route of its group has a
+		// next hop.
+		var hops []staticRoute
+		for _, m := range members {
+			if !m.discard {
+				hops = append(hops, m)
+			}
+		}
+		if len(hops) == 0 {
 			g.FlowHint(r.dp, LRInIPRouting, prio, match, "drop;", hint)
 			continue
 		}
+		members = hops
+		hint = members[0].nb.UUID
 		for _, m := range members {
 			if !v4 {
 				// A static IPv6 next hop is solicited directly, not
