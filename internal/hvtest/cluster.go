@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -263,12 +264,18 @@ func (c *Cluster) startOVSDB(t testing.TB, name, schema string) string {
 	return sock
 }
 
-// waitSocket waits until a daemon listens on a unix socket path.
+// waitSocket waits until a daemon accepts connections on a unix socket
+// path (the file appears at bind, a moment before the daemon listens:
+// ovs-vsctl run in between gets "Connection refused").
 func waitSocket(t testing.TB, path string) {
 	t.Helper()
 	if err := waitFor(20*time.Second, "socket "+path, func() bool {
-		fi, err := os.Stat(path)
-		return err == nil && fi.Mode()&os.ModeSocket != 0
+		c, err := net.DialTimeout("unix", path, time.Second)
+		if err != nil {
+			return false
+		}
+		c.Close()
+		return true
 	}); err != nil {
 		t.Fatal(err)
 	}
