@@ -109,10 +109,21 @@ func sortedOptions(opts map[string]string) string {
 }
 
 // dhcpFlows writes a port's DHCPv4 and DHCPv6 responder flows and the
-// egress ACL bypass of the replies.
+// egress ACL bypass of the replies. An external port's requests arrive
+// through the switch's localnet ports, so its responders match those, and
+// only on the chassis the external port is on, which alone answers; its
+// replies leave through the localnet port and need no ACL bypass.
 func dhcpFlows(g *gen, p *switchPortInfo, flow func(Stage, int, string, string)) {
 	lsp := p.lsp
-	in := fmt.Sprintf("inport == %q", lsp.Name)
+	ins := []string{fmt.Sprintf("inport == %q", lsp.Name)}
+	suffix := ""
+	bypass := true
+	if lsp.Type == lspExternal {
+		ins, suffix, bypass = nil, fmt.Sprintf(" && is_chassis_resident(%q)", lsp.Name), false
+		for _, ln := range switchLocalnets(g, p.sw) {
+			ins = append(ins, fmt.Sprintf("inport == %q", ln))
+		}
+	}
 	stateful := factsOf(g, p.sw.nb.UUID).stateful()
 	if s, ok := readDHCPv4(g, lsp.DHCPv4Options, lsp.Name); ok {
 		opts := map[string]string{}
@@ -129,13 +140,17 @@ func dhcpFlows(g *gen, p *switchPortInfo, flow func(Stage, int, string, string))
 			}
 			ip := a.ip4[i]
 			put := fmt.Sprintf("reg0[3] = put_dhcp_opts(offerip = %s, %s); next;", ip, sortedOptions(opts))
-			base := fmt.Sprintf("%s && eth.src == %s", in, a.mac)
-			flow(LSInDHCPOptions, 100, base+" && ip4.src == 0.0.0.0 && ip4.dst == 255.255.255.255 && udp.src == 68 && udp.dst == 67", put)
-			flow(LSInDHCPOptions, 100, fmt.Sprintf("%s && ip4.src == %s && ip4.dst == {%s, 255.255.255.255} && udp.src == 68 && udp.dst == 67", base, ip, s.serverID), put)
-			flow(LSInDHCPResponse, 100, base+" && ip4 && udp.src == 68 && udp.dst == 67 && reg0[3]",
-				fmt.Sprintf("eth.dst = eth.src; eth.src = %s; ip4.src = %s; udp.src = 67; udp.dst = 68; outport = inport; flags.loopback = 1; output;", s.mac, s.serverID))
+			for _, in := range ins {
+				base := fmt.Sprintf("%s && eth.src == %s", in, a.mac)
+				flow(LSInDHCPOptions, 100, base+" && ip4.src == 0.0.0.0 && ip4.dst == 255.255.255.255 && udp.src == 68 && udp.dst == 67"+suffix, put)
+				flow(LSInDHCPOptions, 100, fmt.Sprintf("%s && ip4.src == %s && ip4.dst == {%s, 255.255.255.255} && udp.src == 68 && udp.dst == 67%s", base, ip, s.serverID, suffix), put)
+				flow(LSInDHCPResponse, 100, base+" && ip4 && udp.src == 68 && udp.dst == 67 && reg0[3]"+suffix,
+					fmt.Sprintf("eth.dst = eth.src; eth.src = %s; ip4.src = %s; udp.src = 67; udp.dst = 68; outport = inport; flags.loopback = 1; output;", s.mac, s.serverID))
+			}
 		}
-		flow(LSOutACL, 34000, fmt.Sprintf("outport == %q && eth.src == %s && ip4.src == %s && udp && udp.src == 67 && udp.dst == 68", lsp.Name, s.mac, s.serverID), aclBypassAction(stateful))
+		if bypass {
+			flow(LSOutACL, 34000, fmt.Sprintf("outport == %q && eth.src == %s && ip4.src == %s && udp && udp.src == 67 && udp.dst == 68", lsp.Name, s.mac, s.serverID), aclBypassAction(stateful))
+		}
 	}
 	if s, ok := readDHCPv6(g, lsp.DHCPv6Options, lsp.Name); ok {
 		opts := map[string]string{}
@@ -153,11 +168,15 @@ func dhcpFlows(g *gen, p *switchPortInfo, flow func(Stage, int, string, string))
 			if !s.stateless {
 				args = fmt.Sprintf("ia_addr = %s, %s", a.ip6[i], args)
 			}
-			m := fmt.Sprintf("%s && eth.src == %s && ip6.dst == ff02::1:2 && udp.src == 546 && udp.dst == 547", in, a.mac)
-			flow(LSInDHCPOptions, 100, m, fmt.Sprintf("reg0[3] = put_dhcpv6_opts(%s); next;", args))
-			flow(LSInDHCPResponse, 100, m+" && reg0[3]",
-				fmt.Sprintf("eth.dst = eth.src; eth.src = %s; ip6.dst = ip6.src; ip6.src = %s; udp.src = 547; udp.dst = 546; outport = inport; flags.loopback = 1; output;", s.mac, s.lla))
+			for _, in := range ins {
+				m := fmt.Sprintf("%s && eth.src == %s && ip6.dst == ff02::1:2 && udp.src == 546 && udp.dst == 547", in, a.mac)
+				flow(LSInDHCPOptions, 100, m+suffix, fmt.Sprintf("reg0[3] = put_dhcpv6_opts(%s); next;", args))
+				flow(LSInDHCPResponse, 100, m+" && reg0[3]"+suffix,
+					fmt.Sprintf("eth.dst = eth.src; eth.src = %s; ip6.dst = ip6.src; ip6.src = %s; udp.src = 547; udp.dst = 546; outport = inport; flags.loopback = 1; output;", s.mac, s.lla))
+			}
 		}
-		flow(LSOutACL, 34000, fmt.Sprintf("outport == %q && eth.src == %s && ip6.src == %s && udp && udp.src == 547 && udp.dst == 546", lsp.Name, s.mac, s.lla), aclBypassAction(stateful))
+		if bypass {
+			flow(LSOutACL, 34000, fmt.Sprintf("outport == %q && eth.src == %s && ip6.src == %s && udp && udp.src == 547 && udp.dst == 546", lsp.Name, s.mac, s.lla), aclBypassAction(stateful))
+		}
 	}
 }

@@ -3,6 +3,7 @@ package northd
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/govn/govn/ovsdb"
 	"github.com/govn/govn/schema/nb"
@@ -96,7 +97,7 @@ func switchMulticast(g *gen, sw *logicalSwitch) {
 		if hasAddress(port.Addresses, "unknown") {
 			add(mcUnknown)
 		}
-		if port.Options["mcast_flood_reports"] == "true" {
+		if port.Options["mcast_flood_reports"] == "true" || (c.snoop && relaysMulticast(g, &port)) {
 			add(mcMrouterFlood)
 		}
 		if port.Options["mcast_flood"] == "true" {
@@ -120,9 +121,34 @@ func switchMulticast(g *gen, sw *logicalSwitch) {
 	}
 }
 
+// relaysMulticast says whether a switch port is a router port whose
+// router relays multicast (options:mcast_relay): the switch then sends its
+// unregistered multicast there too.
+func relaysMulticast(g *gen, port *nb.LogicalSwitchPort) bool {
+	if port.Type != lspRouter {
+		return false
+	}
+	ids := g.ByName(NB, nb.LogicalRouterPortTable, port.Options["router-port"])
+	if len(ids) == 0 || port.Options["router-port"] == "" {
+		return false
+	}
+	lrp, ok := Read[nb.LogicalRouterPort](g, NB, ids[0])
+	if !ok || (lrp.Enabled != nil && !*lrp.Enabled) {
+		return false
+	}
+	routers := g.Referrers(NB, nb.LogicalRouterTable, "ports", ids[0])
+	if len(routers) != 1 {
+		return false
+	}
+	lr, ok := Read[nb.LogicalRouter](g, NB, routers[0])
+	return ok && (lr.Enabled == nil || *lr.Enabled) && lr.Options["mcast_relay"] == "true"
+}
+
 // switchMcastFlows writes the destination lookup flows of IGMP/MLD
-// snooping on a switch with other_config:mcast_snoop.
-func switchMcastFlows(g *gen, sw *logicalSwitch, hasStatic bool) {
+// snooping on a switch with other_config:mcast_snoop. Unregistered
+// multicast goes to the ports with options:mcast_flood (hasStatic) and to
+// the multicast-relaying routers (hasRelay), or is dropped.
+func switchMcastFlows(g *gen, sw *logicalSwitch, hasStatic, hasRelay bool) {
 	c := readMcastConfig(&sw.nb)
 	if !c.snoop {
 		return
@@ -135,10 +161,70 @@ func switchMcastFlows(g *gen, sw *logicalSwitch, hasStatic bool) {
 	if c.floodUnregistered {
 		return
 	}
+	var actions []string
+	if hasRelay {
+		actions = append(actions, fmt.Sprintf("clone { outport = %q; output; };", mcMrouterFlood))
+	}
 	if hasStatic {
 		// Sic: ovn-northd writes no space after "=".
-		g.Flow(dp, LSInL2Lkup, 80, "ip4.mcast || ip6.mcast", fmt.Sprintf("outport =%q; output;", mcStatic))
-	} else {
-		g.Flow(dp, LSInL2Lkup, 80, "ip4.mcast || ip6.mcast", "drop;")
+		actions = append(actions, fmt.Sprintf("outport =%q; output;", mcStatic))
 	}
+	if len(actions) == 0 {
+		actions = append(actions, "drop;")
+	}
+	g.Flow(dp, LSInL2Lkup, 80, "ip4.mcast || ip6.mcast", strings.Join(actions, " "))
+}
+
+// routerMulticast writes a multicast-relaying router's flows
+// (options:mcast_relay) and its group of the ports with
+// options:mcast_flood, to which it floods unregistered multicast; IGMP
+// and MLD reports go there unrouted, except the router's own, which
+// would loop.
+func routerMulticast(g *gen, r *logicalRouter) {
+	var ports []nb.LogicalRouterPort
+	for _, lrp := range ReadAll[nb.LogicalRouterPort](g, NB, g.Members(NB, nb.LogicalRouterTable, r.nb.UUID, "ports")) {
+		if lrp.Enabled == nil || *lrp.Enabled {
+			ports = append(ports, lrp)
+		}
+	}
+	var static []ovsdb.UUID
+	for _, lrp := range ports {
+		if lrp.Options["mcast_flood"] == "true" {
+			static = append(static, g.Ref("Port_Binding", lrp.Name))
+		}
+	}
+	dp := r.dp
+	if len(static) > 0 {
+		g.Record("Multicast_Group", r.nb.UUID.String()+"/"+mcStatic, map[string]ovsdb.Datum{
+			"datapath":   dUUID(g.Ref("Datapath_Binding", r.nb.UUID.String())),
+			"name":       dString(mcStatic),
+			"tunnel_key": dInt(keyMcStatic),
+			"ports":      dUUIDs(static),
+		})
+		g.Flow(dp, LRInIPInput, 120, "igmp && ip.ttl == 1", "next;")
+		g.Flow(dp, LRInIPInput, 120, "(mldv1 || mldv2) && ip.ttl == 1", "next;")
+	}
+	relay := r.nb.Options["mcast_relay"] == "true"
+	if !relay {
+		g.Flow(dp, LRInIPInput, 82, "ip4.mcast || ip6.mcast", "drop;")
+		return
+	}
+	g.Flow(dp, LRInIPInput, 82, "ip4.mcast || ip6.mcast", "next;")
+	// Each port's delivery of multicast with its own MAC is in
+	// routerPortFlows.
+	if len(static) > 0 {
+		for _, lrp := range ports {
+			if mac, ok := normalizeMAC(lrp.MAC); ok {
+				g.Flow(dp, LRInIPRouting, 10550, fmt.Sprintf("eth.src == %s && igmp", mac), "drop;")
+				g.Flow(dp, LRInIPRouting, 10550, fmt.Sprintf("eth.src == %s && (mldv1 || mldv2)", mac), "drop;")
+			}
+		}
+	}
+	if len(static) == 0 {
+		g.Flow(dp, LRInIPRouting, 10450, "ip4.mcast || ip6.mcast", "drop;")
+		return
+	}
+	g.Flow(dp, LRInIPRouting, 10460, "igmp", fmt.Sprintf("clone { outport = %q; next; };", mcStatic))
+	g.Flow(dp, LRInIPRouting, 10460, "mldv1 || mldv2", fmt.Sprintf("clone { outport = %q; next; };", mcStatic))
+	g.Flow(dp, LRInIPRouting, 10450, "ip4.mcast || ip6.mcast", fmt.Sprintf("clone { outport = %q; ip.ttl--; next; };", mcStatic))
 }

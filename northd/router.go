@@ -136,6 +136,7 @@ func genRouter(g *gen) {
 		"external_ids": dMap(ext),
 	})
 	routerPipeline(g, r)
+	routerMulticast(g, r)
 	routerRoutes(g, r)
 	routerNATFlows(g, r)
 	routerLBFlows(g, r)
@@ -368,15 +369,6 @@ func routerPipeline(g *gen, r *logicalRouter) {
 	g.Flow(dp, LRInIPInput, 85, "arp || nd", "drop;")
 	g.Flow(dp, LRInIPInput, 84, "nd_rs || nd_ra", "next;")
 	g.Flow(dp, LRInIPInput, 83, "ip6.mcast_rsvd", "drop;")
-	relay := r.nb.Options["mcast_relay"] == "true"
-	if relay {
-		// Multicast is routed between the router's switches; groups
-		// not known to be joined are dropped at routing.
-		g.Flow(dp, LRInIPInput, 82, "ip4.mcast || ip6.mcast", "next;")
-		g.Flow(dp, LRInIPRouting, 10450, "ip4.mcast || ip6.mcast", "drop;")
-	} else {
-		g.Flow(dp, LRInIPInput, 82, "ip4.mcast || ip6.mcast", "drop;")
-	}
 	g.Flow(dp, LRInIPInput, 50, "eth.bcast", "drop;")
 	g.Flow(dp, LRInIPInput, 32, "ip.ttl == {0, 1} && !ip.later_frag && (ip4.mcast || ip6.mcast)", "drop;")
 	g.Flow(dp, LRInIPInput, 30, "ip.ttl == {0, 1}", "drop;")

@@ -93,13 +93,16 @@ func switchPipeline(g *gen, sw *logicalSwitch) {
 	}
 	// Ports that cannot use conntrack here: router ports (the router does
 	// its own) and localnet ports.
-	hasUnknown, hasMcastStatic := false, false
+	hasUnknown, hasMcastStatic, hasMcastRelay := false, false, false
 	for _, port := range ReadAll[nb.LogicalSwitchPort](g, NB, g.Members(NB, nb.LogicalSwitchTable, sw.nb.UUID, "ports")) {
 		if hasAddress(port.Addresses, "unknown") {
 			hasUnknown = true
 		}
 		if port.Options["mcast_flood"] == "true" && lspEnabled(&port) {
 			hasMcastStatic = true
+		}
+		if lspEnabled(&port) && relaysMulticast(g, &port) {
+			hasMcastRelay = true
 		}
 		if port.Type != "router" && port.Type != "localnet" {
 			continue
@@ -214,7 +217,7 @@ func switchPipeline(g *gen, sw *logicalSwitch) {
 	g.Flow(dp, LSInL2Lkup, 110, "eth.dst == $svc_monitor_mac && (tcp || icmp || icmp6)", "handle_svc_check(inport);")
 	g.Flow(dp, LSInL2Lkup, 70, "eth.mcast", `outport = "_MC_flood"; output;`)
 	g.Flow(dp, LSInL2Lkup, 0, "1", "outport = get_fdb(eth.dst); next;")
-	switchMcastFlows(g, sw, hasMcastStatic)
+	switchMcastFlows(g, sw, hasMcastStatic, hasMcastRelay)
 	switchDNSFlows(g, sw, facts.stateful())
 	switchForwardingGroups(g, sw)
 	if hasUnknown {

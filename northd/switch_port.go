@@ -343,12 +343,10 @@ func virtualPortBind(g *gen, p *switchPortInfo, flow func(Stage, int, string, st
 // through a localnet port, to the chassis the external port is on (the
 // others drop them), so that only one chassis answers.
 func externalPortFlows(g *gen, p *switchPortInfo, flow func(Stage, int, string, string)) {
-	var localnets []string
+	localnets := switchLocalnets(g, p.sw)
 	var routers []lspAddress
 	for _, port := range ReadAll[nb.LogicalSwitchPort](g, NB, g.Members(NB, nb.LogicalSwitchTable, p.sw.nb.UUID, "ports")) {
 		switch port.Type {
-		case lspLocalnet:
-			localnets = append(localnets, port.Name)
 		case lspRouter:
 			peer := readRouterPeer(g, port.Options["router-port"])
 			if peer == nil {
@@ -378,4 +376,16 @@ func externalPortFlows(g *gen, p *switchPortInfo, flow func(Stage, int, string, 
 			}
 		}
 	}
+}
+
+// switchLocalnets names the switch's localnet ports, through which its
+// external ports' traffic arrives.
+func switchLocalnets(g *gen, sw *logicalSwitch) []string {
+	var names []string
+	for _, port := range ReadAll[nb.LogicalSwitchPort](g, NB, g.Members(NB, nb.LogicalSwitchTable, sw.nb.UUID, "ports")) {
+		if port.Type == lspLocalnet {
+			names = append(names, port.Name)
+		}
+	}
+	return names
 }

@@ -29,15 +29,17 @@ func govnNorthd(t *testing.T) refovn.Northd {
 // agreement cannot be lost; the others run only with GOVN_DIFFTRACE=1
 // while govn northd is being written (issue 9 and 10, acceptance b).
 var govnAgrees = map[string]bool{
-	"features-a":        true,
-	"features-a-switch": true,
-	"lr-ecmp":           true,
-	"lr-gw-nat":         true,
-	"lr-policies":       true,
-	"sw-acl":            true,
-	"sw-dhcp-dns":       true,
-	"sw-lb":             true,
-	"sw-port-security":  true,
+	"features-a":           true,
+	"features-a-switch":    true,
+	"lr-ecmp":              true,
+	"lr-gw-nat":            true,
+	"lr-policies":          true,
+	"sw-acl":               true,
+	"sw-dhcp-dns":          true,
+	"sw-lb":                true,
+	"sw-localnet-external": true,
+	"sw-mcast":             true,
+	"sw-port-security":     true,
 }
 
 // TestDifftraceGovn compares govn northd with the real ovn-northd on every
