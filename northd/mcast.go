@@ -3,7 +3,6 @@ package northd
 import (
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/govn/govn/ovsdb"
 	"github.com/govn/govn/schema/nb"
@@ -97,7 +96,7 @@ func switchMulticast(g *gen, sw *logicalSwitch) {
 		if hasAddress(port.Addresses, "unknown") {
 			add(mcUnknown)
 		}
-		if port.Options["mcast_flood_reports"] == "true" || (c.snoop && relaysMulticast(g, &port)) {
+		if port.Options["mcast_flood_reports"] == "true" || relaysMulticast(g, &port) {
 			add(mcMrouterFlood)
 		}
 		if port.Options["mcast_flood"] == "true" {
@@ -161,18 +160,19 @@ func switchMcastFlows(g *gen, sw *logicalSwitch, hasStatic, hasRelay bool) {
 	if c.floodUnregistered {
 		return
 	}
-	var actions []string
+	// Sic: ovn-northd writes a space after the clone even when nothing
+	// follows it, and none after "outport =".
+	actions := ""
 	if hasRelay {
-		actions = append(actions, fmt.Sprintf("clone { outport = %q; output; };", mcMrouterFlood))
+		actions += fmt.Sprintf("clone { outport = %q; output; }; ", mcMrouterFlood)
 	}
 	if hasStatic {
-		// Sic: ovn-northd writes no space after "=".
-		actions = append(actions, fmt.Sprintf("outport =%q; output;", mcStatic))
+		actions += fmt.Sprintf("outport =%q; output;", mcStatic)
 	}
-	if len(actions) == 0 {
-		actions = append(actions, "drop;")
+	if actions == "" {
+		actions = "drop;"
 	}
-	g.Flow(dp, LSInL2Lkup, 80, "ip4.mcast || ip6.mcast", strings.Join(actions, " "))
+	g.Flow(dp, LSInL2Lkup, 80, "ip4.mcast || ip6.mcast", actions)
 }
 
 // routerMulticast writes a multicast-relaying router's flows
