@@ -21,6 +21,22 @@ type memDB struct {
 	rows   map[string]map[ovsdb.UUID]*ovsdb.Row
 	ops    []memOp
 	named  map[ovsdb.UUID]ovsdb.UUID // placeholder -> real
+	// uuids numbers the UUIDs memDB makes: the same operations make the
+	// same rows, so a seeded random test is the same test every run.
+	uuids uint64
+}
+
+// newUUID returns memDB's next UUID (version 4 bits set, as a server's).
+func (m *memDB) newUUID() ovsdb.UUID {
+	m.uuids++
+	var b [16]byte
+	b[0] = byte(m.which) + 1
+	for i := 0; i < 8; i++ {
+		b[15-i] = byte(m.uuids >> (8 * i))
+	}
+	b[6] = 0x40
+	b[8] = 0x80
+	return ovsdb.UUIDFromBytes(b)
 }
 
 type memOp struct {
@@ -43,7 +59,7 @@ func newMemDB(t testing.TB, which DB, name string) *memDB {
 }
 
 func (m *memDB) Insert(table string, row map[string]ovsdb.Datum) ovsdb.UUID {
-	id := ovsdb.NewUUID()
+	id := m.newUUID()
 	m.ops = append(m.ops, memOp{"insert", table, id, row})
 	return id
 }
@@ -63,7 +79,7 @@ func (m *memDB) commit() []Event {
 	real := map[ovsdb.UUID]ovsdb.UUID{}
 	for _, op := range m.ops {
 		if op.kind == "insert" {
-			real[op.id] = ovsdb.NewUUID()
+			real[op.id] = m.newUUID()
 		}
 	}
 	fix := func(d ovsdb.Datum) ovsdb.Datum {
