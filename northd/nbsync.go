@@ -74,7 +74,7 @@ func (s *State) WriteNB(b TxnBuilder) int {
 		b.Insert(nb.NBGlobalTable, map[string]ovsdb.Datum{
 			"options": dMap(s.nbOptions(nil)),
 		})
-		return 1 + s.writePortsUp(b)
+		return 1 + s.writePortsUp(b) + s.writeTags(b)
 	}
 	var glob nb.NBGlobal
 	glob.LoadRow(s.nb.table(nb.NBGlobalTable), globals[0])
@@ -100,7 +100,77 @@ func (s *State) WriteNB(b TxnBuilder) int {
 		b.Update(nb.NBGlobalTable, glob.UUID, upd)
 		ops++
 	}
-	return ops + s.writePortsUp(b)
+	return ops + s.writePortsUp(b) + s.writeTags(b)
+}
+
+// maxVLANTag is the largest tag a container port may have.
+const maxVLANTag = 4095
+
+// writeTags writes Logical_Switch_Port.tag of the container ports
+// (parent_name set): tag_request when it is above 0, and for tag_request
+// 0 a tag of its own under its parent, the lowest free from 1 on, kept
+// once given. Ports are taken in UUID order so that every run hands out
+// the same tags.
+func (s *State) writeTags(b TxnBuilder) int {
+	t := s.nb.table(nb.LogicalSwitchPortTable)
+	if t == nil {
+		return 0
+	}
+	parentCol := t.Column("parent_name")
+	var containers []*ovsdb.Row
+	for _, r := range s.nb.rows[nb.LogicalSwitchPortTable] {
+		if p := r.Get(parentCol); len(p.Keys) == 1 && p.Keys[0].Str() != "" {
+			containers = append(containers, r)
+		}
+	}
+	slices.SortFunc(containers, func(a, b *ovsdb.Row) int { return a.UUID.Compare(b.UUID) })
+	var ports []nb.LogicalSwitchPort
+	for _, r := range containers {
+		var lsp nb.LogicalSwitchPort
+		lsp.LoadRow(s.nb.schema.Tables[nb.LogicalSwitchPortTable], r)
+		ports = append(ports, lsp)
+	}
+	used := map[string]map[int64]bool{}
+	mark := func(parent string, tag int64) {
+		if used[parent] == nil {
+			used[parent] = map[int64]bool{}
+		}
+		used[parent][tag] = true
+	}
+	ops := 0
+	set := func(lsp *nb.LogicalSwitchPort, tag int64) {
+		if lsp.Tag == nil || *lsp.Tag != tag {
+			b.Update(nb.LogicalSwitchPortTable, lsp.UUID, map[string]ovsdb.Datum{"tag": dInt(tag)})
+			ops++
+		}
+	}
+	var wanting []*nb.LogicalSwitchPort
+	for i := range ports {
+		lsp := &ports[i]
+		switch {
+		case lsp.TagRequest == nil:
+		case *lsp.TagRequest > 0:
+			mark(*lsp.ParentName, *lsp.TagRequest)
+			set(lsp, *lsp.TagRequest)
+		case lsp.Tag != nil && *lsp.Tag >= 1 && *lsp.Tag <= maxVLANTag && !used[*lsp.ParentName][*lsp.Tag]:
+			mark(*lsp.ParentName, *lsp.Tag)
+		default:
+			wanting = append(wanting, lsp)
+		}
+	}
+	for _, lsp := range wanting {
+		tag := int64(1)
+		for tag <= maxVLANTag && used[*lsp.ParentName][tag] {
+			tag++
+		}
+		if tag > maxVLANTag {
+			s.log.Warn("no free tag left under the parent port", "port", lsp.Name, "parent", *lsp.ParentName)
+			continue
+		}
+		mark(*lsp.ParentName, tag)
+		set(lsp, tag)
+	}
+	return ops
 }
 
 // nbOptions returns NB_Global's options with those northd fills in.

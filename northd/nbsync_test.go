@@ -2,6 +2,7 @@ package northd
 
 import (
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -180,5 +181,53 @@ func BenchmarkWriteNB(b *testing.B) {
 		if n := h.s.WriteNB(h.nb); n != 0 {
 			b.Fatalf("%d operations in the steady state", n)
 		}
+	}
+}
+
+func TestWriteNBTags(t *testing.T) {
+	i64 := func(v int64) *int64 { return &v }
+	str := func(v string) *string { return &v }
+	h, _ := nbHarness(t)
+	var ports []ovsdb.UUID
+	add := func(p nb.LogicalSwitchPort) {
+		ports = append(ports, h.nb.Insert(nb.LogicalSwitchPortTable, p.Row()))
+	}
+	add(nb.LogicalSwitchPort{Name: "vm1"})
+	add(nb.LogicalSwitchPort{Name: "vm2"})
+	add(nb.LogicalSwitchPort{Name: "c-fixed", ParentName: str("vm1"), TagRequest: i64(1)})
+	add(nb.LogicalSwitchPort{Name: "c-a", ParentName: str("vm1"), TagRequest: i64(0)})
+	add(nb.LogicalSwitchPort{Name: "c-b", ParentName: str("vm1"), TagRequest: i64(0)})
+	add(nb.LogicalSwitchPort{Name: "c-other", ParentName: str("vm2"), TagRequest: i64(0)})
+	add(nb.LogicalSwitchPort{Name: "c-none", ParentName: str("vm2")})
+	h.nb.Insert(nb.LogicalSwitchTable, (&nb.LogicalSwitch{Name: "sw", Ports: ports}).Row())
+	h.nbCommit()
+	h.s.Recompute()
+	h.sync()
+	h.writeNB()
+	tags := func() map[string]int64 {
+		got := map[string]int64{}
+		for _, r := range h.nb.rows[nb.LogicalSwitchPortTable] {
+			var lsp nb.LogicalSwitchPort
+			lsp.LoadRow(h.nb.schema.Tables[nb.LogicalSwitchPortTable], r)
+			if lsp.Tag != nil {
+				got[lsp.Name] = *lsp.Tag
+			}
+		}
+		return got
+	}
+	got := tags()
+	// c-a and c-b share vm1 with c-fixed's tag 1; each parent counts
+	// its tags on its own; a port without tag_request gets none.
+	if got["c-fixed"] != 1 || got["c-other"] != 1 || got["c-none"] != 0 {
+		t.Errorf("tags = %v, want c-fixed 1, c-other 1, c-none none", got)
+	}
+	if a, b := got["c-a"], got["c-b"]; a == b || min(a, b) != 2 || max(a, b) != 3 {
+		t.Errorf("tags under vm1 = %v, want c-a and c-b to get 2 and 3", got)
+	}
+	if n := h.writeNB(); n != 0 {
+		t.Errorf("second WriteNB wrote %d operations, want 0 (tags are kept)", n)
+	}
+	if again := tags(); !maps.Equal(again, got) {
+		t.Errorf("tags changed from %v to %v", got, again)
 	}
 }
