@@ -341,43 +341,43 @@ func (w *sbWriter) records() {
 // when one refers to a row that does not exist yet (it is left out).
 func (w *sbWriter) resolve(d ovsdb.Datum) (ovsdb.Datum, bool) {
 	ok := true
-	fix := func(as []ovsdb.Atom) []ovsdb.Atom {
-		var out []ovsdb.Atom
-		for i, a := range as {
-			if a.Type() != ovsdb.TypeUUID {
-				continue
+	// fix returns as with its placeholders replaced (and unresolved ones
+	// left out), and whether anything changed.
+	fix := func(as []ovsdb.Atom) ([]ovsdb.Atom, bool) {
+		changed := false
+		out := make([]ovsdb.Atom, 0, len(as))
+		for _, a := range as {
+			if a.Type() == ovsdb.TypeUUID {
+				if k, isRef := w.s.refs[a.UUID()]; isRef {
+					changed = true
+					id, found := w.rowOf(k)
+					if !found {
+						ok = false
+						continue
+					}
+					a = ovsdb.UUIDAtom(id)
+				}
 			}
-			k, isRef := w.s.refs[a.UUID()]
-			if !isRef {
-				continue
-			}
-			if out == nil {
-				out = slices.Clone(as[:i])
-			}
-			if id, found := w.rowOf(k); found {
-				out = append(out, ovsdb.UUIDAtom(id))
-			} else {
-				ok = false
-			}
+			out = append(out, a)
 		}
-		if out == nil {
-			return as
-		}
-		return out
+		return out, changed
 	}
 	if d.Values == nil {
-		ks := fix(d.Keys)
-		if len(ks) != len(d.Keys) || (len(ks) > 0 && &ks[0] != &d.Keys[0]) {
-			return ovsdb.Set(ks...), ok
+		ks, changed := fix(d.Keys)
+		if !changed {
+			return d, ok
 		}
+		return ovsdb.Set(ks...), ok
+	}
+	// Maps with references (northd writes them only as values).
+	vals, changed := fix(d.Values)
+	if !changed {
 		return d, ok
 	}
-	// Maps with references (none that northd writes keep them as keys).
-	vals := fix(d.Values)
 	if len(vals) != len(d.Values) {
 		return ovsdb.Datum{}, false
 	}
-	return ovsdb.Datum{Keys: d.Keys, Values: vals}, ok
+	return ovsdb.Map(slices.Clone(d.Keys), vals), ok
 }
 
 // rowOf returns the UUID (real, or placeholder of this transaction's

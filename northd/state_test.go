@@ -242,3 +242,17 @@ func TestMACBindingsOfDeletedPortsAndDatapaths(t *testing.T) {
 		t.Errorf("after deleting the switch: %d datapath bindings, want 0", n)
 	}
 }
+
+// TestResolveKeepsRealReferences checks that a set mixing a placeholder
+// and a real row's UUID keeps both once resolved.
+func TestResolveKeepsRealReferences(t *testing.T) {
+	h := newHarness(t)
+	g := &gen{s: h.s, o: &owner{}}
+	ph := g.Ref("Datapath_Binding", "x")
+	realID := ovsdb.MustParseUUID("11111111-2222-4333-8444-555555555555")
+	w := &sbWriter{s: h.s, inserted: map[recordKey]ovsdb.UUID{{"Datapath_Binding", "x"}: ovsdb.MustParseUUID("aaaaaaaa-2222-4333-8444-555555555555")}}
+	got, ok := w.resolve(dUUIDs([]ovsdb.UUID{ph, realID}))
+	if !ok || got.Len() != 2 || !got.Contains(ovsdb.UUIDAtom(realID)) {
+		t.Errorf("resolve = %v, %v; want both references", got, ok)
+	}
+}
