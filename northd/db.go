@@ -221,7 +221,7 @@ func (d *rowDB) apply(table string, old, new *ovsdb.Row, touch func(depKey)) {
 		if same {
 			continue
 		}
-		if isMembership(c) {
+		if isMembership(table, c) {
 			touch(depKey{db: d.which, kind: depColumn, table: table, id: id, column: c.Name})
 		} else {
 			rowChanged = true
@@ -317,10 +317,32 @@ func refTable(c *ovsdb.ColumnSchema) string {
 	return ""
 }
 
-// isMembership says whether c is a set of references without an upper
-// bound (Logical_Switch.ports, Port_Group.ports' kind of column): such a
-// column lists the members of a row, and a generator that reads the row
-// but not its members should not be rerun when a member comes or goes.
-func isMembership(c *ovsdb.ColumnSchema) bool {
-	return c.Type.Key.RefTable != "" && c.Type.Value == nil && c.Type.Max > 1
+// isMembership says whether column c of table lists the members of a
+// row (Logical_Switch.ports, Port_Group.acls): a generator that reads the
+// row but not its members, and reads the members only through
+// gen.Members, should not be rerun when a member comes or goes. Other
+// reference columns (Logical_Router_Port.gateway_chassis, Meter.bands,
+// Load_Balancer.health_check) are part of the row: Read returns them, so a
+// change of them is a change of the row.
+func isMembership(table string, c *ovsdb.ColumnSchema) bool {
+	if c.Type.Key.RefTable == "" || c.Type.Value != nil || c.Type.Max <= 1 {
+		return false
+	}
+	switch table {
+	case "Logical_Switch":
+		switch c.Name {
+		case "ports", "acls", "qos_rules", "load_balancer", "load_balancer_group", "dns_records", "forwarding_groups":
+			return true
+		}
+	case "Logical_Router":
+		switch c.Name {
+		case "ports", "nat", "policies", "static_routes", "load_balancer", "load_balancer_group":
+			return true
+		}
+	case "Port_Group":
+		return c.Name == "ports" || c.Name == "acls"
+	case "Load_Balancer_Group":
+		return c.Name == "load_balancer"
+	}
+	return false
 }

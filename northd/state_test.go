@@ -256,3 +256,34 @@ func TestResolveKeepsRealReferences(t *testing.T) {
 		t.Errorf("resolve = %v, %v; want both references", got, ok)
 	}
 }
+
+// TestGatewayChassisAddedLater checks that giving an existing router port
+// a gateway chassis (ovn-nbctl lrp-set-gateway-chassis, as a CMS does
+// after creating the port) makes it a distributed gateway port at once:
+// the port's reference columns are part of the row a generator reads.
+func TestGatewayChassisAddedLater(t *testing.T) {
+	h := newHarness(t)
+	lrp := h.nb.Insert(nb.LogicalRouterPortTable, (&nb.LogicalRouterPort{Name: "lr-pub", MAC: "00:00:00:00:ff:01", Networks: []string{"192.168.0.1/24"}}).Row())
+	h.nb.Insert(nb.LogicalRouterTable, (&nb.LogicalRouter{Name: "lr", Ports: []ovsdb.UUID{lrp}}).Row())
+	h.nbCommit()
+	h.s.Recompute()
+	h.sync()
+	var lrpID ovsdb.UUID
+	for id := range h.nb.rows[nb.LogicalRouterPortTable] {
+		lrpID = id
+	}
+	gc := h.nb.Insert(nb.GatewayChassisTable, (&nb.GatewayChassis{Name: "lr-pub-hv3", ChassisName: "hv3", Priority: 10}).Row())
+	h.nb.Update(nb.LogicalRouterPortTable, lrpID, map[string]ovsdb.Datum{"gateway_chassis": dUUIDs([]ovsdb.UUID{gc})})
+	h.nbCommit()
+	h.sync()
+	found := false
+	tp := h.sb.schema.Tables["Port_Binding"]
+	for _, r := range h.sb.rows["Port_Binding"] {
+		if r.Get(tp.Column("logical_port")).Keys[0].Str() == "cr-lr-pub" {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("no chassisredirect port after the gateway chassis was set")
+	}
+}
