@@ -67,11 +67,11 @@ const govnEnv = "GOVN_HVTEST_GOVN"
 
 // govnNorthdPasses lists the scenarios govn northd (with the real
 // ovn-controller) passes: they run always; the others only with
-// GOVN_HVTEST_GOVN=1. TestRouter's SNAT, DNAT and router load balancer are
-// not there yet.
+// GOVN_HVTEST_GOVN=1.
 var govnNorthdPasses = map[string]bool{
 	"TestLogicalSwitch":   true,
 	"TestLocalnetAndMove": true,
+	"TestRouter":          true,
 }
 
 // govnWanted skips the test unless GOVN_HVTEST_GOVN=1 (before building).
