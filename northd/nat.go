@@ -174,11 +174,7 @@ func gatewayRouterNAT(g *gen, r *logicalRouter, nats []natRule) {
 			g.Flow(dp, LROutSnat, 100, fmt.Sprintf("flags.force_snat_for_dnat == 1 && %s", ipf), fmt.Sprintf("ct_snat(%s);", a))
 		}
 	}
-	if len(snatIPs) > 0 {
-		slices.SortFunc(snatIPs, netip.Addr.Compare)
-		snatIPs = slices.Compact(snatIPs)
-		g.Flow(dp, LRInARPResolve, 2, fmt.Sprintf("ip4.dst == %s", addrSet(snatIPs, true)), "drop;")
-	}
+	snatDrops(g, dp, snatIPs)
 }
 
 // prefixOrHost formats a NAT's logical address: a host as an address, a
@@ -225,6 +221,15 @@ func distributedNAT(g *gen, r *logicalRouter, dgp *routerPort, nats []natRule) {
 				g.FlowHint(dp, LRInIPInput, 92, fmt.Sprintf("%s && arp.op == 1 && arp.tpa == %s && %s", in, n.ext, resident),
 					fmt.Sprintf("eth.dst = eth.src; eth.src = %s; arp.op = 2; /* ARP reply */ arp.tha = arp.sha; arp.sha = %s; arp.tpa <-> arp.spa; outport = inport; flags.loopback = 1; output;", replyMAC, replyMAC), id)
 				g.FlowHint(dp, LRInARPResolve, 100, fmt.Sprintf("%s && reg0 == %s", out, n.ext), fmt.Sprintf("eth.dst = %s; next;", mac), id)
+			}
+			if n.ext.Is6() {
+				sn := solicitedNode(n.ext)
+				ns := fmt.Sprintf("ip6.dst == {%s, %s} && nd_ns && nd.target == %s", n.ext, sn, n.ext)
+				na := fmt.Sprintf("nd_na { eth.src = %s; ip6.src = nd.target; nd.tll = %s; outport = inport; flags.loopback = 1; output; };", replyMAC, replyMAC)
+				g.FlowHint(dp, LRInIPInput, 90, ns, "nd_na { eth.src = xreg0[0..47]; ip6.src = nd.target; nd.tll = xreg0[0..47]; outport = inport; flags.loopback = 1; output; };", id)
+				g.FlowHint(dp, LRInIPInput, 91, fmt.Sprintf("%s && %s", in, ns), "drop;", id)
+				g.FlowHint(dp, LRInIPInput, 92, fmt.Sprintf("%s && %s && %s", in, ns, resident), na, id)
+				g.FlowHint(dp, LRInARPResolve, 100, fmt.Sprintf("%s && xxreg0 == %s", out, n.ext), fmt.Sprintf("eth.dst = %s; next;", mac), id)
 			}
 			g.FlowHint(dp, LRInARPResolve, 150, fmt.Sprintf("%s && %s && %s.dst == %s", in, out, ipf, n.ext), "drop;", id)
 			g.FlowHint(dp, LROutChkDNATLocal, 50, fmt.Sprintf("ip && %s.dst == %s && %s", ipf, n.ext, resident), "reg9[4] = 1; next;", id)
@@ -279,14 +284,31 @@ func distributedNAT(g *gen, r *logicalRouter, dgp *routerPort, nats []natRule) {
 				fmt.Sprintf("eth.src = %s; reg1 = %s; next;", n.extMAC, n.ext), id)
 		}
 	}
-	for _, a := range addrsOf(dgp.ipv4()) {
+	for _, a := range addrsOf(dgp.nets) {
 		if seenExt[a] {
-			g.Flow(dp, LRInIPInput, 120, fmt.Sprintf("%s && ip4.src == %s", in, a), "next;")
+			g.Flow(dp, LRInIPInput, 120, fmt.Sprintf("%s && %s.src == %s", in, ipFamily(a), a), "next;")
 		}
 	}
-	if len(snatIPs) > 0 {
-		slices.SortFunc(snatIPs, netip.Addr.Compare)
-		snatIPs = slices.Compact(snatIPs)
-		g.Flow(dp, LRInARPResolve, 2, fmt.Sprintf("ip4.dst == %s", addrSet(snatIPs, true)), "drop;")
+	snatDrops(g, dp, snatIPs)
+}
+
+// snatDrops drops, before ARP resolution, traffic routed to the router's
+// own SNAT addresses, one flow per address family.
+func snatDrops(g *gen, dp dpID, ips []netip.Addr) {
+	slices.SortFunc(ips, netip.Addr.Compare)
+	ips = slices.Compact(ips)
+	var v4, v6 []netip.Addr
+	for _, a := range ips {
+		if a.Is4() {
+			v4 = append(v4, a)
+		} else {
+			v6 = append(v6, a)
+		}
+	}
+	if len(v4) > 0 {
+		g.Flow(dp, LRInARPResolve, 2, fmt.Sprintf("ip4.dst == %s", addrSet(v4, true)), "drop;")
+	}
+	if len(v6) > 0 {
+		g.Flow(dp, LRInARPResolve, 2, fmt.Sprintf("ip6.dst == %s", addrSet(v6, true)), "drop;")
 	}
 }

@@ -163,8 +163,12 @@ func routerPortIPFlows(g *gen, r *logicalRouter, p *routerPort, natIPs map[netip
 			"nd_na_router { eth.src = xreg0[0..47]; ip6.src = nd.target; nd.tll = xreg0[0..47]; outport = inport; flags.loopback = 1; output; };", id)
 	}
 	for _, n := range v6 {
+		src := fmt.Sprintf("ip6.dst = ip6.src; ip6.src = %s", n.Addr())
+		if p.gateway {
+			src = "ip6.dst <-> ip6.src"
+		}
 		g.FlowHint(dp, LRInIPInput, 31, fmt.Sprintf("%s && ip6 && ip6.src == %s && ip.ttl == {0, 1} && !ip.later_frag", in, n.Masked()),
-			fmt.Sprintf("icmp6 {eth.dst <-> eth.src; ip6.dst = ip6.src; ip6.src = %s ; ip.ttl = 254; icmp6.type = 3; /* Time exceeded */ icmp6.code = 0; /* TTL exceeded in transit */ outport = %q; flags.loopback = 1; output; };", n.Addr(), name), id)
+			fmt.Sprintf("icmp6 {eth.dst <-> eth.src; %s ; ip.ttl = 254; icmp6.type = 3; /* Time exceeded */ icmp6.code = 0; /* TTL exceeded in transit */ outport = %q; flags.loopback = 1; output; };", src, name), id)
 	}
 
 	// Router advertisements.
@@ -174,13 +178,17 @@ func routerPortIPFlows(g *gen, r *logicalRouter, p *routerPort, natIPs map[netip
 		if mtu, ok := p.nb.IPv6RAConfigs["mtu"]; ok {
 			opts = append(opts, "mtu = "+mtu)
 		}
-		if mode != "dhcpv6_stateful" {
-			for _, n := range v6 {
-				opts = append(opts, "prefix = "+n.Masked().String())
-			}
+		if v, ok := p.nb.IPv6RAConfigs["rdnss"]; ok {
+			opts = append(opts, "rdnss = "+v)
+		}
+		if v, ok := p.nb.IPv6RAConfigs["dnssl"]; ok {
+			opts = append(opts, fmt.Sprintf("dnssl = %q", v))
 		}
 		if prf, ok := p.nb.IPv6RAConfigs["router_preference"]; ok && prf != "MEDIUM" {
 			opts = append(opts, fmt.Sprintf("router_preference = %q", prf))
+		}
+		for _, n := range v6 {
+			opts = append(opts, "prefix = "+n.Masked().String())
 		}
 		g.FlowHint(dp, LRInNDRAOptions, 50, fmt.Sprintf("%s && ip6.dst == ff02::2 && nd_rs", in),
 			fmt.Sprintf("reg0[5] = put_nd_ra_opts(%s); next;", strings.Join(opts, ", ")), id)

@@ -283,6 +283,10 @@ func routerNATAddresses(peer *routerPeer, resident string) []string {
 			}
 			continue
 		}
+		if a, err := netip.ParseAddr(n.ExternalIP); err == nil && a.Is6() {
+			// Gratuitous announcements are ARP: IPv4 only.
+			continue
+		}
 		if !seen[n.ExternalIP] {
 			seen[n.ExternalIP] = true
 			words = append(words, n.ExternalIP)

@@ -1,0 +1,1 @@
+../../../internal/difftrace/testdata/lr-icmp.sh

@@ -1,0 +1,1 @@
+../../../internal/difftrace/testdata/lr-ipv6-ra.sh
