@@ -256,9 +256,11 @@ func routerPortLBFlows(g *gen, r *logicalRouter, p *routerPort) {
 // lbRouterTarget is what a load balancer's flows on one router need to
 // know about the router.
 type lbRouterTarget struct {
-	dp    dpID
-	force bool        // options:lb_force_snat_ip is set
-	dgp   *routerPort // the gateway port of a distributed router, or nil
+	dp      dpID
+	router  ovsdb.UUID
+	chassis bool        // a gateway router (options:chassis)
+	force   bool        // options:lb_force_snat_ip is set
+	dgp     *routerPort // the gateway port of a distributed router, or nil
 }
 
 // lbOnRouters writes a load balancer's VIP flows on every router it is on:
@@ -275,7 +277,7 @@ func lbOnRouters(g *gen, lb *nb.LoadBalancer, vips []lbVIP, proto string, down m
 		if !ok || (lr.Enabled != nil && !*lr.Enabled) {
 			continue
 		}
-		t := lbRouterTarget{dp: g.Datapath(id), force: lr.Options["lb_force_snat_ip"] != ""}
+		t := lbRouterTarget{dp: g.Datapath(id), router: id, chassis: lr.Options["chassis"] != "", force: lr.Options["lb_force_snat_ip"] != ""}
 		if lr.Options["chassis"] == "" {
 			ports := routerPortsOf(g, id)
 			for i := range ports {
@@ -299,7 +301,15 @@ func lbRouterVIPFlows(g *gen, t *lbRouterTarget, lb *nb.LoadBalancer, v *lbVIP, 
 	if v.vip.ip.Is6() {
 		vipReg, beReg = "xxreg0", "xxreg1"
 	}
-	g.FlowHint(dp, LRInDefrag, 100, fmt.Sprintf("ip && %s.dst == %s", ipf, v.vip.ip), "ct_dnat;", id)
+	// Several load balancers may share a VIP address (with other ports or
+	// protocols): the defrag flow is the address's, one flow without a
+	// stage hint, as ovn-northd writes it once.
+	g.Flow(dp, LRInDefrag, 100, fmt.Sprintf("ip && %s.dst == %s", ipf, v.vip.ip), "ct_dnat;")
+	if v.vip.port != 0 && t.chassis && routerNATIPs(g, t.router)[v.vip.ip] {
+		// A VIP on an address the router SNATs to: its traffic is the
+		// load balancer's, not a reply to unSNAT.
+		g.FlowHint(dp, LRInUnsnat, 120, fmt.Sprintf("%s && %s.dst == %s && %s && %s.dst == %d", ipf, ipf, v.vip.ip, proto, proto, v.vip.port), "next;", id)
+	}
 
 	match := fmt.Sprintf("ct.new && !ct.rel && %s && %s.dst == %s", ipf, ipf, v.vip.ip)
 	prio := 110
