@@ -24,35 +24,15 @@ func govnNorthd(t *testing.T) refovn.Northd {
 	return refovn.Command(bin, "northd")
 }
 
-// govnAgrees lists the topologies on which govn northd and the real
-// ovn-northd already agree on every trace: they run always, so that
-// agreement cannot be lost; the others run only with GOVN_DIFFTRACE=1
-// while govn northd is being written (issue 9 and 10, acceptance b).
-var govnAgrees = map[string]bool{
-	"features-a":           true,
-	"features-a-switch":    true,
-	"lr-ecmp":              true,
-	"lr-gw-nat":            true,
-	"lr-policies":          true,
-	"sw-acl":               true,
-	"sw-dhcp-dns":          true,
-	"sw-lb":                true,
-	"sw-localnet-external": true,
-	"sw-mcast":             true,
-	"sw-port-security":     true,
-}
-
 // TestDifftraceGovn compares govn northd with the real ovn-northd on every
-// topology: the same outputs and field changes for every packet.
+// topology: the same outputs and field changes for every packet (issues 9
+// and 10, acceptance b).
 func TestDifftraceGovn(t *testing.T) {
 	refovn.SkipUnlessInstalled(t, "ovn-trace")
 	northd := govnNorthd(t)
 	for _, script := range topologies(t) {
 		name := strings.TrimSuffix(filepath.Base(script), ".sh")
 		t.Run(name, func(t *testing.T) {
-			if !govnAgrees[name] && os.Getenv("GOVN_DIFFTRACE") == "" {
-				t.Skip("set GOVN_DIFFTRACE=1 to compare govn northd here (not yet in agreement with ovn-northd)")
-			}
 			opts := Options{Script: script, UnderTest: northd}
 			if dir := os.Getenv("DIFFTRACE_DUMP"); dir != "" {
 				opts.Dump = filepath.Join(dir, filepath.Base(script)+".traces")
