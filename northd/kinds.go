@@ -25,6 +25,7 @@ const (
 	kindRouterPort
 	kindStaticMACBinding
 	kindBFD
+	kindIGMP
 
 	// kindMemo owners compute memos (memo.go); they are not in ownerKinds
 	// and produce no output.
@@ -49,6 +50,7 @@ func ownerKinds() []ownerKindInfo {
 		kindRouterPort:       {"router-port", nb.LogicalRouterPortTable, genRouterPort},
 		kindStaticMACBinding: {"static-mac-binding", nb.StaticMACBindingTable, genStaticMACBinding},
 		kindBFD:              {"bfd", nb.BFDTable, genBFD},
+		kindIGMP:             {"igmp-groups", "", genIGMP},
 	}
 }
 

@@ -3,6 +3,7 @@ package northd
 import (
 	"fmt"
 	"log/slog"
+	"sort"
 	"strings"
 	"testing"
 
@@ -285,5 +286,90 @@ func TestGatewayChassisAddedLater(t *testing.T) {
 	}
 	if !found {
 		t.Error("no chassisredirect port after the gateway chassis was set")
+	}
+}
+
+// TestIGMPGroups checks the Multicast_Group rows and flows of IGMP groups
+// that chassis report on a snooping switch, in the form the real
+// ovn-northd 23.03 writes them for the same IGMP_Group rows (seen with a
+// script that created them with ovn-sbctl): keys from 32774 in address
+// order, the members of every chassis, and
+//
+//	ls_in_l2_lkup 90 (eth.mcast && ip4 && ip4.dst == 239.1.1.1 ) (outport = "239.1.1.1"; output; )
+func TestIGMPGroups(t *testing.T) {
+	h := newHarness(t)
+	var ports []ovsdb.UUID
+	for i := 1; i <= 3; i++ {
+		ports = append(ports, h.nb.Insert(nb.LogicalSwitchPortTable, (&nb.LogicalSwitchPort{Name: fmt.Sprintf("p%d", i), Addresses: []string{fmt.Sprintf("50:54:00:00:0d:0%d 10.13.0.1%d", i, i)}}).Row()))
+	}
+	h.nb.Insert(nb.LogicalSwitchTable, (&nb.LogicalSwitch{Name: "sw", Ports: ports, OtherConfig: map[string]string{"mcast_snoop": "true"}}).Row())
+	h.nbCommit()
+	h.s.Recompute()
+	h.sync()
+	var dp ovsdb.UUID
+	for id := range h.sb.rows["Datapath_Binding"] {
+		dp = id
+	}
+	pb := map[string]ovsdb.UUID{}
+	tp := h.sb.schema.Tables["Port_Binding"]
+	for id, r := range h.sb.rows["Port_Binding"] {
+		pb[r.Get(tp.Column("logical_port")).Keys[0].Str()] = id
+	}
+	hv1 := h.sb.Insert("Chassis", map[string]ovsdb.Datum{"name": dString("hv1"), "hostname": dString("hv1")})
+	hv2 := h.sb.Insert("Chassis", map[string]ovsdb.Datum{"name": dString("hv2"), "hostname": dString("hv2")})
+	for _, g := range []struct {
+		addr    string
+		chassis ovsdb.UUID
+		ports   []string
+	}{{"239.1.1.1", hv1, []string{"p1"}}, {"239.1.1.1", hv2, []string{"p2"}}, {"239.2.2.2", hv1, []string{"p3"}}} {
+		var refs []ovsdb.UUID
+		for _, p := range g.ports {
+			refs = append(refs, pb[p])
+		}
+		h.sb.Insert("IGMP_Group", map[string]ovsdb.Datum{"address": dString(g.addr), "datapath": dUUID(dp), "chassis": dUUID(g.chassis), "ports": dUUIDs(refs)})
+	}
+	h.s.Apply(h.sb.commit())
+	h.sync()
+	tm := h.sb.schema.Tables["Multicast_Group"]
+	got := map[string]string{}
+	for _, r := range h.sb.rows["Multicast_Group"] {
+		name := r.Get(tm.Column("name")).Keys[0].Str()
+		if !strings.HasPrefix(name, "239.") {
+			continue
+		}
+		var names []string
+		for _, a := range r.Get(tm.Column("ports")).Keys {
+			names = append(names, h.sb.rows["Port_Binding"][a.UUID()].Get(tp.Column("logical_port")).Keys[0].Str())
+		}
+		sort.Strings(names)
+		got[name] = fmt.Sprintf("%d %v", r.Get(tm.Column("tunnel_key")).Keys[0].Int(), names)
+	}
+	want := map[string]string{"239.1.1.1": "32774 [p1 p2]", "239.2.2.2": "32775 [p3]"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("IGMP Multicast_Groups = %v, want %v", got, want)
+	}
+	found := false
+	tf := h.sb.schema.Tables["Logical_Flow"]
+	for _, r := range h.sb.rows["Logical_Flow"] {
+		if r.Get(tf.Column("match")).Keys[0].Str() == "eth.mcast && ip4 && ip4.dst == 239.1.1.1 " &&
+			r.Get(tf.Column("actions")).Keys[0].Str() == `outport = "239.1.1.1"; output; ` {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("no l2_lkup flow for 239.1.1.1")
+	}
+	// A group whose last member leaves goes.
+	for id, r := range h.sb.rows["IGMP_Group"] {
+		if r.Get(h.sb.schema.Tables["IGMP_Group"].Column("address")).Keys[0].Str() == "239.2.2.2" {
+			h.sb.Delete("IGMP_Group", id)
+		}
+	}
+	h.s.Apply(h.sb.commit())
+	h.sync()
+	for _, r := range h.sb.rows["Multicast_Group"] {
+		if r.Get(tm.Column("name")).Keys[0].Str() == "239.2.2.2" {
+			t.Error("239.2.2.2's group stayed after its last member left")
+		}
 	}
 }
