@@ -10,9 +10,14 @@
 // a switch port, an ACL, a load balancer...) or a singleton for global
 // output. An owner's generator (one function per kind, see ownerKinds)
 // reads the databases only through gen, which records each read as a
-// dependency: a row's columns, one membership column (Logical_Switch.ports),
-// the rows that refer to a row (which switch lists this port), the rows of a
-// name, the rows of a table. State.Apply turns each database change into the
+// dependency: a row's columns, one list column (gen.Members), the rows that
+// refer to a row (which switch lists this port), the rows of a name, the
+// rows of a table, a memo's value. List columns are the few that list a
+// row's members (a switch's ports, ACLs and load balancers, a router's
+// ports, NATs, routes and policies, a port group's ports and ACLs, a load
+// balancer group's members, isMembership): reading a row does not depend
+// on them, so a new port does not regenerate everything that reads its
+// switch; every other column, references included, is part of the row. State.Apply turns each database change into the
 // dependencies it invalidates (rowDB.apply) and marks their owners stale;
 // State.Process generates the stale owners again and diffs their output
 // against what they produced before. So a change costs work in proportion to
