@@ -97,6 +97,13 @@ func lbProtocol(lb *nb.LoadBalancer) string {
 // lbSwitches returns the switches a load balancer is on, directly or
 // through a load balancer group, each once.
 func lbSwitches(g *gen, lb ovsdb.UUID) []ovsdb.UUID {
+	return lbDatapaths(g, nb.LogicalSwitchTable, lb)
+}
+
+// lbDatapaths returns the rows of table (Logical_Switch or Logical_Router)
+// that a load balancer is on, directly or through a load balancer group,
+// each once, sorted.
+func lbDatapaths(g *gen, table string, lb ovsdb.UUID) []ovsdb.UUID {
 	seen := map[ovsdb.UUID]bool{}
 	var out []ovsdb.UUID
 	add := func(ids []ovsdb.UUID) {
@@ -107,9 +114,9 @@ func lbSwitches(g *gen, lb ovsdb.UUID) []ovsdb.UUID {
 			}
 		}
 	}
-	add(g.Referrers(NB, nb.LogicalSwitchTable, "load_balancer", lb))
+	add(g.Referrers(NB, table, "load_balancer", lb))
 	for _, grp := range g.Referrers(NB, nb.LoadBalancerGroupTable, "load_balancer", lb) {
-		add(g.Referrers(NB, nb.LogicalSwitchTable, "load_balancer_group", grp))
+		add(g.Referrers(NB, table, "load_balancer_group", grp))
 	}
 	sortUUIDs(out)
 	return out

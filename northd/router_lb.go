@@ -23,22 +23,7 @@ import (
 // lbRouters returns the routers a load balancer is on, directly or through
 // a load balancer group, each once, sorted.
 func lbRouters(g *gen, lb ovsdb.UUID) []ovsdb.UUID {
-	seen := map[ovsdb.UUID]bool{}
-	var out []ovsdb.UUID
-	add := func(ids []ovsdb.UUID) {
-		for _, id := range ids {
-			if !seen[id] {
-				seen[id] = true
-				out = append(out, id)
-			}
-		}
-	}
-	add(g.Referrers(NB, nb.LogicalRouterTable, "load_balancer", lb))
-	for _, grp := range g.Referrers(NB, nb.LoadBalancerGroupTable, "load_balancer", lb) {
-		add(g.Referrers(NB, nb.LogicalRouterTable, "load_balancer_group", grp))
-	}
-	sortUUIDs(out)
-	return out
+	return lbDatapaths(g, nb.LogicalRouterTable, lb)
 }
 
 // routerLoadBalancers returns the load balancers on a router, directly or
