@@ -43,6 +43,18 @@
 // nothing (TestFastPathAllocs). A worker holds its own mutex while it
 // processes a batch; dumps and counters take it to read the cache.
 //
+// # The controller's packets
+//
+// userspace() hands the controller a PacketIn with what an OpenFlow
+// packet-in carries: the frame, the key with the pipeline's metadata and
+// registers where the action ran (the megaflow's action keeps them: they
+// follow from the bits the megaflow matches), the table, and for a paused
+// action the continuation. Execute is the packet-out: it runs a frame
+// the controller built from a table lookup or from given actions, with
+// given registers, through one more worker that has no port (packet-outs
+// are serialized on it); PacketIn.Resume makes the packet-out that
+// continues a paused pipeline.
+//
 // # Staleness and expiry
 //
 // Every megaflow records the flow-table generation it was translated at.

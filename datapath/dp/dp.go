@@ -13,6 +13,7 @@ import (
 	"github.com/govn/govn/datapath/conntrack/ipfrag"
 	"github.com/govn/govn/datapath/flow"
 	"github.com/govn/govn/datapath/megaflow"
+	"github.com/govn/govn/datapath/packet"
 	"github.com/govn/govn/datapath/port"
 	"github.com/govn/govn/datapath/xlate"
 )
@@ -27,6 +28,12 @@ type SlowPath interface {
 	Translate(k *flow.Key, opts xlate.Options) xlate.Result
 	// Generation is the version of the flow tables; every change bumps it.
 	Generation() uint64
+}
+
+// Injector is a slow path that can also translate a packet the
+// controller injects (Pipeline implements it); Execute needs it.
+type Injector interface {
+	TranslateFrom(k *flow.Key, s xlate.Start, opts xlate.Options) xlate.Result
 }
 
 // Conntrack is the connection tracker behind the ct() action; package
@@ -57,9 +64,42 @@ type Config struct {
 // PacketIn is a packet sent to the controller by a controller() action.
 type PacketIn struct {
 	InPort   uint32
-	Key      flow.Key // the key when the action ran (registers excluded)
+	Key      flow.Key // the key when the action ran, with its metadata and registers
+	Table    uint8    // the table of the rule whose action it was
 	UserData []byte
 	Frame    []byte // a copy of the frame
+	// Cont is set if the action paused the pipeline: Resume continues it.
+	Cont *flow.Continuation
+}
+
+// PacketOut is a frame the controller sends through the flow tables.
+type PacketOut struct {
+	Frame []byte
+	// Key holds the packet's metadata: in_port (the port it is deemed to
+	// come from), tunnel fields, and the pipeline's metadata and
+	// registers. Its header fields are ignored: Execute parses Frame.
+	Key flow.Key
+	// Start says where it enters: with Actions, it runs them in the
+	// context of Table; without, it is looked up in Table.
+	Table   uint8
+	Actions []flow.Action
+	Stack   []flow.U128
+}
+
+// Resume returns the packet-out that continues the pipeline pi paused,
+// with frame (pi.Frame, or the packet the controller rewrote) and the
+// metadata and registers of key (pi.Key with the action's result set).
+func (pi *PacketIn) Resume(frame []byte, key flow.Key) PacketOut {
+	po := PacketOut{Frame: frame, Key: key}
+	if pi.Cont != nil {
+		po.Table = pi.Cont.Table
+		po.Actions = pi.Cont.Actions
+		po.Stack = pi.Cont.Stack
+		if po.Actions == nil {
+			po.Actions = []flow.Action{} // nothing left: not a table lookup
+		}
+	}
+	return po
 }
 
 // Datapath is a userspace switch: ports, a per-receive-queue exact-match
@@ -79,6 +119,10 @@ type Datapath struct {
 	workers sync.WaitGroup
 
 	removed counters // counters of workers whose ports were removed
+
+	// inject runs the controller's packet-outs, with its own caches for
+	// the recirculations they make; its mutex serializes them.
+	inject *worker
 }
 
 // portEntry is an attached port and the goroutine receiving from it.
@@ -108,6 +152,7 @@ func New(cfg Config) (*Datapath, error) {
 	d := &Datapath{cfg: cfg, start: time.Now(), packetIn: make(chan PacketIn, cfg.PacketInQueue), frags: ipfrag.New(ipfrag.Config{})}
 	d.ctBatch, _ = cfg.Conntrack.(ConntrackBatcher)
 	d.ports.Store(&map[uint32]*portEntry{})
+	d.inject = newWorker(d, &portEntry{done: make(chan struct{})})
 	return d, nil
 }
 
@@ -248,6 +293,7 @@ type Stats struct {
 	CTDrops       uint64 // ct() without a tracker
 	PacketIns     uint64 // sent to the controller
 	PacketInDrops uint64 // dropped: packet-in channel full
+	PacketOuts    uint64 // packets the controller injected (Execute)
 	FragsHeld     uint64 // IP fragments held for reassembly before ct()
 	Reassembled   uint64 // datagrams reassembled (their last fragment went on)
 	FragDrops     uint64 // fragments dropped by reassembly, or datagrams not refragmentable
@@ -261,13 +307,14 @@ type counters struct {
 	packets, emcHits, megaflowHits, upcalls, upcallErrors atomic.Uint64
 	installed, expired, revalidated, invalidated          atomic.Uint64
 	recirculated, loopDrops, noPortDrops, badOffloads     atomic.Uint64
-	ctDrops, packetIns, packetInDrops                     atomic.Uint64
+	ctDrops, packetIns, packetInDrops, packetOuts         atomic.Uint64
 	fragsHeld, reassembled, fragDrops, meterDrops         atomic.Uint64
 }
 
 // Stats returns the datapath's counters.
 func (d *Datapath) Stats() Stats {
 	s := d.removed.stats()
+	s.add(d.inject.st.stats())
 	for _, pe := range *d.ports.Load() {
 		s.add(pe.w.st.stats())
 		pe.w.mu.Lock()
@@ -287,7 +334,7 @@ func (c *counters) stats() Stats {
 		Expired: c.expired.Load(), Revalidated: c.revalidated.Load(), Invalidated: c.invalidated.Load(),
 		Recirculated: c.recirculated.Load(), LoopDrops: c.loopDrops.Load(), NoPortDrops: c.noPortDrops.Load(),
 		BadOffloads: c.badOffloads.Load(), CTDrops: c.ctDrops.Load(), PacketIns: c.packetIns.Load(),
-		PacketInDrops: c.packetInDrops.Load(), FragsHeld: c.fragsHeld.Load(), Reassembled: c.reassembled.Load(),
+		PacketInDrops: c.packetInDrops.Load(), PacketOuts: c.packetOuts.Load(), FragsHeld: c.fragsHeld.Load(), Reassembled: c.reassembled.Load(),
 		FragDrops: c.fragDrops.Load(), MeterDrops: c.meterDrops.Load(),
 	}
 }
@@ -310,6 +357,7 @@ func (s *Stats) add(o Stats) {
 	s.CTDrops += o.CTDrops
 	s.PacketIns += o.PacketIns
 	s.PacketInDrops += o.PacketInDrops
+	s.PacketOuts += o.PacketOuts
 	s.FragsHeld += o.FragsHeld
 	s.Reassembled += o.Reassembled
 	s.FragDrops += o.FragDrops
@@ -335,6 +383,7 @@ func (c *counters) addTo(t *counters) {
 	t.ctDrops.Add(s.CTDrops)
 	t.packetIns.Add(s.PacketIns)
 	t.packetInDrops.Add(s.PacketInDrops)
+	t.packetOuts.Add(s.PacketOuts)
 	t.fragsHeld.Add(s.FragsHeld)
 	t.reassembled.Add(s.Reassembled)
 	t.fragDrops.Add(s.FragDrops)
@@ -446,4 +495,45 @@ func (d *Datapath) ExpireIdle() {
 		pe.w.expire()
 		pe.w.mu.Unlock()
 	}
+}
+
+// Execute runs a frame the controller built or resumes through the flow
+// tables from po's start, and sends it where they say, as an OpenFlow
+// packet-out does. It does not wait for the packet-in channel or the
+// receive goroutines; packet-outs run one at a time.
+func (d *Datapath) Execute(po PacketOut) error {
+	inj, ok := d.cfg.Flows.(Injector)
+	if !ok {
+		return errors.New("datapath: execute: the slow path cannot inject packets")
+	}
+	if len(po.Frame) > port.MaxFrame {
+		return fmt.Errorf("datapath: execute: frame of %d bytes exceeds %d", len(po.Frame), port.MaxFrame)
+	}
+	w := d.inject
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := d.now()
+	if w.cache.NeedsRevalidation(d.cfg.Flows.Generation()) {
+		w.revalidate()
+	}
+	if now-w.lastExpire > time.Second {
+		w.expire()
+	}
+	k := po.Key
+	packet.Extract(po.Frame, &k)
+	r := inj.TranslateFrom(&k, xlate.Start{Table: po.Table, Actions: po.Actions, Meta: po.Key, Stack: po.Stack}, xlate.Options{})
+	if r.Err != nil {
+		w.st.upcallErrors.Add(1)
+		return fmt.Errorf("datapath: execute: %w", r.Err)
+	}
+	if err := r.Learned.Install(); err != nil {
+		d.cfg.Logger.Warn("datapath: execute: learned rules", "err", err)
+	}
+	w.st.packetOuts.Add(1)
+	p := port.NewPacket(len(po.Frame))
+	p.SetFrame(po.Frame)
+	w.execute(p, &k, r.Actions, now, 0)
+	w.drainCT(now)
+	w.flush()
+	return nil
 }

@@ -32,6 +32,11 @@ func (p *Pipeline) Translate(k *flow.Key, opts xlate.Options) xlate.Result {
 	return p.xl.Translate(k, opts)
 }
 
+// TranslateFrom implements Injector.
+func (p *Pipeline) TranslateFrom(k *flow.Key, s xlate.Start, opts xlate.Options) xlate.Result {
+	return p.xl.TranslateFrom(k, s, opts)
+}
+
 // ChangedSince reports whether any of tables, or any group if groups,
 // changed after generation since; revalidation skips megaflows whose
 // tables did not change.

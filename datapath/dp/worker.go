@@ -245,7 +245,7 @@ func (w *worker) execute(p *port.Packet, k *flow.Key, actions []flow.DPAction, n
 		case flow.DPHashL4:
 			k.Set(flow.DPHash, hashL4(k, a.Basis))
 		case flow.DPUserspace:
-			w.packetIn(p, k, a.UserData)
+			w.packetIn(p, k, &a)
 		case flow.DPClone:
 			q, kk := w.clone(p), *k
 			w.execute(q, &kk, a.Actions, now, depth)
@@ -442,13 +442,16 @@ func hashL4(k *flow.Key, basis uint32) uint64 {
 
 // packetIn hands a copy of p to the controller channel, dropping it if the
 // channel is full: the fast path never waits for the controller.
-func (w *worker) packetIn(p *port.Packet, k *flow.Key, userdata []byte) {
+func (w *worker) packetIn(p *port.Packet, k *flow.Key, a *flow.DPUserspace) {
 	pi := PacketIn{
 		InPort:   uint32(k.Get(flow.InPort)),
 		Key:      *k,
-		UserData: userdata,
+		Table:    a.Table,
+		UserData: a.UserData,
 		Frame:    append([]byte(nil), p.Data...),
+		Cont:     a.Cont,
 	}
+	pi.Key.CopyPipeline(&a.Meta)
 	select {
 	case w.d.packetIn <- pi:
 		w.st.packetIns.Add(1)

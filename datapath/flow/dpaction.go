@@ -53,7 +53,37 @@ type DPRecirc struct{ ID uint32 }
 type DPHashL4 struct{ Basis uint32 }
 
 // DPUserspace sends the packet to the controller's packet-in channel.
-type DPUserspace struct{ UserData []byte }
+// Like an OpenFlow packet-in, it carries the pipeline's state where the
+// controller action ran, which no datapath key holds: the table of its
+// rule and the metadata and registers (Meta's pipeline-only fields; the
+// rest of Meta is unused). A paused action also carries its
+// continuation.
+type DPUserspace struct {
+	UserData []byte
+	Table    uint8
+	Meta     Key
+	Cont     *Continuation
+}
+
+// Continuation is what a pipeline paused by a controller action would have
+// run next: the rest of the actions of the paused rule, then the rest of
+// the action lists that resubmitted to it, innermost first, all in the
+// context of table Table; and the push/pop stack (bottom first). The
+// controller resumes the packet with it (and its registers, updated with
+// the action's result).
+type Continuation struct {
+	Table   uint8
+	Actions []Action
+	Stack   []U128
+}
+
+func (c *Continuation) String() string {
+	s := fmt.Sprintf("table=%d,actions=%s", c.Table, ActionsString(c.Actions))
+	for _, v := range c.Stack {
+		s += ",stack=" + FormatValue(XXReg0, v, OnesU128(128))
+	}
+	return s
+}
 
 // DPClone runs Actions on a copy of the packet.
 type DPClone struct{ Actions []DPAction }
@@ -105,10 +135,22 @@ func (DPCTClear) String() string { return "ct_clear" }
 func (a DPMeter) String() string {
 	return fmt.Sprintf("meter(rate=%d,burst=%d)", a.RateKbps, a.BurstKbits)
 }
-func (a DPRecirc) String() string    { return fmt.Sprintf("recirc(0x%x)", a.ID) }
-func (a DPHashL4) String() string    { return fmt.Sprintf("hash(l4(%d))", a.Basis) }
-func (a DPUserspace) String() string { return fmt.Sprintf("userspace(userdata=%x)", a.UserData) }
-func (a DPClone) String() string     { return "clone(" + DPActionsString(a.Actions) + ")" }
+func (a DPRecirc) String() string { return fmt.Sprintf("recirc(0x%x)", a.ID) }
+func (a DPHashL4) String() string { return fmt.Sprintf("hash(l4(%d))", a.Basis) }
+func (a DPUserspace) String() string {
+	s := fmt.Sprintf("userspace(userdata=%x", a.UserData)
+	if a.Table != 0 {
+		s += fmt.Sprintf(",table=%d", a.Table)
+	}
+	if m := a.Meta.PipelineString(); m != "" {
+		s += "," + m
+	}
+	if a.Cont != nil {
+		s += ",pause(" + a.Cont.String() + ")"
+	}
+	return s + ")"
+}
+func (a DPClone) String() string { return "clone(" + DPActionsString(a.Actions) + ")" }
 
 // DPActionsString formats datapath actions as ovs-appctl dpctl/dump-flows
 // does; the empty list is "drop".

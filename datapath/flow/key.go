@@ -1,6 +1,10 @@
 package flow
 
-import "math/bits"
+import (
+	"fmt"
+	"math/bits"
+	"strings"
+)
 
 // NumWords is the number of 64-bit words in a Key.
 const NumWords = 40
@@ -210,4 +214,30 @@ func PipelineOnlyMask() Mask {
 		m.SetField(f)
 	}
 	return m
+}
+
+// CopyPipeline sets k's pipeline-only words (metadata and registers) to
+// those of from.
+func (k *Key) CopyPipeline(from *Key) {
+	copy(k.W[wMetadata:wTunID], from.W[wMetadata:wTunID])
+}
+
+// PipelineString formats the non-zero metadata and registers of k
+// ("metadata=0x1,reg14=0x2"), or "" if all are zero.
+func (k *Key) PipelineString() string {
+	var parts []string
+	for _, f := range append([]Field{Metadata}, regFields()...) {
+		if v := k.Get(f); v != 0 {
+			parts = append(parts, fmt.Sprintf("%s=0x%x", f, v))
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func regFields() []Field {
+	fs := make([]Field, 16)
+	for i := range fs {
+		fs[i] = Reg0 + Field(i)
+	}
+	return fs
 }

@@ -41,6 +41,18 @@
 // is part of a frozen state, so it survives recirculation, and a clone's
 // changes to it are undone at the end of the clone.
 //
+// # Controller actions
+//
+// controller() becomes userspace() with the table and the working key's
+// metadata and registers, which the controller needs and no datapath key
+// holds. A paused controller() ends the translation and records its
+// continuation: the rest of its action list, then the rest of each list
+// that resubmitted to it as the translation unwinds (only up to an
+// enclosing clone, which a pause ends). TranslateFrom runs a packet the
+// controller injects from a continuation, from actions it gives, or from
+// a table lookup, with registers it gives; that result is for the one
+// packet and is never a megaflow.
+//
 // # check_pkt_larger
 //
 // OVS evaluates check_pkt_larger in the datapath (check_pkt_len with an

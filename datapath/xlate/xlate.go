@@ -197,6 +197,11 @@ type ctx struct {
 	lenDelta int64
 	learns   []pendingLearn
 	res      *Result
+	// cont is the continuation of a paused controller action while the
+	// action lists it interrupted unwind (contOpen): each adds what it
+	// had left to run.
+	cont     *flow.Continuation
+	contOpen bool
 	table    uint8      // current table, for reasons
 	rule     *flow.Rule // current rule, for reasons; nil for a table miss
 	ruleStr  string     // rule formatted, cached
@@ -264,6 +269,57 @@ func (t *Translator) Translate(k *flow.Key, opts Options) Result {
 	c.wc.ClearMask(&po)
 	res.Mask = c.wc
 	res.Key = k.And(&c.wc)
+	return res
+}
+
+// Start is where a packet the controller injects enters the pipeline:
+// with the metadata and registers of Meta (its pipeline-only fields), it
+// runs Actions in the context of table Table (a continuation, or the
+// actions of a packet the controller built), or, if Actions is nil, the
+// rules of table Table.
+type Start struct {
+	Table   uint8
+	Actions []flow.Action
+	Meta    flow.Key
+	Stack   []flow.U128
+}
+
+// TranslateFrom translates the packet with key k (in_port, tunnel and
+// header fields) from s rather than from table 0. The result is for that
+// one packet: its mask and key say nothing of other packets, since the
+// starting registers are not part of them, so it must not be installed
+// as a megaflow.
+func (t *Translator) TranslateFrom(k *flow.Key, s Start, opts Options) Result {
+	var res Result
+	c := &ctx{t: t, opts: opts, k: *k, res: &res}
+	c.k.CopyPipeline(&s.Meta)
+	c.stack = append([]flow.U128(nil), s.Stack...)
+	t.ExpireLearned()
+	res.Generation = t.tables.BeginRead()
+	func() {
+		defer t.tables.EndRead()
+		if s.Actions == nil {
+			c.runTable(s.Table)
+			return
+		}
+		c.table = s.Table
+		c.step(Step{Table: s.Table, Note: "controller: " + flow.ActionsString(s.Actions)})
+		c.depth++
+		c.runActions(s.Actions)
+		c.depth--
+	}()
+	if len(c.learns) > 0 && c.err == nil {
+		res.Learned = Learned{t: t, rules: c.learns}
+	}
+	if c.err != nil {
+		res.Err = c.err
+		res.Counters = nil
+		res.Recircs = Recircs{}
+	} else {
+		res.Actions = c.acts
+	}
+	res.Mask = c.wc
+	res.Key = *k
 	return res
 }
 
@@ -437,10 +493,15 @@ func (c *ctx) runActions(as []flow.Action) {
 		case flow.Meter:
 			c.acts = append(c.acts, flow.DPMeter{RateKbps: a.RateKbps, BurstKbits: a.BurstKbits})
 		case flow.Controller:
-			c.acts = append(c.acts, flow.DPUserspace{UserData: a.UserData})
+			u := flow.DPUserspace{UserData: a.UserData, Table: c.table, Meta: c.k}
 			if a.Pause {
+				c.cont = &flow.Continuation{Table: c.table, Stack: append([]flow.U128(nil), c.stack...)}
+				c.contOpen = true
+				u.Cont = c.cont
 				c.exit = true
+				c.step(Step{Table: c.table, Note: "controller action pauses the pipeline"})
 			}
+			c.acts = append(c.acts, u)
 		case flow.PushVLAN:
 			c.k.Set(flow.VLANTCIInner, c.k.Get(flow.VLANTCI))
 			c.k.Set(flow.VLANTCI, 0x1000)
@@ -465,6 +526,9 @@ func (c *ctx) runActions(as []flow.Action) {
 			c.exit = true
 		default:
 			c.err = fmt.Errorf("action %s: not supported by the translator", a)
+		}
+		if c.contOpen {
+			c.cont.Actions = append(c.cont.Actions, as[i+1:]...)
 		}
 	}
 }
@@ -536,6 +600,7 @@ func (c *ctx) clone(as []flow.Action) {
 	saveDelta := c.lenDelta
 	c.acts = nil
 	c.runActions(as)
+	c.contOpen = false // a pause in a clone continues the clone only
 	inner := c.acts
 	c.k, c.acts, c.exit, c.stack, c.lenDelta = saveK, saveActs, saveExit, saveStack, saveDelta
 	if len(inner) == 0 {

@@ -379,7 +379,7 @@ func TestActionTable(t *testing.T) {
 		{"pop vlan", vlanKey, []flow.Action{flow.PopVLAN{}, flow.Output{Port: 2}}, "pop_vlan,2", flow.VLANTCI},
 		{"pop without vlan", tcpKey(1, 2), []flow.Action{flow.PopVLAN{}, flow.Output{Port: 2}}, "2", flow.VLANTCI},
 		{"dec_ttl expired", ttl1, []flow.Action{flow.DecTTL{ToController: true}, flow.Output{Port: 2}}, "userspace(userdata=6465635f74746c)", flow.NWTTL},
-		{"controller pause", tcpKey(1, 2), []flow.Action{flow.Controller{UserData: []byte{9}, Pause: true}, flow.Output{Port: 2}}, "userspace(userdata=09)", flow.InPort},
+		{"controller pause", tcpKey(1, 2), []flow.Action{flow.Controller{UserData: []byte{9}, Pause: true}, flow.Output{Port: 2}}, "userspace(userdata=09,pause(table=0,actions=output:2))", flow.InPort},
 		{"exit", tcpKey(1, 2), []flow.Action{flow.Output{Port: 2}, flow.Exit{}, flow.Output{Port: 3}}, "2", flow.InPort},
 		{"ct_clear", tcpKey(1, 2), []flow.Action{flow.CTClear{}, flow.Output{Port: 2}}, "ct_clear,2", flow.InPort},
 		{"meter", tcpKey(1, 2), []flow.Action{flow.Meter{RateKbps: 100, BurstKbits: 20}, flow.Output{Port: 2}}, "meter(rate=100,burst=20),2", flow.InPort},

@@ -1,0 +1,130 @@
+package dp
+
+import (
+	"testing"
+	"time"
+
+	"github.com/govn/govn/datapath/flow"
+	"github.com/govn/govn/datapath/port"
+)
+
+func reg(n int) flow.FieldRange { return flow.Whole(flow.Reg0 + flow.Field(n)) }
+
+// pauseRules are a pipeline with a paused controller action nested in a
+// resubmit: table 0 sets reg1 and resubmits to table 1, then outputs to
+// port 3; table 1 pauses, then sets reg2 and resubmits to table 2, which
+// outputs to port 2 only if the controller set reg0 to 1.
+func pauseRules() []flow.Rule {
+	var in1, r0 flow.Match
+	in1.Set(flow.InPort, 1)
+	r0.Set(flow.Reg0, 1)
+	r0.Set(flow.Reg1, 0x11)
+	r0.Set(flow.Reg2, 0x22)
+	return []flow.Rule{
+		{Table: 0, Priority: 100, Match: in1, Actions: []flow.Action{
+			flow.Load{Dst: reg(1), Value: flow.U128{Lo: 0x11}}, flow.Resubmit{Table: 1}, flow.Output{Port: 3}}},
+		{Table: 1, Priority: 100, Actions: []flow.Action{
+			flow.Controller{UserData: []byte("put_x"), Pause: true},
+			flow.Load{Dst: reg(2), Value: flow.U128{Lo: 0x22}}, flow.Resubmit{Table: 2}}},
+		{Table: 2, Priority: 100, Match: r0, Actions: []flow.Action{flow.Output{Port: 2}}},
+	}
+}
+
+func packetIn(t *testing.T, d *Datapath) PacketIn {
+	t.Helper()
+	select {
+	case pi := <-d.PacketIns():
+		return pi
+	case <-time.After(5 * time.Second):
+		t.Fatal("no packet-in")
+		return PacketIn{}
+	}
+}
+
+// TestPauseAndResume: a paused controller action hands the controller
+// its registers and the continuation (the rest of its rule, then the rest
+// of the rule that resubmitted to it); resuming with the result register
+// set runs them, and without it the pipeline takes the other way.
+func TestPauseAndResume(t *testing.T) {
+	p := NewPipeline()
+	apply(t, p, pauseRules()...)
+	r := newRig(t, Config{Flows: p}, 3)
+	f := udpFrame(mac2, mac1, 1, 2, 5)
+	for _, result := range []uint64{1, 0} {
+		r.inject(t, 1, f, port.Offload{})
+		pi := packetIn(t, r.d)
+		if pi.InPort != 1 || pi.Table != 1 || string(pi.UserData) != "put_x" || pi.Key.Get(flow.Reg1) != 0x11 {
+			t.Fatalf("packet-in: in_port %d table %d userdata %q reg1 %#x", pi.InPort, pi.Table, pi.UserData, pi.Key.Get(flow.Reg1))
+		}
+		if pi.Cont == nil {
+			t.Fatal("paused packet-in without continuation")
+		}
+		if got, want := pi.Cont.String(), "table=1,actions=load:0x22->reg2,resubmit(,2),output:3"; got != want {
+			t.Errorf("continuation %s, want %s", got, want)
+		}
+		r.expectNone(t, 3) // paused: nothing of the pipeline ran after the action
+		k := pi.Key
+		k.Set(flow.Reg0, result)
+		if err := r.d.Execute(pi.Resume(pi.Frame, k)); err != nil {
+			t.Fatal(err)
+		}
+		if result == 1 {
+			if got := r.expect(t, 2); string(got.Data) != string(f) {
+				t.Errorf("resumed frame differs")
+			}
+		} else {
+			r.expectNone(t, 2)
+		}
+		r.expect(t, 3)
+	}
+	if s := r.d.Stats(); s.PacketOuts != 2 || s.PacketIns != 2 {
+		t.Errorf("packet-outs %d packet-ins %d, want 2, 2", s.PacketOuts, s.PacketIns)
+	}
+}
+
+// TestExecute: a packet-out runs given actions with given registers, or
+// is looked up in a given table; output to its own in_port is skipped as
+// OpenFlow does, unless it says in_port.
+func TestExecute(t *testing.T) {
+	p := NewPipeline()
+	apply(t, p, pauseRules()...)
+	r := newRig(t, Config{Flows: p}, 3)
+	f := udpFrame(mac2, mac1, 1, 2, 5)
+	var k flow.Key
+	k.Set(flow.InPort, 1)
+	k.Set(flow.Reg0, 1)
+	k.Set(flow.Reg1, 0x11)
+	k.Set(flow.Reg2, 0x22)
+	tests := []struct {
+		name string
+		po   PacketOut
+		want []uint32
+	}{
+		{"lookup in table 2 with the registers", PacketOut{Frame: f, Key: k, Table: 2}, []uint32{2}},
+		{"actions", PacketOut{Frame: f, Key: k, Actions: []flow.Action{flow.Output{Port: 3}, flow.Resubmit{Table: 2}}}, []uint32{3, 2}},
+		{"output to the input port", PacketOut{Frame: f, Key: k, Actions: []flow.Action{flow.Output{Port: 1}}}, nil},
+		{"output in_port", PacketOut{Frame: f, Key: k, Actions: []flow.Action{flow.Output{Port: flow.PortInPort}}}, []uint32{1}},
+		{"no actions", PacketOut{Frame: f, Key: k, Actions: []flow.Action{}}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := r.d.Execute(tc.po); err != nil {
+				t.Fatal(err)
+			}
+			for _, no := range tc.want {
+				r.expect(t, no)
+			}
+			for no := uint32(1); no <= 3; no++ {
+				r.expectNone(t, no)
+			}
+		})
+	}
+	if err := r.d.Execute(PacketOut{Frame: make([]byte, port.MaxFrame+1)}); err == nil {
+		t.Error("oversized frame accepted")
+	}
+	loop := PacketOut{Frame: f, Key: k, Actions: []flow.Action{flow.Resubmit{Table: 5}}}
+	apply(t, p, flow.Rule{Table: 5, Priority: 1, Actions: []flow.Action{flow.Resubmit{Table: 5}, flow.Output{Port: 2}}})
+	if err := r.d.Execute(loop); err == nil {
+		t.Error("a looping packet-out gave no error")
+	}
+}
