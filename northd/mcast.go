@@ -124,23 +124,33 @@ func switchMulticast(g *gen, sw *logicalSwitch) {
 // router relays multicast (options:mcast_relay): the switch then sends its
 // unregistered multicast there too.
 func relaysMulticast(g *gen, port *nb.LogicalSwitchPort) bool {
-	if port.Type != lspRouter {
-		return false
+	_, _, ok := relayingRouterPort(g, port)
+	return ok
+}
+
+// relayingRouterPort returns the enabled router port a switch's router
+// port connects to, and its router, if that router relays multicast.
+func relayingRouterPort(g *gen, port *nb.LogicalSwitchPort) (nb.LogicalRouterPort, ovsdb.UUID, bool) {
+	if port.Type != lspRouter || port.Options["router-port"] == "" {
+		return nb.LogicalRouterPort{}, ovsdb.UUID{}, false
 	}
 	ids := g.ByName(NB, nb.LogicalRouterPortTable, port.Options["router-port"])
-	if len(ids) == 0 || port.Options["router-port"] == "" {
-		return false
+	if len(ids) == 0 {
+		return nb.LogicalRouterPort{}, ovsdb.UUID{}, false
 	}
 	lrp, ok := Read[nb.LogicalRouterPort](g, NB, ids[0])
 	if !ok || (lrp.Enabled != nil && !*lrp.Enabled) {
-		return false
+		return nb.LogicalRouterPort{}, ovsdb.UUID{}, false
 	}
 	routers := g.Referrers(NB, nb.LogicalRouterTable, "ports", ids[0])
 	if len(routers) != 1 {
-		return false
+		return nb.LogicalRouterPort{}, ovsdb.UUID{}, false
 	}
 	lr, ok := Read[nb.LogicalRouter](g, NB, routers[0])
-	return ok && (lr.Enabled == nil || *lr.Enabled) && lr.Options["mcast_relay"] == "true"
+	if !ok || (lr.Enabled != nil && !*lr.Enabled) || lr.Options["mcast_relay"] != "true" {
+		return nb.LogicalRouterPort{}, ovsdb.UUID{}, false
+	}
+	return lrp, routers[0], true
 }
 
 // switchMcastFlows writes the destination lookup flows of IGMP/MLD

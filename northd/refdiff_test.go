@@ -146,9 +146,17 @@ func referenceAndGovnFlows(t *testing.T, script string) (ref, govn, refRows, gov
 
 	nbEvents, nbSchema := loadEvents(t, ctx, env.NBRemote(), "OVN_Northbound", NB, nil)
 	allSB, sbSchema := loadEvents(t, ctx, env.SBRemote(), "OVN_Southbound", SB, nil)
-	var sbEvents []Event
+	// The rows chassis write (Chassis, Encap...) go to govn as they are;
+	// those that refer to northd's rows (IGMP_Group names a datapath and
+	// ports) are written once govn has made its own, with the references
+	// moved to govn's rows of the same names (chassisRowsFor).
+	var sbEvents, laterEvents []Event
 	for _, ev := range allSB {
-		if !isRecordTable(ev.Table) && ev.Table != "Logical_Flow" && ev.Table != "Logical_DP_Group" {
+		switch {
+		case isRecordTable(ev.Table) || ev.Table == "Logical_Flow" || ev.Table == "Logical_DP_Group":
+		case refersToRecords(sbSchema.Tables[ev.Table]):
+			laterEvents = append(laterEvents, ev)
+		default:
 			sbEvents = append(sbEvents, ev)
 		}
 	}
@@ -165,17 +173,106 @@ func referenceAndGovnFlows(t *testing.T, script string) (ref, govn, refRows, gov
 		sb.rows[ev.Table][ev.New.UUID] = ev.New
 	}
 	s.Recompute()
-	for i := 0; ; i++ {
-		if i == 5 {
-			t.Fatal("Southbound writes did not settle")
+	settle := func() {
+		for i := 0; ; i++ {
+			if i == 5 {
+				t.Fatal("Southbound writes did not settle")
+			}
+			if s.WriteSB(sb) == 0 {
+				break
+			}
+			s.Apply(sb.commit())
+			s.Process()
 		}
-		if s.WriteSB(sb) == 0 {
-			break
-		}
+	}
+	settle()
+	if len(laterEvents) > 0 {
+		insertChassisRows(t, sb, eventRows(allSB), laterEvents)
 		s.Apply(sb.commit())
 		s.Process()
+		settle()
 	}
 	return ref, memLflowList(sb), refRows, sbRowLines(sbSchema, rowSet(sb.rows), dpRequested)
+}
+
+// refersToRecords says whether rows of a table chassis write refer to
+// rows northd writes (Datapath_Binding, Port_Binding).
+func refersToRecords(ts *ovsdb.TableSchema) bool {
+	for _, c := range ts.Columns {
+		for _, b := range []*ovsdb.BaseType{&c.Type.Key, c.Type.Value} {
+			if b != nil && isRecordTable(b.RefTable) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// insertChassisRows adds to govn's Southbound sb the rows of evs (read from
+// ovn-northd's Southbound, whose rows are ref), with each reference to a
+// Datapath_Binding or Port_Binding moved to govn's row of the same
+// Northbound row or logical port name.
+func insertChassisRows(t *testing.T, sb *memDB, ref rowSet, evs []Event) {
+	t.Helper()
+	dpTable, pbTable := sb.schema.Tables["Datapath_Binding"], sb.schema.Tables["Port_Binding"]
+	dpName := func(r *ovsdb.Row) string {
+		ext := r.Get(dpTable.Column("external_ids"))
+		for _, k := range []string{"logical-switch", "logical-router"} {
+			if v, ok := ext.Lookup(ovsdb.String(k)); ok {
+				return v.Str()
+			}
+		}
+		return ""
+	}
+	pbName := func(r *ovsdb.Row) string { return r.Get(pbTable.Column("logical_port")).Keys[0].Str() }
+	govnID := map[string]ovsdb.UUID{}
+	for id, r := range sb.rows["Datapath_Binding"] {
+		govnID["dp/"+dpName(r)] = id
+	}
+	for id, r := range sb.rows["Port_Binding"] {
+		govnID["pb/"+pbName(r)] = id
+	}
+	move := func(table string, a ovsdb.Atom) ovsdb.Atom {
+		var key string
+		switch table {
+		case "Datapath_Binding":
+			if r := ref["Datapath_Binding"][a.UUID()]; r != nil {
+				key = "dp/" + dpName(r)
+			}
+		case "Port_Binding":
+			if r := ref["Port_Binding"][a.UUID()]; r != nil {
+				key = "pb/" + pbName(r)
+			}
+		default:
+			return a
+		}
+		id, ok := govnID[key]
+		if !ok {
+			t.Fatalf("govn's Southbound has no row for ovn-northd's %s %s (%q)", table, a.UUID(), key)
+		}
+		return ovsdb.UUIDAtom(id)
+	}
+	for _, ev := range evs {
+		ts := sb.schema.Tables[ev.Table]
+		row := map[string]ovsdb.Datum{}
+		for _, c := range ts.Columns {
+			d := ev.New.Get(c)
+			keys := make([]ovsdb.Atom, len(d.Keys))
+			for i, a := range d.Keys {
+				keys[i] = move(c.Type.Key.RefTable, a)
+			}
+			if c.Type.Value == nil {
+				row[c.Name] = ovsdb.Set(keys...)
+				continue
+			}
+			values := make([]ovsdb.Atom, len(d.Values))
+			for i, a := range d.Values {
+				values[i] = move(c.Type.Value.RefTable, a)
+			}
+			row[c.Name] = ovsdb.Map(keys, values)
+		}
+		sb.Insert(ev.Table, row)
+	}
 }
 
 // requestedDatapathKeys names the switches and routers with

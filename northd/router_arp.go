@@ -137,22 +137,40 @@ func switchPortRouterFlows(g *gen, sw *logicalSwitch, lsp *nb.LogicalSwitchPort)
 	default:
 		return
 	}
+	linkLocal := netip.MustParsePrefix("fe80::/64")
 	for _, r := range routers {
 		if r.port.nb.Name == self || (lsp.Type == "router" && r.dynamicNeigh) {
 			continue
 		}
 		dp := g.Datapath(r.router)
 		out := fmt.Sprintf("outport == %q", r.port.nb.Name)
+		// A port's own address is resolved on the router port whose
+		// networks (its link-local one included) hold it.
+		onLink := func(a netip.Addr) bool {
+			if a.Is6() && linkLocal.Contains(a) {
+				return true
+			}
+			for _, n := range r.port.nets {
+				if n.Contains(a) {
+					return true
+				}
+			}
+			return false
+		}
 		for _, n := range ns {
 			for _, a := range n.v4 {
-				g.FlowHint(dp, LRInARPResolve, 100, fmt.Sprintf("%s && reg0 == %s", out, a), fmt.Sprintf("eth.dst = %s; next;", n.mac), lsp.UUID)
+				if n.set || onLink(a) {
+					g.FlowHint(dp, LRInARPResolve, 100, fmt.Sprintf("%s && reg0 == %s", out, a), fmt.Sprintf("eth.dst = %s; next;", n.mac), lsp.UUID)
+				}
 			}
 			if n.set && len(n.v6) > 0 {
 				g.FlowHint(dp, LRInARPResolve, 100, fmt.Sprintf("%s && xxreg0 == %s", out, addrSet(n.v6, false)), fmt.Sprintf("eth.dst = %s; next;", n.mac), lsp.UUID)
 				continue
 			}
 			for _, a := range n.v6 {
-				g.FlowHint(dp, LRInARPResolve, 100, fmt.Sprintf("%s && xxreg0 == %s", out, a), fmt.Sprintf("eth.dst = %s; next;", n.mac), lsp.UUID)
+				if onLink(a) {
+					g.FlowHint(dp, LRInARPResolve, 100, fmt.Sprintf("%s && xxreg0 == %s", out, a), fmt.Sprintf("eth.dst = %s; next;", n.mac), lsp.UUID)
+				}
 			}
 		}
 	}
