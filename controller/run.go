@@ -73,6 +73,11 @@ type chassis struct {
 type iface struct {
 	no  uint32
 	err string
+	// tap is an internal port's device, persistent while the port is in
+	// the database: it keeps the host's addresses (the encap IP on the
+	// underlay bridge) when govn chassis crashes and restarts, as Open
+	// vSwitch's internal devices do.
+	tap *port.TAP
 }
 
 type tunnelPort struct {
@@ -433,10 +438,16 @@ func (c *chassis) reconcilePorts(ctx context.Context, lc *client.Cache, root vsw
 			continue
 		}
 		var p port.Port
+		var tap *port.TAP
 		var err error
 		switch li.row.Type {
 		case "internal":
-			p, err = port.NewInternal(name)
+			if tap, err = port.NewInternal(name); err == nil {
+				if err = tap.SetPersistent(true); err != nil {
+					tap.Close()
+				}
+				p = tap
+			}
 		case "", "system", "afpacket":
 			p, err = port.NewAFPacket(name)
 		default:
@@ -447,7 +458,7 @@ func (c *chassis) reconcilePorts(ctx context.Context, lc *client.Cache, root vsw
 			if err = c.sw.Datapath().AddPort(no, p); err != nil {
 				p.Close()
 			} else {
-				c.ifaces[name] = &iface{no: no}
+				c.ifaces[name] = &iface{no: no, tap: tap}
 				c.log.Info("port added", "interface", name, "bridge", li.bridge, "port", no)
 				continue
 			}
@@ -460,6 +471,10 @@ func (c *chassis) reconcilePorts(ctx context.Context, lc *client.Cache, root vsw
 	for name, ifc := range c.ifaces {
 		if !seen[name] {
 			if ifc.err == "" {
+				if ifc.tap != nil {
+					// Gone from the database: the device goes with the port.
+					_ = ifc.tap.SetPersistent(false)
+				}
 				_ = c.sw.Datapath().RemovePort(ifc.no)
 			}
 			delete(c.ifaces, name)

@@ -169,6 +169,27 @@ func (t *TAP) Send(pkts []*Packet) error {
 // Stats implements Port.
 func (t *TAP) Stats() Stats { return t.snapshot() }
 
+// SetPersistent says whether the device outlives the port (TUNSETPERSIST).
+// A bridge's internal device is persistent so that it keeps the addresses
+// the host gave it across a crash and restart of the switch, as Open
+// vSwitch's are; clearing it before Close removes the device with the port.
+func (t *TAP) SetPersistent(on bool) error {
+	v := 0
+	if on {
+		v = 1
+	}
+	var serr error
+	err := t.raw.Control(func(fd uintptr) {
+		if _, _, e := unix.Syscall(unix.SYS_IOCTL, fd, unix.TUNSETPERSIST, uintptr(v)); e != 0 {
+			serr = e
+		}
+	})
+	if err = errOr(err, serr); err != nil {
+		return fmt.Errorf("tap port %s: TUNSETPERSIST: %w", t.name, err)
+	}
+	return nil
+}
+
 // Close implements Port.
 func (t *TAP) Close() error {
 	t.closed.Store(true)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"net"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -78,4 +80,39 @@ func echoReply(d []byte) bool {
 	d[36], d[37] = 0, 0
 	binary.BigEndian.PutUint16(d[36:], ^Checksum(d[34:], 0))
 	return true
+}
+
+// TestTAPPersistent: a persistent TAP device outlives its port, a new
+// port attaches to it, and clearing persistence removes it with the port.
+func TestTAPPersistent(t *testing.T) {
+	if why := netns.Available(); why != "" {
+		t.Skip(why)
+	}
+	name := netns.UniqueName("gvtap")
+	// Whatever happens, no device stays behind.
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", name).Run() })
+	tap, err := NewTAP(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tap.SetPersistent(true); err != nil {
+		tap.Close()
+		t.Fatal(err)
+	}
+	tap.Close()
+	if _, err := net.InterfaceByName(name); err != nil {
+		t.Fatalf("persistent device gone with its port: %v", err)
+	}
+	tap, err = NewTAP(name)
+	if err != nil {
+		t.Fatalf("attaching to the persistent device: %v", err)
+	}
+	if err := tap.SetPersistent(false); err != nil {
+		tap.Close()
+		t.Fatal(err)
+	}
+	tap.Close()
+	if _, err := net.InterfaceByName(name); err == nil {
+		t.Error("device still there after its last port closed, no longer persistent")
+	}
 }
