@@ -595,6 +595,14 @@ func (c *chassis) input(name string, chUUID ovsdb.UUID, zones map[string]uint16)
 		Encaps:      client.List[sb.Encap](sc),
 		VIFs:        map[string]uint32{},
 		Zones:       map[string]uint16{},
+
+		HAChassisGroups:   client.List[sb.HAChassisGroup](sc),
+		HAChassis:         client.List[sb.HAChassis](sc),
+		GatewayChassis:    client.List[sb.GatewayChassis](sc),
+		MACBindings:       client.List[sb.MACBinding](sc),
+		StaticMACBindings: client.List[sb.StaticMACBinding](sc),
+		FDBs:              client.List[sb.FDB](sc),
+		LoadBalancers:     client.List[sb.LoadBalancer](sc),
 	}
 	for k, z := range zones {
 		if dp, ok := strings.CutSuffix(k, "_dnat"); ok {
@@ -604,6 +612,18 @@ func (c *chassis) input(name string, chUUID ovsdb.UUID, zones map[string]uint16)
 		} else {
 			in.Zones[k] = z
 		}
+	}
+	// Bridges named in ovn-bridge-mappings carry provider networks.
+	var mappings map[string]string
+	if ovs := client.List[vswitch.OpenVSwitch](c.local.Cache()); len(ovs) > 0 {
+		var err error
+		if mappings, err = ParseBridgeMappings(ovs[0].ExternalIDs["ovn-bridge-mappings"]); err != nil {
+			c.problemOnce(err.Error())
+		}
+	}
+	mapped := map[string]bool{}
+	for _, br := range mappings {
+		mapped[br] = true
 	}
 	hubs := map[string][]uint32{}
 	var bridges []string
@@ -625,7 +645,15 @@ func (c *chassis) input(name string, chUUID ovsdb.UUID, zones map[string]uint16)
 	}
 	sort.Strings(bridges)
 	for _, b := range bridges {
-		in.Hubs = append(in.Hubs, hubs[b])
+		if !mapped[b] {
+			in.Hubs = append(in.Hubs, hubs[b])
+		}
+	}
+	in.Physnets = map[string][]uint32{}
+	for net, br := range mappings {
+		if len(hubs[br]) > 0 {
+			in.Physnets[net] = hubs[br]
+		}
 	}
 	if c.tunnel != nil {
 		in.TunnelPort = c.tunnel.no
@@ -697,7 +725,7 @@ func (c *chassis) writeBack(ctx context.Context, name string, chUUID ovsdb.UUID,
 				p.Chassis, p.Up = &id, &yes
 				t.UpdateModel(&p, p.UUID, "chassis", "up")
 				c.log.Info("claiming port", "lport", p.LogicalPort)
-			case !bind && mine && isVIF(&p):
+			case !bind && mine && claimable(&p):
 				no := false
 				p.Chassis, p.Up = nil, &no
 				t.UpdateModel(&p, p.UUID, "chassis", "up")

@@ -58,6 +58,18 @@ type Input struct {
 	// bridge (the underlay's, say): a frame from one leaves by all the
 	// others.
 	Hubs [][]uint32
+	// Physnets maps each provider network of ovn-bridge-mappings to the
+	// ports of its bridge (which are in no hub): see localnet.go.
+	Physnets map[string][]uint32
+
+	// Rows that gateway ports and the lookup tables read.
+	HAChassisGroups   []sb.HAChassisGroup
+	HAChassis         []sb.HAChassis
+	GatewayChassis    []sb.GatewayChassis
+	MACBindings       []sb.MACBinding
+	StaticMACBindings []sb.StaticMACBinding
+	FDBs              []sb.FDB
+	LoadBalancers     []sb.LoadBalancer
 }
 
 // Output is what the translation decides.
@@ -109,6 +121,12 @@ type translation struct {
 	badSets   map[string]bool
 	portGroup map[string][]string
 
+	localnet    map[ovsdb.UUID]*sb.PortBinding // per datapath: its plugged localnet port
+	chassisName map[ovsdb.UUID]string
+	haGroups    map[ovsdb.UUID]*sb.HAChassisGroup
+	haChassis   map[ovsdb.UUID]*sb.HAChassis
+	gwChassis   map[ovsdb.UUID]*sb.GatewayChassis
+
 	// merged indexes the conjunction clause rules by table, priority and
 	// match, so that two logical flows' clauses with one match become one
 	// rule with both conjunction actions, as OVN's ofctrl merges them.
@@ -125,7 +143,10 @@ func (t *Translator) Translate(in *Input) *Output {
 		byName: map[string]*sb.PortBinding{}, portKeys: map[ovsdb.UUID]map[string]uint32{},
 		local: map[ovsdb.UUID]bool{}, resident: map[string]bool{}, remote: map[ovsdb.UUID]netip.Addr{},
 		addrSets: map[string][]lflow.Const{}, badSets: map[string]bool{}, portGroup: map[string][]string{},
-		merged: map[string]int{},
+		merged:   map[string]int{},
+		localnet: map[ovsdb.UUID]*sb.PortBinding{}, chassisName: map[ovsdb.UUID]string{},
+		haGroups: map[ovsdb.UUID]*sb.HAChassisGroup{}, haChassis: map[ovsdb.UUID]*sb.HAChassis{},
+		gwChassis: map[ovsdb.UUID]*sb.GatewayChassis{},
 	}
 	tr.ctx.NextConjID, tr.ctx.NextGroupID = 1, 1
 	tr.index()
@@ -147,6 +168,18 @@ func (tr *translation) index() {
 		tr.dps[d.UUID] = d
 		tr.portKeys[d.UUID] = map[string]uint32{}
 	}
+	for i := range in.AllChassis {
+		tr.chassisName[in.AllChassis[i].UUID] = in.AllChassis[i].Name
+	}
+	for i := range in.HAChassisGroups {
+		tr.haGroups[in.HAChassisGroups[i].UUID] = &in.HAChassisGroups[i]
+	}
+	for i := range in.HAChassis {
+		tr.haChassis[in.HAChassis[i].UUID] = &in.HAChassis[i]
+	}
+	for i := range in.GatewayChassis {
+		tr.gwChassis[in.GatewayChassis[i].UUID] = &in.GatewayChassis[i]
+	}
 	for i := range in.Ports {
 		p := &in.Ports[i]
 		tr.ports[p.UUID] = p
@@ -154,15 +187,17 @@ func (tr *translation) index() {
 		if keys := tr.portKeys[p.Datapath]; keys != nil {
 			keys[p.LogicalPort] = uint32(p.TunnelKey)
 		}
-		if _, ok := in.VIFs[p.LogicalPort]; ok && isVIF(p) {
+		if _, ok := in.VIFs[p.LogicalPort]; ok && isVIF(p) && tr.requestedHere(p) {
 			tr.resident[p.LogicalPort] = true
 			tr.local[p.Datapath] = true
 			tr.out.Bind[p.LogicalPort] = p.UUID
 		}
-		if (p.Type == "l3gateway" || p.Type == "chassisredirect") && p.Chassis != nil && *p.Chassis == in.ChassisUUID && in.ChassisUUID != (ovsdb.UUID{}) {
-			tr.resident[p.LogicalPort] = true
+		if _, ok := in.VIFs[p.LogicalPort]; ok && p.Type == "localport" {
+			tr.local[p.Datapath] = true
 		}
 	}
+	tr.indexGateways()
+	tr.indexLocalnets()
 	for i := range in.Multicast {
 		m := &in.Multicast[i]
 		if keys := tr.portKeys[m.Datapath]; keys != nil {
@@ -174,7 +209,7 @@ func (tr *translation) index() {
 		changed = false
 		for i := range in.Ports {
 			p := &in.Ports[i]
-			if p.Type != "patch" || !tr.local[p.Datapath] {
+			if !tr.isPatch(p) || !tr.local[p.Datapath] {
 				continue
 			}
 			if peer := tr.byName[p.Options["peer"]]; peer != nil && !tr.local[peer.Datapath] {
@@ -191,8 +226,12 @@ func (tr *translation) index() {
 		if ch.Name == in.Chassis {
 			continue
 		}
+		var types []string
 		for _, id := range ch.Encaps {
 			e := encaps[id]
+			if e != nil && e.Type != "geneve" {
+				types = append(types, e.Type)
+			}
 			if e == nil || e.Type != "geneve" {
 				continue
 			}
@@ -203,6 +242,9 @@ func (tr *translation) index() {
 			}
 			tr.remote[ch.UUID] = ip
 			break
+		}
+		if _, ok := tr.remote[ch.UUID]; !ok && len(types) > 0 {
+			tr.problem("chassis %s: encap types %v: only geneve is supported, its ports are unreachable", ch.Name, types)
 		}
 	}
 	for _, as := range in.AddressSets {
@@ -283,18 +325,15 @@ func (tr *translation) physical() {
 		}
 		dk, pk := d.TunnelKey, p.TunnelKey
 		switch {
+		case p.Type == "localnet":
+			tr.localnetPort(p, dk)
+		case p.Type == "localport":
+			tr.localPort(p, dk)
+		case p.Type == "chassisredirect" && tr.resident[p.LogicalPort]:
+			tr.redirectPort(p, dk)
 		case tr.resident[p.LogicalPort] && isVIF(p):
-			ofport := in.VIFs[p.LogicalPort]
-			z := tr.zone(p.LogicalPort)
-			tr.rule("table=%d,priority=100,in_port=%d actions=set_field:%d->reg13,set_field:%d->metadata,set_field:%d->reg14,resubmit(,%d)",
-				tablePhysToLog, ofport, z, dk, pk, tableIngress)
-			tr.rule("table=%d,priority=100,metadata=%d,reg15=%d actions=set_field:%d->reg13,resubmit(,%d)",
-				tableLocalOutput, dk, pk, z, tableLoopback)
-			tr.rule("table=%d,priority=100,metadata=%d,reg10=0/0x1,reg14=%d,reg15=%d actions=drop",
-				tableLoopback, dk, pk, pk)
-			tr.rule("table=%d,priority=100,metadata=%d,reg15=%d actions=output:%d",
-				tableLogToPhys, dk, pk, ofport)
-		case p.Type == "patch":
+			tr.vifRules(p, dk, in.VIFs[p.LogicalPort])
+		case tr.isPatch(p):
 			peer := tr.byName[p.Options["peer"]]
 			if peer == nil || tr.dps[peer.Datapath] == nil {
 				tr.problem("patch port %s: no peer %q", p.LogicalPort, p.Options["peer"])
@@ -313,8 +352,14 @@ func (tr *translation) physical() {
 			}
 			tr.rule("table=%d,priority=100,metadata=%d,reg15=%d actions=clone(ct_clear,%s%sset_field:%d->metadata,set_field:%d->reg14,set_field:0->in_port,resubmit(,%d))",
 				tableLogToPhys, dk, pk, clear.String(), tr.routerZones(peer.Datapath), pd.TunnelKey, peer.TunnelKey, tableIngress)
-		case p.Chassis != nil && *p.Chassis != in.ChassisUUID && in.TunnelPort != 0:
-			ip, ok := tr.remote[*p.Chassis]
+		case tr.localnet[p.Datapath] != nil && isVIF(p):
+			tr.viaLocalnet(p, dk)
+		case in.TunnelPort != 0:
+			ch, ok := tr.remoteChassis(p)
+			if !ok {
+				continue
+			}
+			ip, ok := tr.remote[ch]
 			if !ok {
 				continue
 			}
@@ -335,6 +380,7 @@ func (tr *translation) physical() {
 		}
 	}
 	tr.multicast()
+	tr.physnetBridges()
 	for _, hub := range in.Hubs {
 		for _, from := range hub {
 			var acts []string
@@ -382,11 +428,14 @@ func (tr *translation) multicast() {
 		}
 		sort.Slice(members, func(i, j int) bool { return members[i].TunnelKey < members[j].TunnelKey })
 		for _, p := range members {
+			_, vifHere := in.VIFs[p.LogicalPort]
 			switch {
-			case tr.resident[p.LogicalPort] && isVIF(p):
+			case tr.resident[p.LogicalPort] && isVIF(p), p.Type == "localport" && vifHere, tr.isLocalnet(p):
 				fmt.Fprintf(&local, "set_field:%d->reg15,set_field:%d->reg13,resubmit(,%d),", p.TunnelKey, tr.zone(p.LogicalPort), tableLoopback)
-			case p.Type == "patch":
+			case tr.isPatch(p):
 				fmt.Fprintf(&local, "set_field:%d->reg15,resubmit(,%d),", p.TunnelKey, tableLoopback)
+			case tr.localnet[g.Datapath] != nil:
+				// Remote members are reached through the localnet port.
 			case p.Chassis != nil && *p.Chassis != in.ChassisUUID && in.TunnelPort != 0 && !remoteSeen[*p.Chassis]:
 				if ip, ok := tr.remote[*p.Chassis]; ok {
 					remoteSeen[*p.Chassis] = true
