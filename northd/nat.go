@@ -20,6 +20,9 @@ type natRule struct {
 	extMAC      string
 	allowed     string // "$name" of allowed_ext_ips, or ""
 	exempted    string // "$name" of exempted_ext_ips, or ""
+	// dgp is the distributed gateway port the rule happens on (on a
+	// distributed router).
+	dgp *routerPort
 }
 
 func (n *natRule) snat() bool { return n.nb.Type == "snat" || n.nb.Type == "dnat_and_snat" }
@@ -80,19 +83,53 @@ func routerNATFlows(g *gen, r *logicalRouter) {
 		gatewayRouterNAT(g, r, nats)
 		return
 	}
-	var dgp *routerPort
+	var dgps []*routerPort
 	ports := routerPortsOf(g, r.nb.UUID)
 	for i := range ports {
 		if ports[i].gateway {
-			dgp = &ports[i]
-			break
+			dgps = append(dgps, &ports[i])
 		}
 	}
-	if dgp == nil {
+	if len(dgps) == 0 {
 		g.Warn("NAT on a distributed router without a gateway port; ignoring its NAT rules", "router", r.nb.Name)
 		return
 	}
-	distributedNAT(g, r, dgp, nats)
+	placed := nats[:0]
+	for _, n := range nats {
+		if n.dgp = natGatewayPort(&n, dgps); n.dgp == nil {
+			g.Warn("NAT on a router with several gateway ports names none of them (gateway_port) and none is in its external address's network; ignoring it",
+				"router", r.nb.Name, "external_ip", n.nb.ExternalIP)
+			continue
+		}
+		placed = append(placed, n)
+	}
+	distributedNAT(g, r, placed)
+}
+
+// natGatewayPort returns the distributed gateway port a NAT rule of a
+// distributed router happens on (ovn-nb(5), NAT gateway_port): the one
+// gateway_port names, the router's only one, or the one whose networks
+// hold the external address; nil if none.
+func natGatewayPort(n *natRule, dgps []*routerPort) *routerPort {
+	if n.nb.GatewayPort != nil {
+		for _, p := range dgps {
+			if p.nb.UUID == *n.nb.GatewayPort {
+				return p
+			}
+		}
+		return nil
+	}
+	if len(dgps) == 1 {
+		return dgps[0]
+	}
+	for _, p := range dgps {
+		for _, pfx := range p.nets {
+			if pfx.Contains(n.ext) {
+				return p
+			}
+		}
+	}
+	return nil
 }
 
 // masks says whether conntrack marks are in ct_mark (every chassis can
@@ -189,15 +226,21 @@ func prefixOrHost(p netip.Prefix) string {
 // distributedNAT writes the NAT flows of a distributed router, whose NAT
 // happens on its gateway port's chassis (or, for distributed
 // dnat_and_snat, on the chassis of the logical port).
-func distributedNAT(g *gen, r *logicalRouter, dgp *routerPort, nats []natRule) {
+func distributedNAT(g *gen, r *logicalRouter, nats []natRule) {
 	dp := r.dp
-	out := fmt.Sprintf("outport == %q", dgp.nb.Name)
-	in := fmt.Sprintf("inport == %q", dgp.nb.Name)
-	crResident := fmt.Sprintf("is_chassis_resident(%q)", dgp.crName)
-
-	seenExt := map[netip.Addr]bool{}
+	// seenExt: the external addresses, each with the port of its first
+	// rule, which writes the address's own flows.
+	seenExt := map[netip.Addr]*routerPort{}
+	var dgps []*routerPort
 	var snatIPs []netip.Addr
 	for _, n := range nats {
+		dgp := n.dgp
+		if !slices.Contains(dgps, dgp) {
+			dgps = append(dgps, dgp)
+		}
+		out := fmt.Sprintf("outport == %q", dgp.nb.Name)
+		in := fmt.Sprintf("inport == %q", dgp.nb.Name)
+		crResident := fmt.Sprintf("is_chassis_resident(%q)", dgp.crName)
 		ipf := ipFamily(n.ext)
 		id := n.nb.UUID
 		resident := crResident
@@ -207,8 +250,8 @@ func distributedNAT(g *gen, r *logicalRouter, dgp *routerPort, nats []natRule) {
 		if n.nb.Type == "snat" {
 			snatIPs = append(snatIPs, n.ext)
 		}
-		if !seenExt[n.ext] {
-			seenExt[n.ext] = true
+		if seenExt[n.ext] == nil {
+			seenExt[n.ext] = dgp
 			mac := dgp.mac
 			replyMAC := "xreg0[0..47]"
 			if n.distributed {
@@ -284,9 +327,11 @@ func distributedNAT(g *gen, r *logicalRouter, dgp *routerPort, nats []natRule) {
 				fmt.Sprintf("eth.src = %s; reg1 = %s; next;", n.extMAC, n.ext), id)
 		}
 	}
-	for _, a := range addrsOf(dgp.nets) {
-		if seenExt[a] {
-			g.Flow(dp, LRInIPInput, 120, fmt.Sprintf("%s && %s.src == %s", in, ipFamily(a), a), "next;")
+	for _, dgp := range dgps {
+		for _, a := range addrsOf(dgp.nets) {
+			if seenExt[a] == dgp {
+				g.Flow(dp, LRInIPInput, 120, fmt.Sprintf("inport == %q && %s.src == %s", dgp.nb.Name, ipFamily(a), a), "next;")
+			}
 		}
 	}
 	snatDrops(g, dp, snatIPs)

@@ -264,18 +264,26 @@ func lbOnRouters(g *gen, lb *nb.LoadBalancer, vips []lbVIP, proto string, down m
 		}
 		t := lbRouterTarget{dp: g.Datapath(id), router: id, chassis: lr.Options["chassis"] != "", force: lr.Options["lb_force_snat_ip"] != ""}
 		if lr.Options["chassis"] == "" {
-			ports := routerPortsOf(g, id)
-			for i := range ports {
-				if ports[i].gateway {
-					t.dgp = &ports[i]
-					break
-				}
-			}
+			t.dgp = lbGatewayPort(routerPortsOf(g, id))
 		}
 		for i := range vips {
 			lbRouterVIPFlows(g, &t, lb, &vips[i], proto, down, ct)
 		}
 	}
+}
+
+// lbGatewayPort returns the distributed gateway port that load balancing
+// on a distributed router happens on: of several (which
+// ovn-architecture(7) says load balancing does not support yet), the one ovn-northd 23.03 uses, the
+// first in the router's ports column, which is ordered by UUID.
+func lbGatewayPort(ports []routerPort) *routerPort {
+	var dgp *routerPort
+	for i := range ports {
+		if ports[i].gateway && (dgp == nil || ports[i].nb.UUID.Compare(dgp.nb.UUID) < 0) {
+			dgp = &ports[i]
+		}
+	}
+	return dgp
 }
 
 // lbRouterVIPFlows writes one VIP's flows on one router.
