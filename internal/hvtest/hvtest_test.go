@@ -72,6 +72,7 @@ var govnNorthdPasses = map[string]bool{
 	"TestLogicalSwitch":   true,
 	"TestLocalnetAndMove": true,
 	"TestRouter":          true,
+	"TestGatewayRouter":   true,
 }
 
 // govnChassisPasses lists the scenarios govn chassis passes, alone and

@@ -37,7 +37,8 @@ func RunToolIfAsked() {
 // runTool runs one tool:
 //
 //	http-serve ADDR BODY   answer every HTTP request with BODY and a newline,
-//	                       except GET /ip: the client's address
+//	                       except GET /ip: the client's address, and GET
+//	                       /peer: BODY, a space and the client's address
 //	http-get URL           one GET on a new connection; print the body
 //	dhcp4 DEV              get a DHCPv4 lease on DEV; print "ADDR/BITS ROUTER"
 //	                       (ROUTER "-" if none); configures nothing
@@ -92,13 +93,17 @@ func httpServe(ctx context.Context, addr, body string) error {
 			// Close every connection: a load balancer picks a backend
 			// per connection, and each request should be a new pick.
 			w.Header().Set("Connection", "close")
-			if r.URL.Path == "/ip" {
-				// Who the client seems to be, to see NAT at work.
-				host, _, _ := net.SplitHostPort(r.RemoteAddr)
+			// Who the client seems to be, to see NAT at work.
+			host, _, _ := net.SplitHostPort(r.RemoteAddr)
+			switch r.URL.Path {
+			case "/ip":
 				fmt.Fprintln(w, host)
-				return
+			case "/peer":
+				// Which backend saw whom, for NAT behind a load balancer.
+				fmt.Fprintln(w, body, host)
+			default:
+				fmt.Fprintln(w, body)
 			}
-			fmt.Fprintln(w, body)
 		}),
 		ReadHeaderTimeout: 5 * time.Second,
 	}

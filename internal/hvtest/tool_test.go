@@ -53,6 +53,10 @@ func TestHTTPTools(t *testing.T) {
 	if err := httpGet(context.Background(), "http://"+addr+"/ip", &out); err != nil || out.String() != "127.0.0.1\n" {
 		t.Errorf("GET /ip: %q, %v; want the client's address 127.0.0.1", out.String(), err)
 	}
+	out.Reset()
+	if err := httpGet(context.Background(), "http://"+addr+"/peer", &out); err != nil || out.String() != "backend-7 127.0.0.1\n" {
+		t.Errorf("GET /peer: %q, %v; want the body and the client's address", out.String(), err)
+	}
 	cancel()
 	if err := <-served; err != nil {
 		t.Errorf("server: %v", err)

@@ -226,7 +226,8 @@ func (vm *VM) tool(ctx context.Context, args ...string) (*exec.Cmd, error) {
 // HTTPServe serves HTTP on port of every VM address until the test ends;
 // every response's body is the VM's name and a newline, except for path
 // /ip, which answers the client's address as the VM sees it (to check
-// NAT). It returns once the server listens.
+// NAT), and /peer, which answers the VM's name, a space and that address.
+// It returns once the server listens.
 func (vm *VM) HTTPServe(t testing.TB, port uint16) {
 	t.Helper()
 	self, err := os.Executable()
