@@ -54,6 +54,12 @@ type Daemon struct {
 	// looked, and the queue holds its whole new contents.
 	schemas [2]*ovsdb.Schema
 	rebuild [2]bool
+	// nbSince is when the oldest Northbound change in the queue arrived.
+	nbSince time.Time
+	// last is what the last iteration that wrote the Southbound took;
+	// lastRun the last engine run.
+	last    LastWrite
+	lastRun lastRun
 
 	// The rest belongs to the loop.
 	state   *northd.State
@@ -62,7 +68,9 @@ type Daemon struct {
 	locked  bool    // the loop asked for the lock (not paused)
 	active  bool    // the last iteration ran active
 	ranOnce bool    // the engine has run (the first run is a full compute)
-	backoff time.Duration
+	// batchSince is when the oldest Northbound change in batch arrived.
+	batchSince time.Time
+	backoff    time.Duration
 }
 
 // New returns a Daemon for cfg; it connects when Run starts.
@@ -218,6 +226,9 @@ func (d *Daemon) enqueue(db northd.DB, c *client.Client, cs client.ChangeSet) {
 			d.queue.add(tableKey{db, e.Table}, e.Old, e.New)
 		}
 	}
+	if db == northd.NB && d.nbSince.IsZero() {
+		d.nbSince = time.Now()
+	}
 	d.mu.Unlock()
 	d.poke()
 }
@@ -301,6 +312,10 @@ func (d *Daemon) iterate(ctx context.Context) (wait time.Duration, again bool) {
 	}
 	d.batch.merge(d.queue)
 	d.queue = make(changes)
+	if d.batchSince.IsZero() {
+		d.batchSince = d.nbSince
+	}
+	d.nbSince = time.Time{}
 	paused := d.paused
 	d.mu.Unlock()
 	if rebuild[northd.NB] || rebuild[northd.SB] {
@@ -342,7 +357,9 @@ func (d *Daemon) iterate(ctx context.Context) (wait time.Duration, again bool) {
 			unnoded = true
 		}
 	}
-	if _, err := d.engine.Run(ctx, incproc.RunOptions{AllowRecompute: true}); err != nil {
+	started := time.Now()
+	res, err := d.engine.Run(ctx, incproc.RunOptions{AllowRecompute: true})
+	if err != nil {
 		if ctx.Err() != nil {
 			return 0, false
 		}
@@ -353,10 +370,15 @@ func (d *Daemon) iterate(ctx context.Context) (wait time.Duration, again bool) {
 		d.state.Process()
 	}
 	d.ranOnce = true
+	computed := time.Now()
+	d.mu.Lock()
+	d.lastRun = lastRun{took: computed.Sub(started), recomputed: res.Recomputed > 0}
+	d.mu.Unlock()
 
 	txn := d.sb.Txn()
 	txn.Add(client.Operation{Op: "assert", Lock: LockName})
 	if n := d.state.WriteSB(txn); n > 0 {
+		built := time.Now()
 		if _, err := txn.Commit(ctx); err != nil {
 			if ctx.Err() != nil {
 				return 0, false
@@ -366,7 +388,10 @@ func (d *Daemon) iterate(ctx context.Context) (wait time.Duration, again bool) {
 			return d.failed()
 		}
 		d.log.Debug("southbound updated", "ops", n)
+		d.noteWrite(LastWrite{Since: d.batchSince, Engine: computed.Sub(started), Build: built.Sub(computed),
+			Commit: time.Since(built), Ops: n, Recomputed: res.Recomputed > 0})
 	}
+	d.batchSince = time.Time{}
 
 	nbTxn := d.nb.Txn()
 	if n := d.state.WriteNB(nbTxn); n > 0 {
@@ -380,6 +405,59 @@ func (d *Daemon) iterate(ctx context.Context) (wait time.Duration, again bool) {
 	}
 	d.backoff = 0
 	return 0, false
+}
+
+// LastWrite is what the last iteration that wrote the Southbound took.
+type LastWrite struct {
+	// Seq counts the iterations that wrote the Southbound.
+	Seq int
+	// Since is when the oldest Northbound change it applied arrived (zero
+	// if none did), so Since until the commit's reply is the latency of a
+	// Northbound change to the Southbound inside northd.
+	Since time.Time
+	// Engine, Build and Commit are the engine run, building the
+	// transaction and waiting for its reply.
+	Engine, Build, Commit time.Duration
+	Ops                   int
+	Recomputed            bool
+	// Latency is from Since until the commit's reply.
+	Latency time.Duration
+}
+
+func (d *Daemon) noteWrite(w LastWrite) {
+	if !w.Since.IsZero() {
+		w.Latency = time.Since(w.Since)
+	}
+	d.mu.Lock()
+	w.Seq = d.last.Seq + 1
+	d.last = w
+	d.mu.Unlock()
+}
+
+// lastRun is how long the last engine run took and whether it recomputed.
+type lastRun struct {
+	took       time.Duration
+	recomputed bool
+}
+
+// Last returns what the last iteration that wrote the Southbound took.
+func (d *Daemon) Last() LastWrite {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.last
+}
+
+// showLast is the answer to northd/last-write: LastWrite's fields, and
+// the last engine run's (which may have written nothing), one "name:
+// value" a line, durations in microseconds.
+func (d *Daemon) showLast() string {
+	d.mu.Lock()
+	w, r := d.last, d.lastRun
+	d.mu.Unlock()
+	return fmt.Sprintf("seq: %d\nnb-to-sb-usec: %d\nengine-usec: %d\nbuild-usec: %d\ncommit-usec: %d\nops: %d\nrecomputed: %t\n"+
+		"last-run-engine-usec: %d\nlast-run-recomputed: %t\n",
+		w.Seq, w.Latency.Microseconds(), w.Engine.Microseconds(), w.Build.Microseconds(), w.Commit.Microseconds(), w.Ops, w.Recomputed,
+		r.took.Microseconds(), r.recomputed)
 }
 
 // rebuildState replaces the State by a new one for the current schemas:
@@ -467,7 +545,8 @@ func connected(c *client.Client) bool {
 
 // Commands returns the control socket commands ovn-northd answers, but
 // exit (which the caller owns): status, pause, resume, is-paused,
-// nb-connection-status, sb-connection-status and the inc-engine/ ones.
+// nb-connection-status, sb-connection-status and the inc-engine/ ones;
+// and govn's northd/last-write (LastWrite).
 func (d *Daemon) Commands() map[string]func(args []string) (string, error) {
 	noArgs := func(name string, f func() string) func([]string) (string, error) {
 		return func(args []string) (string, error) {
@@ -492,6 +571,9 @@ func (d *Daemon) Commands() map[string]func(args []string) (string, error) {
 		"is-paused":            noArgs("is-paused", func() string { return fmt.Sprintf("%t\n", d.Paused()) }),
 		"nb-connection-status": noArgs("nb-connection-status", connStatus(d.nb)),
 		"sb-connection-status": noArgs("sb-connection-status", connStatus(d.sb)),
+		// govn's own: what the last Southbound write took, for govn
+		// bench northd.
+		"northd/last-write": noArgs("northd/last-write", d.showLast),
 	}
 	for name, f := range d.engine.Commands(d.poke) {
 		cmds[name] = f
