@@ -1,0 +1,37 @@
+// Package northdbench measures govn northd against the real ovn-northd on
+// an ovn-kubernetes-like Northbound. It backs "govn bench northd".
+//
+// The cluster (Shape.Northbound) is "density-heavy": per node a switch
+// with a management port and 30 pods (addresses and port security "MAC
+// IP", requested-chassis), a gateway router with a join port, an external
+// switch with a localnet port, SNAT and routes, and a port on the cluster
+// router with a gateway chassis; services as load balancers with two VIPs
+// and 2 to 10 backends, all in one load balancer group on every node
+// switch and gateway router; per namespace a network policy as a port
+// group with ACLs over the namespace's address set. It is built in one
+// transaction.
+//
+// Each subject — govn northd on govn db, ovn-northd on ovsdb-server, and
+// optionally govn northd on ovsdb-server, which shows the databases' share
+// — gets its own Northbound and Southbound. The northd processes start one
+// after the other, and everything after that alternates between them, so
+// that a shared machine's drifts hit all alike. The figures:
+//
+//   - cold start: from starting the northd until NB_Global.sb_cfg reaches
+//     nb_cfg, which a northd writes once the Southbound transaction for
+//     that Northbound has committed;
+//   - full recompute: from inc-engine/recompute until the northd has used
+//     no CPU for 500 ms (the last busy moment, from /proc schedstat), and
+//     its CPU time meanwhile; govn northd also reports its engine run;
+//   - change latency: 20 of each change (pod add, pod delete, load
+//     balancer backend add, network policy add, node add and node
+//     delete), each one ovn-nbctl --wait=sb invocation through a
+//     persistent ovn-nbctl daemon, p50 and p90; for govn northd also the
+//     time from the Northbound update's arrival to the Southbound commit's
+//     reply (its northd/last-write); between changes the northd is left
+//     to go idle. The engine counters (inc-engine/show-stats) before and
+//     after each kind name the kinds that fell back to a full recompute;
+//   - Logical_Flow and Logical_DP_Group rows, the Southbound file after
+//     compaction (in each server's own format), and the northd's peak RSS
+//     (VmHWM) and CPU time at the end, and its database servers'.
+package northdbench

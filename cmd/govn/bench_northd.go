@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/govn/govn/bench/northdbench"
+)
+
+// benchNorthdCommand is "govn bench northd --nodes N [--json]": govn
+// northd and the real ovn-northd side by side on an ovn-kubernetes-like
+// Northbound (see package northdbench).
+func benchNorthdCommand() *command {
+	return &command{
+		name:    "northd",
+		summary: "govn northd against the real ovn-northd on an ovn-kubernetes-like cluster",
+		usage:   "[--nodes=N] [--json] [--changes=N] [--recomputes=N] [--govn-on-ovsdb-server] [--services=N] [-v] [--keep]",
+		setup: func(fs *flag.FlagSet) leaf {
+			var f northdBenchFlags
+			fs.IntVar(&f.nodes, "nodes", 20, "cluster `N`odes")
+			fs.BoolVar(&f.asJSON, "json", false, "print one JSON object instead of a table")
+			fs.IntVar(&f.changes, "changes", 20, "changes of each kind to time")
+			fs.IntVar(&f.recomputes, "recomputes", 3, "full recomputes to time (the median is kept)")
+			fs.IntVar(&f.services, "services", 0, "load balancers (default: one a node, at least 10)")
+			fs.BoolVar(&f.govnOvsdb, "govn-on-ovsdb-server", false, "also run govn northd on the real ovsdb-server")
+			fs.BoolVar(&f.verbose, "v", false, "log progress to stderr")
+			fs.BoolVar(&f.keep, "keep", false, "keep the databases and logs for inspection")
+			return leaf{run: func(ctx context.Context, s stdio, _ []string) error {
+				return benchNorthd(ctx, s, f)
+			}}
+		},
+	}
+}
+
+// northdBenchFlags are govn bench northd's flags.
+type northdBenchFlags struct {
+	nodes, changes, recomputes, services int
+	asJSON, govnOvsdb, verbose, keep     bool
+}
+
+func benchNorthd(ctx context.Context, s stdio, f northdBenchFlags) error {
+	if f.nodes < 1 || f.nodes > 4000 {
+		return fmt.Errorf("%w: --nodes must be 1 to 4000", errUsage)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding the govn binary: %w", err)
+	}
+	bins, err := northdbench.FindBinaries(self)
+	if err != nil {
+		return err
+	}
+	cfg := northdbench.Config{
+		Shape:             northdbench.Shape{Nodes: f.nodes, Services: f.services},
+		Changes:           f.changes,
+		Recomputes:        f.recomputes,
+		GovnOnOvsdbServer: f.govnOvsdb,
+		Keep:              f.keep,
+	}
+	if f.verbose {
+		cfg.Logger = slog.New(slog.NewTextHandler(s.err, nil))
+	}
+	report, err := northdbench.Run(ctx, bins, cfg)
+	if err != nil {
+		return err
+	}
+	if f.asJSON {
+		enc := json.NewEncoder(s.out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(report)
+	}
+	return report.WriteTable(s.out)
+}
