@@ -93,7 +93,7 @@ func setField(p *port.Packet, k *flow.Key, a flow.DPSetField) {
 		case h.l3 >= 0 && h.ethType == etherTypeIPv6:
 			d[h.l3+7] = uint8(v.Lo)
 		}
-	case flow.TPSrc, flow.TPDst: // also icmp_type, icmp_code
+	case flow.TPSrc, flow.TPDst, flow.ICMPType, flow.ICMPCode: // icmp_type, icmp_code share tp_src's, tp_dst's storage
 		if h.l4 < 0 || h.l4+l4Len(h.proto) > len(d) {
 			return
 		}
@@ -113,7 +113,7 @@ func setField(p *port.Packet, k *flow.Key, a flow.DPSetField) {
 			}
 		case protoICMP, protoICMPv6:
 			o := binary.BigEndian.Uint16(d[h.l4:])
-			if a.Field == flow.TPSrc {
+			if a.Field == flow.TPSrc || a.Field == flow.ICMPType {
 				d[h.l4] = uint8(v.Lo)
 			} else {
 				d[h.l4+1] = uint8(v.Lo)
@@ -124,6 +124,8 @@ func setField(p *port.Packet, k *flow.Key, a flow.DPSetField) {
 				binary.BigEndian.PutUint16(d[h.l4+2:], csumUpdate16(c, o, n))
 			}
 		}
+	case flow.NDTarget, flow.NDSLL, flow.NDTLL:
+		setND(d, h, partial, a.Field, v)
 	case flow.ARPSHA, flow.ARPTHA:
 		if h.ethType == etherTypeARP && h.l3 >= 0 {
 			off := h.l3 + 18
@@ -178,4 +180,45 @@ func set32(d []byte, off int, v uint32, fix func(old, new uint16)) {
 func fixIPv4Header(d []byte, l3 int, old, new uint16) {
 	c := binary.BigEndian.Uint16(d[l3+10:])
 	binary.BigEndian.PutUint16(d[l3+10:], csumUpdate16(c, old, new))
+}
+
+// setND rewrites the target or a link-layer address option of an IPv6
+// neighbor solicitation or advertisement (the controller's nd_ns { } and
+// nd_na { } set them); a message without the option is left alone.
+func setND(d []byte, h headers, partial bool, f flow.Field, v flow.U128) {
+	if h.l4 < 0 || h.proto != protoICMPv6 || h.l4+24 > len(d) || d[h.l4] != 135 && d[h.l4] != 136 {
+		return
+	}
+	put := func(off int, b []byte) {
+		for i := 0; i+1 < len(b); i += 2 {
+			o := binary.BigEndian.Uint16(d[off+i:])
+			n := binary.BigEndian.Uint16(b[i:])
+			binary.BigEndian.PutUint16(d[off+i:], n)
+			fixL4(d, h, partial, o, n)
+		}
+	}
+	if f == flow.NDTarget {
+		var b [16]byte
+		binary.BigEndian.PutUint64(b[:], v.Hi)
+		binary.BigEndian.PutUint64(b[8:], v.Lo)
+		put(h.l4+8, b[:])
+		return
+	}
+	want := byte(1) // source link-layer address
+	if f == flow.NDTLL {
+		want = 2
+	}
+	for off := h.l4 + 24; off+8 <= len(d); {
+		n := int(d[off+1]) * 8
+		if n == 0 {
+			return
+		}
+		if d[off] == want && n == 8 {
+			var b [8]byte
+			binary.BigEndian.PutUint64(b[:], v.Lo<<16)
+			put(off+2, b[:6])
+			return
+		}
+		off += n
+	}
 }

@@ -1,0 +1,371 @@
+package pinctrl
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/govn/govn/datapath/dp"
+	"github.com/govn/govn/ovsdb/client"
+	"github.com/govn/govn/schema/sb"
+)
+
+// Switch is what pinctrl needs of the datapath: its packet-ins and
+// packet-out (dp.Datapath implements it).
+type Switch interface {
+	PacketIns() <-chan dp.PacketIn
+	Execute(dp.PacketOut) error
+}
+
+// Limit is a rate limit: Rate packets a second on average, bursts of
+// Burst.
+type Limit struct {
+	Rate  float64
+	Burst float64
+}
+
+// DefaultLimit is each action kind's limit unless Config.Limits says
+// otherwise: far above what a host's VMs need, far below a flood.
+var defaultLimit = Limit{Rate: 1000, Burst: 1000}
+
+// Config configures a Pinctrl.
+type Config struct {
+	Switch Switch
+	// SB returns the Southbound client, or nil while there is none; it
+	// may change over time.
+	SB     func() *client.Client
+	Logger *slog.Logger
+	// Limits overrides the default limit (1000 a second, bursts of 1000)
+	// per action kind ("put_arp", "arp", "put_dhcp_opts", ...).
+	Limits map[string]Limit
+	// MACBindingQueue bounds the MAC bindings waiting to be written
+	// (default 4096); more are dropped and counted.
+	MACBindingQueue int
+}
+
+// Pinctrl answers the packets the datapath sends to the controller and
+// writes what they teach into the Southbound, on goroutines of its own:
+// the datapath never waits for it, and a flood is cut by rate limits.
+type Pinctrl struct {
+	cfg    Config
+	log    *slog.Logger
+	engine *Engine
+
+	mu       sync.Mutex
+	counters map[string]*KindStats
+	mb       MACBindingStats
+	buckets  map[string]*bucket
+
+	state     *State
+	stateFrom *client.Client
+	stateGen  uint64
+	stateTime time.Time
+	recent    map[BindingKey]string // bindings sent to the writer lately
+	bindings  chan MACBinding
+	outErrors uint64
+}
+
+// KindStats count one kind of controller action.
+type KindStats struct {
+	Handled     uint64 // packet-ins answered
+	RateDropped uint64 // dropped by the kind's rate limit
+	Errors      uint64 // not answered: bad packet, unsupported, ...
+}
+
+// MACBindingStats count put_arp's and put_nd's work.
+type MACBindingStats struct {
+	Learned    uint64 // bindings handed to the writer
+	Duplicates uint64 // already in the Southbound or just sent
+	QueueDrops uint64 // dropped: the writer's queue was full
+	Written    uint64 // rows inserted or updated
+	WriteFails uint64 // transactions that failed
+}
+
+// Stats is a snapshot of a Pinctrl's counters.
+type Stats struct {
+	Kinds        map[string]KindStats
+	MACBindings  MACBindingStats
+	PacketOutErr uint64 // packet-outs the datapath refused
+}
+
+// New returns a Pinctrl; Run starts it.
+func New(cfg Config) (*Pinctrl, error) {
+	e, err := NewEngine()
+	if err != nil {
+		return nil, fmt.Errorf("pinctrl: %w", err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MACBindingQueue <= 0 {
+		cfg.MACBindingQueue = 4096
+	}
+	return &Pinctrl{cfg: cfg, log: cfg.Logger, engine: e, counters: map[string]*KindStats{},
+		buckets: map[string]*bucket{}, recent: map[BindingKey]string{},
+		bindings: make(chan MACBinding, cfg.MACBindingQueue)}, nil
+}
+
+// Run handles packet-ins until ctx ends.
+func (p *Pinctrl) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		p.writeBindings(ctx)
+	}()
+	defer wg.Wait()
+	ins := p.cfg.Switch.PacketIns()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case pi := <-ins:
+			p.handle(&pi, time.Now())
+		}
+	}
+}
+
+// handle answers one packet-in.
+func (p *Pinctrl) handle(pi *dp.PacketIn, now time.Time) {
+	kind := Kind(pi.UserData)
+	p.mu.Lock()
+	ks := p.counters[kind]
+	if ks == nil {
+		if len(p.counters) >= 64 {
+			kind = "other" // bounded: userdata comes from flows, not packets, but stay safe
+		}
+		if ks = p.counters[kind]; ks == nil {
+			ks = &KindStats{}
+			p.counters[kind] = ks
+		}
+	}
+	if !p.allow(kind, now) {
+		ks.RateDropped++
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	st := p.currentState(now)
+	if st == nil {
+		p.count(ks, false)
+		return
+	}
+	out, err := p.engine.Handle(pi, st)
+	if err != nil {
+		p.log.Debug("pinctrl: packet not answered", "action", kind, "err", err)
+	}
+	for _, po := range out.Packets {
+		if xerr := p.cfg.Switch.Execute(po); xerr != nil {
+			p.mu.Lock()
+			p.outErrors++
+			p.mu.Unlock()
+			p.log.Debug("pinctrl: packet-out", "action", kind, "err", xerr)
+		}
+	}
+	for _, b := range out.MACBindings {
+		p.learn(b, st)
+	}
+	p.count(ks, err == nil)
+}
+
+func (p *Pinctrl) count(ks *KindStats, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ok {
+		ks.Handled++
+	} else {
+		ks.Errors++
+	}
+}
+
+// allow takes a token from kind's bucket; p.mu is held.
+func (p *Pinctrl) allow(kind string, now time.Time) bool {
+	b := p.buckets[kind]
+	if b == nil {
+		l, ok := p.cfg.Limits[kind]
+		if !ok {
+			l = defaultLimit
+		}
+		b = &bucket{limit: l, tokens: l.Burst, last: now}
+		p.buckets[kind] = b
+	}
+	return b.take(now)
+}
+
+// bucket is a token bucket.
+type bucket struct {
+	limit  Limit
+	tokens float64
+	last   time.Time
+}
+
+func (b *bucket) take(now time.Time) bool {
+	b.tokens = min(b.limit.Burst, b.tokens+now.Sub(b.last).Seconds()*b.limit.Rate)
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// stateRefresh is how stale the Southbound state may be when the
+// Southbound changes all the time (MAC bindings being written, say).
+const stateRefresh = 100 * time.Millisecond
+
+// currentState returns the Southbound state, rebuilt if the Southbound
+// changed (at most every stateRefresh), or nil without a Southbound.
+func (p *Pinctrl) currentState(now time.Time) *State {
+	c := p.cfg.SB()
+	if c == nil || c.Cache().Schema() == nil {
+		return nil
+	}
+	gen := c.Cache().Generation()
+	if p.state == nil || c != p.stateFrom || gen != p.stateGen && now.Sub(p.stateTime) >= stateRefresh {
+		p.state, p.stateFrom, p.stateGen, p.stateTime = NewState(c.Cache()), c, gen, now
+	}
+	return p.state
+}
+
+// maxRecent bounds the bindings remembered as just sent.
+const maxRecent = 65536
+
+// learn hands a binding to the writer unless the Southbound has it or it
+// was just sent.
+func (p *Pinctrl) learn(b MACBinding, st *State) {
+	mac := b.MAC.String()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st.MACBindings[b.BindingKey] == mac || p.recent[b.BindingKey] == mac {
+		p.mb.Duplicates++
+		return
+	}
+	if len(p.recent) >= maxRecent {
+		clear(p.recent)
+	}
+	select {
+	case p.bindings <- b:
+		p.recent[b.BindingKey] = mac
+		p.mb.Learned++
+	default:
+		p.mb.QueueDrops++
+	}
+}
+
+// writeBindings writes the learned MAC bindings into the Southbound, as
+// many as are waiting in each transaction.
+func (p *Pinctrl) writeBindings(ctx context.Context) {
+	for {
+		var first MACBinding
+		select {
+		case <-ctx.Done():
+			return
+		case first = <-p.bindings:
+		}
+		batch := map[BindingKey]MACBinding{first.BindingKey: first}
+	drain:
+		for len(batch) < 512 {
+			select {
+			case b := <-p.bindings:
+				batch[b.BindingKey] = b
+			default:
+				break drain
+			}
+		}
+		n, err := p.commitBindings(ctx, batch)
+		p.mu.Lock()
+		if err != nil {
+			p.mb.WriteFails++
+			for k := range batch {
+				delete(p.recent, k) // let the next packet try again
+			}
+		} else {
+			p.mb.Written += uint64(n)
+		}
+		p.mu.Unlock()
+		if err != nil && ctx.Err() == nil {
+			p.log.Warn("pinctrl: writing MAC bindings", "err", err)
+		}
+	}
+}
+
+// commitBindings inserts or updates the MAC_Binding rows of batch in one
+// transaction and returns how many it wrote.
+func (p *Pinctrl) commitBindings(ctx context.Context, batch map[BindingKey]MACBinding) (int, error) {
+	c := p.cfg.SB()
+	if c == nil {
+		return 0, fmt.Errorf("no southbound")
+	}
+	keys := make([]BindingKey, 0, len(batch))
+	for k := range batch {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].LogicalPort != keys[j].LogicalPort {
+			return keys[i].LogicalPort < keys[j].LogicalPort
+		}
+		return keys[i].IP.Less(keys[j].IP)
+	})
+	n := 0
+	_, err := c.Do(ctx, func(t *client.Txn) error {
+		n = 0
+		existing := map[BindingKey]sb.MACBinding{}
+		for _, m := range client.List[sb.MACBinding](c.Cache()) {
+			if ip, err := netip.ParseAddr(m.IP); err == nil {
+				existing[BindingKey{m.LogicalPort, ip}] = m
+			}
+		}
+		for _, k := range keys {
+			b := batch[k]
+			mac := b.MAC.String()
+			row := sb.MACBinding{Datapath: b.Datapath.UUID, LogicalPort: k.LogicalPort, IP: k.IP.String(), MAC: mac, Timestamp: b.Timestamp}
+			old, ok := existing[k]
+			switch {
+			case ok && strings.EqualFold(old.MAC, mac):
+				continue
+			case ok:
+				t.UpdateModel(&row, old.UUID, "mac", "timestamp")
+			default:
+				t.InsertModel(&row)
+			}
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
+// Stats returns a snapshot of the counters.
+func (p *Pinctrl) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := Stats{Kinds: map[string]KindStats{}, MACBindings: p.mb, PacketOutErr: p.outErrors}
+	for k, v := range p.counters {
+		s.Kinds[k] = *v
+	}
+	return s
+}
+
+// String formats s for the pinctrl/show command, one kind a line.
+func (s Stats) String() string {
+	var b strings.Builder
+	kinds := make([]string, 0, len(s.Kinds))
+	for k := range s.Kinds {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		v := s.Kinds[k]
+		fmt.Fprintf(&b, "%s: handled %d, rate-dropped %d, errors %d\n", k, v.Handled, v.RateDropped, v.Errors)
+	}
+	m := s.MACBindings
+	fmt.Fprintf(&b, "mac bindings: learned %d, duplicates %d, queue drops %d, written %d, failed transactions %d\n",
+		m.Learned, m.Duplicates, m.QueueDrops, m.Written, m.WriteFails)
+	fmt.Fprintf(&b, "packet-out errors: %d\n", s.PacketOutErr)
+	return b.String()
+}
