@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/govn/govn/datapath/flow"
@@ -16,6 +17,7 @@ import (
 	"github.com/govn/govn/datapath/switchd"
 	"github.com/govn/govn/ovsdb"
 	"github.com/govn/govn/ovsdb/client"
+	"github.com/govn/govn/pinctrl"
 	"github.com/govn/govn/schema/sb"
 	"github.com/govn/govn/schema/vswitch"
 	"github.com/govn/govn/unixctl"
@@ -60,6 +62,7 @@ type chassis struct {
 	sbRemote string
 	sb       *client.Client
 	sbCancel context.CancelFunc
+	sbNow    atomic.Pointer[client.Client] // sb, for pinctrl's goroutine
 
 	ifaces   map[string]*iface // by interface name
 	nextPort uint32
@@ -117,6 +120,10 @@ func Run(ctx context.Context, cfg Config) error {
 	c := &chassis{cfg: cfg, log: log, local: local, sw: sw, tr: tr, ifaces: map[string]*iface{}, nextPort: 1,
 		installed: map[string]flow.Rule{}, problems: map[string]bool{}}
 	defer c.stopSB()
+	pc, err := pinctrl.New(pinctrl.Config{Switch: sw.Datapath(), SB: c.sbNow.Load, Logger: log.With("module", "pinctrl")})
+	if err != nil {
+		return err
+	}
 	swDone := make(chan error, 1)
 	go func() { swDone <- sw.Run(ctx, nil) }()
 	if cfg.Commands != nil {
@@ -125,9 +132,10 @@ func Run(ctx context.Context, cfg Config) error {
 			return "govn chassis (ovn-controller of OVN 23.03, ovs-vswitchd of Open vSwitch 3.1)\n", nil
 		}
 		cmds["ct-zone-list"] = c.ctZoneList
+		cmds["pinctrl/show"] = func([]string) (string, error) { return pc.Stats().String(), nil }
 		cfg.Commands(cmds)
 	}
-	go c.drainPacketIns(ctx)
+	go pc.Run(ctx)
 
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
@@ -152,25 +160,12 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 }
 
-// drainPacketIns takes the packets the datapath hands to the
-// controller; pinctrl does not exist yet, so they are counted and dropped.
-func (c *chassis) drainPacketIns(ctx context.Context) {
-	ins := c.sw.Datapath().PacketIns()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case pi := <-ins:
-			c.log.Debug("packet to the controller dropped (no pinctrl yet)", "in_port", pi.InPort, "userdata", string(pi.UserData))
-		}
-	}
-}
-
 func (c *chassis) stopSB() {
 	if c.sbCancel != nil {
 		c.sbCancel()
 		c.sb.Close()
 		c.sb, c.sbCancel = nil, nil
+		c.sbNow.Store(nil)
 	}
 }
 
@@ -258,6 +253,7 @@ func (c *chassis) startSB(ctx context.Context, remote string) error {
 	}
 	go cl.Run(sctx)
 	c.sb, c.sbCancel = cl, cancel
+	c.sbNow.Store(cl)
 	c.log.Info("connecting to the southbound", "remote", remote)
 	return nil
 }

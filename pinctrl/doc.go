@@ -1,0 +1,63 @@
+// Package pinctrl is the part of govn chassis that answers packets in
+// software: the packets OVN's logical flows send to the controller
+// (controller() with the action's text as userdata, see package lflow)
+// for it to build a reply, a request, or a Southbound row.
+//
+// # Structure
+//
+// Engine is the pure core: Handle takes one packet-in (dp.PacketIn: the
+// frame, the registers and table where the action ran, the continuation
+// of a paused pipeline) and the Southbound State, and returns the
+// packet-outs to run (dp.PacketOut) and the MAC bindings learned. It does
+// no I/O, so tests drive it with real frames.
+//
+// Pinctrl runs it: one goroutine takes the datapath's packet-ins (the
+// datapath drops them when the queue is full and never waits), rate
+// limits them per action kind (a token bucket each, 1000 a second by
+// default), and executes the packet-outs; another writes MAC_Binding rows
+// in batches. Bindings already in the Southbound, or just sent, are not
+// sent again. Every kind has counters (handled, rate-dropped, errors);
+// govn chassis shows them with the pinctrl/show command.
+//
+// # Actions
+//
+// Nested actions build a new packet from the one received and run their
+// body on it from the pipeline position of the action (the body is
+// compiled with lflow in that table's logical pipeline, on the packet's
+// datapath, with its registers):
+//
+//	arp { }             ARP request for ip4.dst from ip4.src
+//	nd_ns { }           neighbor solicitation for ip6.dst
+//	nd_na { }, nd_na_router { }
+//	                    the advertisement answering a solicitation
+//	icmp4 { }, icmp4_error { }, icmp6 { }, icmp6_error { }
+//	                    ICMP errors quoting the datagram (as much as fits
+//	                    576 bytes for IPv4, 1280 for IPv6, as RFC 1812 and
+//	                    RFC 4443 say); icmp4.frag_mtu and icmp6.frag_mtu
+//	                    fill "fragmentation needed" and "packet too big"
+//	tcp_reset { }       the RST that ovn-sb(5)'s pseudocode describes
+//	reject { }          a RST for TCP, ICMP port unreachable otherwise,
+//	                    addresses exchanged
+//
+// Actions with a result pause the pipeline; pinctrl rewrites the packet,
+// stores 1 in the result (0 if the action does not apply: a DHCPRELEASE,
+// a name not in the DNS table) and resumes the pipeline where it paused:
+//
+//	put_dhcp_opts       DHCPv4 offer, ack, nak (a request for another
+//	                    address), inform ack without lease; every option
+//	                    type of lflow's table (addresses, integers,
+//	                    strings, domain lists per RFC 3397, classless
+//	                    routes per RFC 3442; next_server is siaddr,
+//	                    bootfile_name_alt the boot file of iPXE clients)
+//	put_dhcpv6_opts     Advertise (Reply with rapid commit) and Reply, with
+//	                    the address in an IA_NA of the client's IAID
+//	dns_lookup          A, AAAA, ANY and PTR answers from the datapath's
+//	                    DNS records
+//	put_nd_ra_opts      the router advertisement answering a solicitation
+//
+// put_arp and put_nd learn a MAC binding (logical port, IP, MAC) to write.
+//
+// Not done yet: periodic router advertisements, gratuitous ARP for NAT
+// addresses, IGMP/MLD, put_fdb, service monitor probes, BFD, bind_vport,
+// trigger_event, sctp_abort; their packet-ins are counted as errors.
+package pinctrl
