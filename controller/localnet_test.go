@@ -75,6 +75,11 @@ func checkPackets(t *testing.T, in *Input, cases []packetCase) {
 				t.Fatal(err)
 			}
 			res := p.Translate(&k, xlate.Options{})
+			// What the packet learned applies to the next ones, as the
+			// datapath installs it with the megaflow.
+			if err := res.Learned.Install(); err != nil {
+				t.Fatal(err)
+			}
 			if got := dpActions(res.Actions); got != tc.want {
 				t.Errorf("%s:\n got %s\nwant %s (err %v)", tc.packet, got, tc.want, res.Err)
 			}

@@ -152,6 +152,7 @@ func (t *Translator) Translate(in *Input) *Output {
 	tr.index()
 	tr.fixedRules()
 	tr.physical()
+	tr.lookups()
 	tr.logical()
 	return tr.out
 }
