@@ -30,9 +30,9 @@ type State struct {
 	dirtyRecords map[recordKey]struct{}
 	refs         map[ovsdb.UUID]recordKey // placeholder UUID -> record
 
-	dpIDs   map[ovsdb.UUID]dpID // Northbound datapath row -> number
-	dpNB    []ovsdb.UUID        // number -> Northbound row
-	keys    map[ovsdb.UUID]*keySpace
+	dpIDs map[ovsdb.UUID]dpID // Northbound datapath row -> number
+	dpNB  []ovsdb.UUID        // number -> Northbound row
+	keys  map[ovsdb.UUID]*keySpace
 	// bfdDisc holds the discriminators of the BFD sessions the Southbound
 	// had when the State first read it (seedKeys): each session keeps its.
 	bfdDisc map[string]int64
