@@ -46,6 +46,16 @@ var vmName = regexp.MustCompile(`^[A-Za-z0-9-]{1,32}$`)
 // Cluster.WaitPortUp.
 func (c *Cluster) AddVM(t testing.TB, hv *Hypervisor, spec VMSpec) *VM {
 	t.Helper()
+	vm := c.NewVM(t, hv, spec)
+	vm.Plug(t)
+	return vm
+}
+
+// NewVM is AddVM without the plugging in: the VM's interface is up, its
+// veth's other end (Port) up in hv's namespace but on no bridge until
+// Plug.
+func (c *Cluster) NewVM(t testing.TB, hv *Hypervisor, spec VMSpec) *VM {
+	t.Helper()
 	if !vmName.MatchString(spec.Name) {
 		t.Fatalf("hvtest: VM name %q: want 1 to 32 letters, digits or '-'", spec.Name)
 	}
@@ -63,9 +73,16 @@ func (c *Cluster) AddVM(t testing.TB, hv *Hypervisor, spec VMSpec) *VM {
 	vm.NS = c.newNS(t, "vm-"+spec.Name)
 	mustRun(t, nil, "ip", "link", "add", vm.Port, "netns", hv.NS, "type", "veth", "peer", "name", vm.Dev, "netns", vm.NS)
 	vm.plugIn(t, spec.Addr, spec.Gateway, hv.NS)
-	hv.Vsctl(t, "add-port", "br-int", vm.Port,
-		"--", "set", "Interface", vm.Port, "external_ids:iface-id="+spec.LSP)
 	return vm
+}
+
+// Plug adds the VM's port to its hypervisor's br-int with
+// external_ids:iface-id set to its logical switch port, in one ovs-vsctl
+// call, as a hypervisor's VM manager does when it starts a VM.
+func (vm *VM) Plug(t testing.TB) {
+	t.Helper()
+	vm.HV.Vsctl(t, "add-port", "br-int", vm.Port,
+		"--", "set", "Interface", vm.Port, "external_ids:iface-id="+vm.LSP)
 }
 
 // AddExternal makes a namespace on the provider network (Options.Physnet),
@@ -140,8 +157,7 @@ func (vm *VM) MoveTo(t testing.TB, hv *Hypervisor) {
 		gw = f[2]
 	}
 	vm.plugIn(t, addr, gw, hv.NS)
-	hv.Vsctl(t, "add-port", "br-int", vm.Port,
-		"--", "set", "Interface", vm.Port, "external_ids:iface-id="+vm.LSP)
+	vm.Plug(t)
 }
 
 // SetAddr gives the VM's interface an address and, if gateway is not
