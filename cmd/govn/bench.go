@@ -13,12 +13,13 @@ func benchCommand() *command {
 	return &command{
 		name:    "bench",
 		summary: "side-by-side benchmarks against the real OVN/OVS on this machine",
-		usage:   "ovsdb|datapath|conntrack|northd [--json] [FLAGS]",
+		usage:   "ovsdb|datapath|conntrack|northd|chassis [--json] [FLAGS]",
 		subs: []*command{
 			benchOVSDBCommand(),
 			benchDatapathCommand(),
 			benchConntrackCommand(),
 			benchNorthdCommand(),
+			benchChassisCommand(),
 			{
 				// govn bench datapath re-executes govn as a traffic
 				// tool and as the switch inside its namespaces.

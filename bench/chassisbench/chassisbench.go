@@ -1,0 +1,263 @@
+// Package chassisbench measures govn chassis against a real OVN
+// hypervisor (ovn-controller with ovs-vswitchd's userspace datapath) on
+// this machine. It backs "govn bench chassis".
+//
+// The one measurement so far is port-up latency (issue 11 (c)): the time
+// from binding a VM's port to its first packet through. Each side gets a
+// cluster of its own from package hvtest: the real ovn-northd, and two
+// hypervisors in network namespaces that run the chassis under test; a
+// probe VM sits on hv2. Then, one after another, new VMs join hv1. For
+// each, untimed: its logical switch port is created and every chassis
+// has caught up (ovn-nbctl --wait=hv); its namespace, veth and static
+// neighbour entries (towards the probe, and the probe's towards it) are
+// made, and ping starts in it, sending an echo request to the probe
+// every 5 ms. Timed: the clock starts just before
+//
+//	ovs-vsctl add-port br-int vifN -- set Interface vifN external_ids:iface-id=pN
+//
+// and stops at the first echo reply (ping -D's timestamp). The reply
+// crosses both chassis and the Geneve tunnel between them, so both must
+// have acted on the new binding. The static neighbours keep ARP, whose
+// retries come a second apart, out of the figure. A first port, not
+// counted, warms up the tunnel (the first packets to a new tunnel
+// neighbour are lost while it is resolved).
+//
+// The figures are p50 and p90 (nearest rank) over the ports. The issue's
+// goal is a govn p50 of at most 100 ms.
+package chassisbench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/govn/govn/internal/hvtest"
+)
+
+// Options configure Run.
+type Options struct {
+	// Govn is the program and leading arguments of govn chassis, e.g.
+	// {"/usr/bin/govn", "chassis"}.
+	Govn []string
+	// Ports is how many ports to bind on each side (default 100).
+	Ports int
+	// OVN says to measure the real ovn-controller and ovs-vswitchd too.
+	OVN bool
+	// Timeout bounds the wait for one port's first reply (default 5 s);
+	// a port that takes longer counts as failed.
+	Timeout time.Duration
+	// Log receives progress; nil for none.
+	Log *slog.Logger
+}
+
+// GoalP50 is issue 11's goal for govn's median port-up latency.
+const GoalP50 = 100 * time.Millisecond
+
+// Figures are one side's port-up latencies.
+type Figures struct {
+	Chassis string `json:"chassis"`
+	// Ports is how many ports came up; Failed how many did not within
+	// the timeout.
+	Ports     int       `json:"ports"`
+	Failed    int       `json:"failed"`
+	P50Ms     float64   `json:"p50_ms"`
+	P90Ms     float64   `json:"p90_ms"`
+	MinMs     float64   `json:"min_ms"`
+	MaxMs     float64   `json:"max_ms"`
+	SamplesMs []float64 `json:"samples_ms"` // in the order the ports were bound
+}
+
+// Report is the outcome of Run.
+type Report struct {
+	Govn Figures  `json:"govn"`
+	OVN  *Figures `json:"ovn,omitempty"`
+	// OVNSkipped says why there is no OVN side, if there is none.
+	OVNSkipped string `json:"ovn_skipped,omitempty"`
+	// Ratio is govn's p50 over OVN's: below 1 govn is faster.
+	Ratio    float64 `json:"p50_ratio_govn_over_ovn,omitempty"`
+	GoalP50  float64 `json:"goal_p50_ms"`
+	GoalMet  bool    `json:"goal_met"`
+	Interval float64 `json:"ping_interval_ms"`
+}
+
+// pingInterval is how often a new VM sends its echo request: the
+// figures' resolution.
+const pingInterval = 5 * time.Millisecond
+
+// Run measures govn chassis and, if asked, the real OVN hypervisor, one
+// after the other. It needs root and the OVN and OVS programs (the real
+// ovn-northd serves both sides).
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	if len(opts.Govn) == 0 {
+		return nil, errors.New("chassisbench: no govn chassis command")
+	}
+	if opts.Ports <= 0 {
+		opts.Ports = 100
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 5 * time.Second
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if why := hvtest.Available(); why != "" {
+		return nil, fmt.Errorf("chassisbench: %s", why)
+	}
+	r := &Report{GoalP50: ms(GoalP50), Interval: ms(pingInterval)}
+	g, err := portUp(ctx, opts, "govn chassis", hvtest.GovnChassis{Argv: opts.Govn})
+	if err != nil {
+		return nil, fmt.Errorf("govn chassis: %w", err)
+	}
+	r.Govn = g
+	r.GoalMet = g.Ports > 0 && g.Failed == 0 && g.P50Ms <= ms(GoalP50)
+	if !opts.OVN {
+		r.OVNSkipped = "not asked for"
+		return r, nil
+	}
+	o, err := portUp(ctx, opts, "ovn-controller + ovs-vswitchd", hvtest.RealChassis{})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		r.OVNSkipped = err.Error()
+		return r, nil
+	}
+	r.OVN = &o
+	if o.P50Ms > 0 {
+		r.Ratio = g.P50Ms / o.P50Ms
+	}
+	return r, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// probe is the VM on hv2 that every new port pings.
+var probe = hvtest.VMSpec{Name: "probe", LSP: "probe", MAC: "0a:00:00:00:00:02", Addr: "10.0.0.2/16"}
+
+// portUp builds a cluster whose hypervisors run ch and binds the ports.
+func portUp(ctx context.Context, opts Options, name string, ch hvtest.Chassis) (Figures, error) {
+	f := Figures{Chassis: name}
+	log := opts.Log.With("chassis", name)
+	var samples []time.Duration
+	err := withTB(log, func(t *tb) {
+		log.Info("building the cluster")
+		c := hvtest.New(t, hvtest.Options{Hypervisors: 2, Chassis: func(int) hvtest.Chassis { return ch }})
+		c.NBCtl(t, "ls-add", "ls0")
+		c.NBCtl(t, "lsp-add", "ls0", probe.LSP, "--", "lsp-set-addresses", probe.LSP, probe.MAC+" "+ip(probe))
+		p := c.AddVM(t, c.Hypervisor(2), probe)
+		c.WaitPortUp(t, probe.LSP)
+		for i := 0; i <= opts.Ports; i++ {
+			if ctx.Err() != nil {
+				t.Fatal(ctx.Err())
+			}
+			d, err := bindOne(ctx, t, c, p, i, opts.Timeout)
+			switch {
+			case i == 0 && err != nil:
+				t.Fatalf("warm-up port: %v", err)
+			case i == 0:
+				log.Info("warm-up port up", "ms", ms(d))
+			case err != nil:
+				f.Failed++
+				log.Warn("port not up", "port", i, "err", err)
+			default:
+				samples = append(samples, d)
+				log.Debug("port up", "port", i, "ms", ms(d))
+			}
+		}
+	})
+	if err != nil {
+		return f, err
+	}
+	f.summarize(samples)
+	log.Info("done", "p50_ms", f.P50Ms, "p90_ms", f.P90Ms, "failed", f.Failed)
+	return f, nil
+}
+
+// ip is a VM's address without its prefix length.
+func ip(s hvtest.VMSpec) string {
+	a, _, _ := strings.Cut(s.Addr, "/")
+	return a
+}
+
+// bindOne makes port i and VM pI on hv1 and returns how long after the
+// start of its add-port the probe's first reply reached it.
+func bindOne(ctx context.Context, t *tb, c *hvtest.Cluster, probeVM *hvtest.VM, i int, timeout time.Duration) (time.Duration, error) {
+	name := "p" + strconv.Itoa(i)
+	spec := hvtest.VMSpec{Name: name, LSP: name,
+		MAC:  fmt.Sprintf("0a:00:00:01:%02x:%02x", i>>8, i&0xff),
+		Addr: fmt.Sprintf("10.0.%d.%d/16", 1+i/250, 1+i%250)}
+	c.NBCtl(t, "--wait=hv", "lsp-add", "ls0", name, "--", "lsp-set-addresses", name, spec.MAC+" "+ip(spec))
+	vm := c.NewVM(t, c.Hypervisor(1), spec)
+	for _, n := range []struct {
+		in       *hvtest.VM
+		ip, addr string
+	}{{vm, probeVM.IP(), probeVM.MAC}, {probeVM, vm.IP(), vm.MAC}} {
+		if out, err := n.in.Command(ctx, "ip", "neigh", "replace", n.ip, "lladdr", n.addr, "dev", n.in.Dev, "nud", "permanent").CombinedOutput(); err != nil {
+			t.Fatalf("static neighbour in %s: %v: %s", n.in.Name, err, out)
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout+5*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	ping := vm.Command(pctx, "ping", "-n", "-D", "-c", "1",
+		"-i", strconv.FormatFloat(pingInterval.Seconds(), 'f', 3, 64),
+		"-w", strconv.Itoa(int(math.Ceil(timeout.Seconds()))), probeVM.IP())
+	ping.Stdout, ping.Stderr = &out, &out
+	if err := ping.Start(); err != nil {
+		t.Fatalf("ping in %s: %v", name, err)
+	}
+	start := time.Now()
+	vm.Plug(t)
+	err := ping.Wait()
+	at, ok := firstReply(out.Bytes())
+	if !ok {
+		return 0, fmt.Errorf("%s: no reply from the probe within %v (%v): %s", name, timeout, err, bytes.TrimSpace(out.Bytes()))
+	}
+	return at.Sub(start), nil
+}
+
+var replyLine = regexp.MustCompile(`(?m)^\[(\d+)\.(\d+)\] \d+ bytes from `)
+
+// firstReply is the time of the first echo reply in ping -D's output.
+func firstReply(out []byte) (time.Time, bool) {
+	m := replyLine.FindSubmatch(out)
+	if m == nil {
+		return time.Time{}, false
+	}
+	sec, err1 := strconv.ParseInt(string(m[1]), 10, 64)
+	nsec, err2 := strconv.ParseInt((string(m[2]) + "000000000")[:9], 10, 64)
+	if err1 != nil || err2 != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(sec, nsec), true
+}
+
+// summarize fills in the figures from the samples.
+func (f *Figures) summarize(samples []time.Duration) {
+	f.Ports = len(samples)
+	f.SamplesMs = make([]float64, len(samples))
+	for i, d := range samples {
+		f.SamplesMs[i] = math.Round(ms(d)*1000) / 1000
+	}
+	if len(samples) == 0 {
+		return
+	}
+	sorted := append([]float64(nil), f.SamplesMs...)
+	sort.Float64s(sorted)
+	f.P50Ms, f.P90Ms = rank(sorted, 50), rank(sorted, 90)
+	f.MinMs, f.MaxMs = sorted[0], sorted[len(sorted)-1]
+}
+
+// rank is the p-th percentile of sorted values by nearest rank.
+func rank(sorted []float64, p float64) float64 {
+	i := int(math.Ceil(p/100*float64(len(sorted)))) - 1
+	return sorted[max(i, 0)]
+}
