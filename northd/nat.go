@@ -322,7 +322,21 @@ func distributedNAT(g *gen, r *logicalRouter, nats []natRule) {
 			}
 		}
 		if n.distributed {
-			g.FlowHint(dp, LRInAdmission, 50, fmt.Sprintf("eth.dst == %s && %s && %s", n.extMAC, in, resident), fmt.Sprintf("xreg0[0..47] = %s; next;", dgp.mac), id)
+			admit := fmt.Sprintf("xreg0[0..47] = %s; next;", dgp.mac)
+			if mtu := dgp.gatewayMTU(); mtu > 0 {
+				// Too big for the gateway port's MTU, on the way in to
+				// the rule's own chassis: answered from the external
+				// address and MAC.
+				admit = fmt.Sprintf("reg9[1] = check_pkt_larger(%d); %s", mtu+ethHeaderLen, admit)
+				icmp := fmt.Sprintf("icmp4_error {reg9[0] = 1; reg9[1] = 0; eth.dst = eth.src; eth.src = %s; ip4.dst = ip4.src; ip4.src = %s; ip.ttl = 254; icmp4.type = 3; /* Destination Unreachable. */ icmp4.code = 4; /* Frag Needed and DF was Set. */ icmp4.frag_mtu = %d; outport = %q; flags.loopback = 1; output; };",
+					n.extMAC, n.ext, mtu, dgp.nb.Name)
+				if n.ext.Is6() {
+					icmp = fmt.Sprintf("icmp6_error {reg9[0] = 1; reg9[1] = 0; eth.dst = eth.src; eth.src = %s; ip6.dst = ip6.src; ip6.src = %s; ip.ttl = 254; icmp6.type = 2; /* Packet Too Big. */ icmp6.code = 0; icmp6.frag_mtu = %d; outport = %q; flags.loopback = 1; output; };",
+						n.extMAC, n.ext, mtu, dgp.nb.Name)
+				}
+				g.FlowHint(dp, LRInIPInput, 160, fmt.Sprintf("%s && reg9[1] && reg9[0] == 0 && %s && %s.dst == %s", in, ipf, ipf, n.ext), icmp, id)
+			}
+			g.FlowHint(dp, LRInAdmission, 50, fmt.Sprintf("eth.dst == %s && %s && %s", n.extMAC, in, resident), admit, id)
 			g.FlowHint(dp, LRInGWRedirect, 100, fmt.Sprintf("%s.src == %s && %s && %s", ipf, n.logical.Addr(), out, resident),
 				fmt.Sprintf("eth.src = %s; reg1 = %s; next;", n.extMAC, n.ext), id)
 		}

@@ -195,18 +195,18 @@ func routerPortBindings(g *gen, r *logicalRouter, p *routerPort) {
 		typ = "l3gateway"
 		opts["l3gateway-chassis"] = r.chassis
 	}
+	// What ovn-northd 23.03 writes of a port's own options, only when it
+	// is connected to a switch.
 	if peer, ok := peerOf(g, p); ok {
 		opts["peer"] = peer
-	}
-	if p.gateway {
-		opts["chassis-redirect-port"] = p.crName
-	}
-	for k, v := range p.nb.Options {
-		switch k {
-		case "reside-on-redirect-chassis", "dynamic-routing", "requested-tnl-key", "prefix_delegation", "prefix", "ipv6_prefix":
-			if k != "requested-tnl-key" {
-				opts[k] = v
-			}
+		if p.gateway {
+			opts["chassis-redirect-port"] = p.crName
+		}
+		if p.nb.Options["prefix_delegation"] == "true" {
+			opts["ipv6_prefix_delegation"] = "true"
+		}
+		if p.nb.Options["prefix"] == "true" {
+			opts["ipv6_prefix"] = "true"
 		}
 	}
 	for k, v := range routerPortRAOptions(p) {
