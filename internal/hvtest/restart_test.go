@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -21,9 +22,32 @@ import (
 // second; not one echo is lost, because the datapaths keep their flows
 // while the controllers reconnect. Afterwards both controllers follow the
 // Southbound again: --wait=hv returns, and a port bound after the restart
-// comes up and answers (issue 11 (e), its first half).
+// comes up and answers (issue 11 (e), its first half). The Southbound is
+// served by the real ovsdb-server, and then by govn db.
 func TestGovnChassisSouthboundRestart(t *testing.T) {
-	c := govnChassisCluster(t, 2)
+	t.Run("ovsdb-server", func(t *testing.T) {
+		c := govnChassisCluster(t, 2)
+		southboundRestart(t, c, func() { stopCentralDB(t, c, "sb") }, func() { restartCentralDB(t, c, "sb") })
+	})
+	t.Run("govn-db", func(t *testing.T) {
+		if why := Available(); why != "" {
+			t.Skip(why)
+		}
+		var govn govnBinary
+		t.Cleanup(govn.remove)
+		bin := govn.get(t)
+		govnHas(t, bin, "chassis")
+		govnHas(t, bin, "db")
+		db := startGovnDB(t, bin, "sb")
+		g := GovnChassis{Argv: []string{bin, "chassis"}}
+		c := New(t, Options{Hypervisors: 2, SB: db.sock, Chassis: func(int) Chassis { return g }})
+		southboundRestart(t, c, db.stop, db.start)
+	})
+}
+
+// southboundRestart is TestGovnChassisSouthboundRestart on a cluster
+// whose Southbound stop stops and start starts again.
+func southboundRestart(t *testing.T, c *Cluster, stop, start func()) {
 	c.NBCtl(t, "ls-add", "ls0")
 	vm1 := addSwitchVM(t, c, 1, "vm1", "0a:00:00:00:00:01", "10.0.0.11")
 	vm2 := addSwitchVM(t, c, 2, "vm2", "0a:00:00:00:00:02", "10.0.0.12")
@@ -37,12 +61,13 @@ func TestGovnChassisSouthboundRestart(t *testing.T) {
 	p := startPinger(t, vm1, vm2.IP(), 500) // 5 s at 100/s
 	time.Sleep(time.Second)
 	down := time.Now()
-	stopCentralDB(t, c, "sb")
+	stop()
 	// Long enough for both controllers to see the connection go and
 	// retry it.
 	time.Sleep(time.Second)
-	restartCentralDB(t, c, "sb")
-	t.Logf("Southbound down for %v", time.Since(down).Round(time.Millisecond))
+	start()
+	up := time.Now()
+	t.Logf("Southbound down for %v", up.Sub(down).Round(time.Millisecond))
 	r := p.wait(t)
 	t.Logf("during the restart: %d echo requests, %d answered, %d lost", r.sent, r.received, r.sent-r.received)
 	if r.sent < 400 {
@@ -55,11 +80,74 @@ func TestGovnChassisSouthboundRestart(t *testing.T) {
 	// The controllers resumed: they acknowledge a new nb_cfg, and a port
 	// bound now comes up.
 	c.WaitHV(t)
+	t.Logf("--wait=hv returned %v after the Southbound came back", time.Since(up).Round(time.Millisecond))
 	vm3 := addSwitchVM(t, c, 2, "vm3", "0a:00:00:00:00:03", "10.0.0.13")
 	c.WaitPortUp(t, "vm3")
 	if err := vm1.WaitPing(vm3.IP(), 20*time.Second); err != nil {
 		t.Errorf("port bound after the restart: %v", err)
 	}
+}
+
+// govnDB is a govn db serving one database for a test, outside the
+// cluster's namespaces (its clients reach it by its unix socket).
+type govnDB struct {
+	t         *testing.T
+	argv      []string
+	sock, log string
+	proc      *os.Process
+	done      chan struct{} // closed when proc has exited; nil when none runs
+}
+
+// startGovnDB serves a new database of schema (nb, sb) with govn db
+// until the test ends.
+func startGovnDB(t *testing.T, bin, schema string) *govnDB {
+	t.Helper()
+	// Short, and named as the cluster's files are so that Sweep removes
+	// it after a killed run: a unix socket path has at most 107 bytes.
+	dir, err := os.MkdirTemp("", runPrefix(os.Getpid())+schema+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("govn db %s log:\n%s", schema, tail(filepath.Join(dir, "db.log"), 30))
+		}
+		_ = os.RemoveAll(dir)
+	})
+	d := &govnDB{t: t, sock: filepath.Join(dir, schema+".sock"), log: filepath.Join(dir, "db.log")}
+	d.argv = []string{bin, "db", "--create=" + schema, "--remote=punix:" + d.sock, "--log-file=" + d.log,
+		filepath.Join(dir, schema+".db")}
+	t.Cleanup(d.stop)
+	d.start()
+	return d
+}
+
+// start runs govn db and waits for its socket.
+func (d *govnDB) start() {
+	d.t.Helper()
+	cmd := exec.Command(d.argv[0], d.argv[1:]...)
+	if err := cmd.Start(); err != nil {
+		d.t.Fatalf("govn db: %v", err)
+	}
+	d.proc, d.done = cmd.Process, make(chan struct{})
+	done := d.done
+	go func() { _ = cmd.Wait(); close(done) }()
+	waitSocket(d.t, d.sock)
+}
+
+// stop ends govn db with SIGTERM (SIGKILL after stopGrace) and waits.
+func (d *govnDB) stop() {
+	if d.done == nil {
+		return
+	}
+	_ = d.proc.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(stopGrace):
+		_ = d.proc.Kill()
+		<-d.done
+	}
+	d.done = nil
 }
 
 // TestGovnChassisKillGap: a govn chassis killed (SIGKILL) while its VM
