@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"hash/fnv"
 	"net/netip"
 	"sort"
 	"strconv"
@@ -131,13 +132,27 @@ type translation struct {
 	// match, so that two logical flows' clauses with one match become one
 	// rule with both conjunction actions, as OVN's ofctrl merges them.
 	merged map[string]int
+	ids    *idSpace
+	// parsed, if not nil, memoizes rule's parsing (the Engine's).
+	parsed map[string]flow.Rule
 	ctx    lflow.Context
 	res    lflow.Result
 }
 
 // Translate computes the rules and bindings for in.
 func (t *Translator) Translate(in *Input) *Output {
-	tr := &translation{
+	tr := t.newTranslation(in)
+	tr.index()
+	tr.fixedRules()
+	tr.physical()
+	tr.lookups()
+	tr.logical()
+	return tr.out
+}
+
+// newTranslation returns the empty per-call state for in.
+func (t *Translator) newTranslation(in *Input) *translation {
+	return &translation{
 		t: t, in: in, out: &Output{Bind: map[string]ovsdb.UUID{}},
 		dps: map[ovsdb.UUID]*sb.DatapathBinding{}, ports: map[ovsdb.UUID]*sb.PortBinding{},
 		byName: map[string]*sb.PortBinding{}, portKeys: map[ovsdb.UUID]map[string]uint32{},
@@ -146,15 +161,8 @@ func (t *Translator) Translate(in *Input) *Output {
 		merged:   map[string]int{},
 		localnet: map[ovsdb.UUID]*sb.PortBinding{}, chassisName: map[ovsdb.UUID]string{},
 		haGroups: map[ovsdb.UUID]*sb.HAChassisGroup{}, haChassis: map[ovsdb.UUID]*sb.HAChassis{},
-		gwChassis: map[ovsdb.UUID]*sb.GatewayChassis{},
+		gwChassis: map[ovsdb.UUID]*sb.GatewayChassis{}, ids: newIDSpace(),
 	}
-	tr.ctx.NextConjID, tr.ctx.NextGroupID = 1, 1
-	tr.index()
-	tr.fixedRules()
-	tr.physical()
-	tr.lookups()
-	tr.logical()
-	return tr.out
 }
 
 func (tr *translation) problem(format string, args ...any) {
@@ -275,9 +283,16 @@ func isVIF(p *sb.PortBinding) bool {
 // rules are built by this package, so a failure is a bug.
 func (tr *translation) rule(format string, args ...any) {
 	s := fmt.Sprintf(format, args...)
+	if r, ok := tr.parsed[s]; ok {
+		tr.out.Rules = append(tr.out.Rules, r)
+		return
+	}
 	r, err := parseRule(s)
 	if err != nil {
 		panic(fmt.Sprintf("controller: physical rule %q: %v", s, err))
+	}
+	if tr.parsed != nil {
+		tr.parsed[s] = r
 	}
 	tr.out.Rules = append(tr.out.Rules, r)
 }
@@ -485,20 +500,13 @@ func (tr *translation) compile(lf *sb.LogicalFlow, d *sb.DatapathBinding) {
 	if d == nil {
 		return
 	}
-	tr.ctx.Env = &dpEnv{tr: tr, dp: d}
-	tr.ctx.Datapath = uint32(d.TunnelKey)
-	tr.ctx.Router = isRouter(d)
-	tr.ctx.Cookie = cookieOf(lf.UUID)
-	tr.res.Rules, tr.res.Groups = tr.res.Rules[:0], tr.res.Groups[:0]
-	l := lflow.Lflow{Pipeline: lf.Pipeline, Table: int(lf.TableID), Priority: int(lf.Priority), Match: lf.Match, Actions: lf.Actions}
-	if err := tr.t.compiler.Compile(&l, &tr.ctx, &tr.res); err != nil {
-		tr.problem("logical flow %s (%s table %d priority %d, %q): %v", lf.UUID, lf.Pipeline, lf.TableID, lf.Priority, lf.Match, err)
+	if err := tr.t.compileFlow(lf, d, &dpEnv{tr: tr, dp: d}, tr.ids, &tr.ctx, &tr.res); err != nil {
+		tr.problem("%v", err)
 		return
 	}
 	for _, r := range tr.res.Rules {
-		r.Actions = append([]flow.Action(nil), r.Actions...)
 		if r.IsConjunctive() {
-			key := fmt.Sprintf("%d/%d/%s", r.Table, r.Priority, r.Match.String())
+			key := ruleKey(&r)
 			if at, ok := tr.merged[key]; ok {
 				tr.out.Rules[at].Actions = append(tr.out.Rules[at].Actions, r.Actions...)
 				continue
@@ -508,6 +516,129 @@ func (tr *translation) compile(lf *sb.LogicalFlow, d *sb.DatapathBinding) {
 		tr.out.Rules = append(tr.out.Rules, r)
 	}
 	tr.out.Groups = append(tr.out.Groups, tr.res.Groups...)
+}
+
+// compileFlow compiles lf on d into res, with the conjunction and group
+// ids that ids gives the pair; the rules' actions are res's own copies.
+// It is the one compilation that Translate and the Engine share.
+func (t *Translator) compileFlow(lf *sb.LogicalFlow, d *sb.DatapathBinding, env lflow.Env, ids *idSpace, ctx *lflow.Context, res *lflow.Result) error {
+	key := flowKey{flow: lf.UUID, dp: d.UUID}
+	ids.release(key)
+	ctx.Env = env
+	ctx.Datapath = uint32(d.TunnelKey)
+	ctx.Router = isRouter(d)
+	ctx.Cookie = cookieOf(lf.UUID)
+	l := lflow.Lflow{Pipeline: lf.Pipeline, Table: int(lf.TableID), Priority: int(lf.Priority), Match: lf.Match, Actions: lf.Actions}
+	conj, group := ids.preferred(key)
+	for attempt := 0; ; attempt++ {
+		ctx.NextConjID, ctx.NextGroupID = conj, group
+		res.Rules, res.Groups = res.Rules[:0], res.Groups[:0]
+		if err := t.compiler.Compile(&l, ctx, res); err != nil {
+			return fmt.Errorf("logical flow %s (%s table %d priority %d, %q): %w", lf.UUID, lf.Pipeline, lf.TableID, lf.Priority, lf.Match, err)
+		}
+		nConj, nGroup := ctx.NextConjID-conj, ctx.NextGroupID-group
+		if ids.claim(key, conj, nConj, group, nGroup) {
+			break
+		}
+		// Another flow holds some of these ids: compile again on free
+		// ones (the ids a flow takes depend only on where they start).
+		conj, group = ids.free(conj, nConj, idsConj), ids.free(group, nGroup, idsGroup)
+	}
+	for i := range res.Rules {
+		res.Rules[i].Actions = append([]flow.Action(nil), res.Rules[i].Actions...)
+	}
+	return nil
+}
+
+// flowKey names one logical flow compiled on one datapath: the unit the
+// Engine caches.
+type flowKey struct{ flow, dp ovsdb.UUID }
+
+// Which of idSpace's two id kinds.
+const (
+	idsConj = iota
+	idsGroup
+)
+
+// idSpace hands out the conjunction and group ids of compiled logical
+// flows. A flow on a datapath starts its ids where a hash of the pair
+// says, so that they do not depend on which other flows exist or in
+// which order they were compiled: a full and an incremental compute
+// agree, and recompiling one flow does not renumber the others' rules.
+type idSpace struct {
+	owner  [2]map[uint32]flowKey
+	blocks map[flowKey][2]idBlock
+}
+
+type idBlock struct{ start, n uint32 }
+
+// idRange bounds the ids handed out, well inside OpenFlow's group ids.
+const idRange = 1 << 30
+
+func newIDSpace() *idSpace {
+	return &idSpace{owner: [2]map[uint32]flowKey{{}, {}}, blocks: map[flowKey][2]idBlock{}}
+}
+
+// preferred is where key's conjunction and group ids start unless taken.
+func (s *idSpace) preferred(key flowKey) (conj, group uint32) {
+	h := fnv.New64a()
+	f, d := key.flow.Bytes(), key.dp.Bytes()
+	h.Write(f[:])
+	h.Write(d[:])
+	v := h.Sum64()
+	return 1 + uint32(v%idRange), 1 + uint32((v>>32)%idRange)
+}
+
+// claim gives key the ids [conj, conj+nConj) and [group, group+nGroup)
+// if no other key holds any of them.
+func (s *idSpace) claim(key flowKey, conj, nConj, group, nGroup uint32) bool {
+	want := [2]idBlock{{conj, nConj}, {group, nGroup}}
+	for k, b := range want {
+		for id := b.start; id < b.start+b.n; id++ {
+			if _, taken := s.owner[k][id]; taken {
+				return false
+			}
+		}
+	}
+	for k, b := range want {
+		for id := b.start; id < b.start+b.n; id++ {
+			s.owner[k][id] = key
+		}
+	}
+	s.blocks[key] = want
+	return true
+}
+
+// free returns the first start at or after from (wrapping) of n free
+// ids of kind k.
+func (s *idSpace) free(from, n uint32, k int) uint32 {
+	for start := from; ; start++ {
+		if start+n > idRange {
+			start = 1
+		}
+		ok := true
+		for id := start; id < start+n && ok; id++ {
+			_, taken := s.owner[k][id]
+			ok = !taken
+		}
+		if ok {
+			return start
+		}
+	}
+}
+
+// release frees key's ids.
+func (s *idSpace) release(key flowKey) {
+	b, ok := s.blocks[key]
+	if !ok {
+		return
+	}
+	for k := range b {
+		for id := b[k].start; id < b[k].start+b[k].n; id++ {
+			delete(s.owner[k], id)
+		}
+	}
+	delete(s.blocks, key)
 }
 
 // cookieOf is the first 32 bits of a logical flow's UUID, as OVN puts in
