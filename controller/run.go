@@ -57,20 +57,25 @@ type chassis struct {
 	log   *slog.Logger
 	local *client.Client
 	sw    *switchd.Switch
-	tr    *Translator
+	eng   *Engine
+	// kick wakes the loop (inc-engine/recompute).
+	kick chan struct{}
 
-	sbRemote string
-	sb       *client.Client
-	sbCancel context.CancelFunc
-	sbNow    atomic.Pointer[client.Client] // sb, for pinctrl's goroutine
+	sbRemote  string
+	sb        *client.Client
+	sbCancel  context.CancelFunc
+	sbNow     atomic.Pointer[client.Client] // sb, for pinctrl's goroutine
+	sbChanges *sbChanges
+	condsSent map[string]string // per conditional table: condKey
 
 	ifaces   map[string]*iface // by interface name
 	nextPort uint32
 	tunnel   *tunnelPort
 
-	installed map[string]flow.Rule // by table/priority/match
-	groups    []uint32
-	problems  map[string]bool // logged already
+	problems map[string]bool // logged already
+	// portSeen is when each iface-id was first seen without
+	// ovn-installed, to log how long it took to get there.
+	portSeen map[string]time.Time
 }
 
 type iface struct {
@@ -117,8 +122,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	c := &chassis{cfg: cfg, log: log, local: local, sw: sw, tr: tr, ifaces: map[string]*iface{}, nextPort: 1,
-		installed: map[string]flow.Rule{}, problems: map[string]bool{}}
+	c := &chassis{cfg: cfg, log: log, local: local, sw: sw, eng: NewEngine(tr, log.With("engine", "controller")),
+		kick: make(chan struct{}, 1), ifaces: map[string]*iface{}, nextPort: 1,
+		problems: map[string]bool{}, portSeen: map[string]time.Time{}}
 	defer c.stopSB()
 	pc, err := pinctrl.New(pinctrl.Config{Switch: sw.Datapath(), SB: c.sbNow.Load, Logger: log.With("module", "pinctrl")})
 	if err != nil {
@@ -133,6 +139,9 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		cmds["ct-zone-list"] = c.ctZoneList
 		cmds["pinctrl/show"] = func([]string) (string, error) { return pc.Stats().String(), nil }
+		for name, cmd := range c.eng.Commands(c.wake) {
+			cmds[name] = cmd
+		}
 		cfg.Commands(cmds)
 	}
 	go pc.Run(ctx)
@@ -142,8 +151,8 @@ func Run(ctx context.Context, cfg Config) error {
 	for {
 		lc := local.Cache().Changed()
 		var sc <-chan struct{}
-		if c.sb != nil {
-			sc = c.sb.Cache().Changed()
+		if c.sbChanges != nil {
+			sc = c.sbChanges.wake
 		}
 		if err := c.iterate(ctx); err != nil && ctx.Err() == nil {
 			log.Warn("chassis iteration", "err", err)
@@ -155,8 +164,17 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		case <-lc:
 		case <-sc:
+		case <-c.kick:
 		case <-tick.C:
 		}
+	}
+}
+
+// wake makes the loop iterate soon.
+func (c *chassis) wake() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -164,7 +182,7 @@ func (c *chassis) stopSB() {
 	if c.sbCancel != nil {
 		c.sbCancel()
 		c.sb.Close()
-		c.sb, c.sbCancel = nil, nil
+		c.sb, c.sbCancel, c.sbChanges = nil, nil, nil
 		c.sbNow.Store(nil)
 	}
 }
@@ -192,21 +210,37 @@ func (c *chassis) iterate(ctx context.Context) error {
 	root := ovs[0]
 	ids := root.ExternalIDs
 	ifaceIDs := map[string]bool{}
+	now := time.Now()
 	for _, li := range interfaces(lc) {
 		if id := li.row.ExternalIDs["iface-id"]; id != "" && li.bridge == integrationBridge {
 			ifaceIDs[id] = true
+			if _, ok := c.portSeen[id]; !ok && li.row.ExternalIDs["ovn-installed"] != "true" {
+				c.portSeen[id] = now
+			}
+		}
+	}
+	for id := range c.portSeen {
+		if !ifaceIDs[id] {
+			delete(c.portSeen, id)
 		}
 	}
 	zones, zonesChanged := allocateZones(root.ExternalIDs, c.sb, ifaceIDs)
 	if err := c.reconcilePorts(ctx, lc, root, zonesChanged, zones); err != nil {
 		return err
 	}
+	ifaceList := make([]string, 0, len(ifaceIDs))
+	for id := range ifaceIDs {
+		ifaceList = append(ifaceList, id)
+	}
+	sort.Strings(ifaceList)
+	monitorAll := ids["ovn-monitor-all"] == "true"
 	remote := ids["ovn-remote"]
 	if remote != c.sbRemote {
 		c.stopSB()
 		c.sbRemote = remote
 		if remote != "" {
-			if err := c.startSB(ctx, remote); err != nil {
+			conds := monitorConditions(ids["system-id"], ovsdb.UUID{}, ifaceList, nil, nil, monitorAll)
+			if err := c.startSB(ctx, remote, conds); err != nil {
 				return err
 			}
 		}
@@ -225,15 +259,40 @@ func (c *chassis) iterate(ctx context.Context) error {
 	if err := c.ensureTunnel(ids); err != nil {
 		c.problemOnce(err.Error())
 	}
-	in := c.input(name, chUUID, zones)
-	out := c.tr.Translate(in)
-	for _, p := range out.Problems {
+	if err := c.compute(ctx, name, chUUID, zones, ifaceList, monitorAll); err != nil {
+		return err
+	}
+	for _, p := range c.eng.Problems() {
 		c.problemOnce(p)
 	}
-	if err := c.install(out); err != nil {
+	if _, err := c.eng.Commit(func(b flow.Bundle) error { _, err := c.sw.Pipeline().Apply(b); return err }); err != nil {
 		return fmt.Errorf("installing flows: %w", err)
 	}
-	return c.writeBack(ctx, name, chUUID, in, out)
+	return c.writeBack(ctx, name, chUUID, c.eng.Bind())
+}
+
+// compute runs the engine on the Southbound's changes and the local
+// state; when that changes which datapaths are local, it monitors their
+// rows and runs again.
+func (c *chassis) compute(ctx context.Context, name string, chUUID ovsdb.UUID, zones map[string]uint16, ifaceList []string, monitorAll bool) error {
+	for pass := 0; pass < 16; pass++ {
+		dps, groups := c.eng.LocalDatapaths()
+		changed, err := c.updateMonitor(ctx, monitorConditions(name, chUUID, ifaceList, dps, groups, monitorAll))
+		if err != nil {
+			c.problemOnce(err.Error())
+		}
+		if pass > 0 && !changed {
+			return nil
+		}
+		c.eng.feed(c.sb.Cache(), c.sbChanges)
+		c.eng.SetLocal(c.input(name, chUUID, zones))
+		if c.eng.NeedsRun() {
+			if err := c.eng.Run(ctx); err != nil {
+				return fmt.Errorf("controller engine: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 func (c *chassis) problemOnce(p string) {
@@ -243,16 +302,26 @@ func (c *chassis) problemOnce(p string) {
 	}
 }
 
-func (c *chassis) startSB(ctx context.Context, remote string) error {
+func (c *chassis) startSB(ctx context.Context, remote string, conds map[string][]client.Condition) error {
 	eps := strings.Split(remote, ",")
 	sctx, cancel := context.WithCancel(ctx)
-	cl, err := client.New(client.Options{Endpoints: eps, Database: sb.DatabaseName, Logger: c.log.With("db", "sb")})
+	changes := newSBChanges()
+	initial := map[string][]client.Condition{}
+	sent := map[string]string{}
+	for t, cs := range conds {
+		if cs != nil {
+			initial[t] = cs
+		}
+		sent[t] = condKey(cs)
+	}
+	cl, err := client.New(client.Options{Endpoints: eps, Database: sb.DatabaseName, Logger: c.log.With("db", "sb"),
+		Conditions: initial, OnChange: changes.onChange})
 	if err != nil {
 		cancel()
 		return fmt.Errorf("southbound %s: %w", remote, err)
 	}
 	go cl.Run(sctx)
-	c.sb, c.sbCancel = cl, cancel
+	c.sb, c.sbCancel, c.sbChanges, c.condsSent = cl, cancel, changes, sent
 	c.sbNow.Store(cl)
 	c.log.Info("connecting to the southbound", "remote", remote)
 	return nil
@@ -575,23 +644,17 @@ func allocateZones(ids map[string]string, sbc *client.Client, local map[string]b
 	return zones, changed
 }
 
-// input snapshots the two databases for Translate.
+// input is the Engine's local input: the Input's fields other than the
+// Southbound tables that the Engine follows row by row (UpdateRow).
 func (c *chassis) input(name string, chUUID ovsdb.UUID, zones map[string]uint16) *Input {
 	sc := c.sb.Cache()
 	in := &Input{
 		Chassis: name, ChassisUUID: chUUID,
-		Datapaths:   client.List[sb.DatapathBinding](sc),
-		Ports:       client.List[sb.PortBinding](sc),
-		Flows:       client.List[sb.LogicalFlow](sc),
-		DPGroups:    client.List[sb.LogicalDPGroup](sc),
-		Multicast:   client.List[sb.MulticastGroup](sc),
-		AddressSets: client.List[sb.AddressSet](sc),
-		PortGroups:  client.List[sb.PortGroup](sc),
-		AllChassis:  client.List[sb.Chassis](sc),
-		Encaps:      client.List[sb.Encap](sc),
-		VIFs:        map[string]uint32{},
-		Zones:       map[string]uint16{},
+		VIFs:  map[string]uint32{},
+		Zones: map[string]uint16{},
 
+		// Tables the Engine has no node for: a change recomputes the
+		// physical rules.
 		HAChassisGroups:   client.List[sb.HAChassisGroup](sc),
 		HAChassis:         client.List[sb.HAChassis](sc),
 		GatewayChassis:    client.List[sb.GatewayChassis](sc),
@@ -657,62 +720,20 @@ func (c *chassis) input(name string, chUUID ovsdb.UUID, zones map[string]uint16)
 	return in
 }
 
-// install applies the difference between the installed rules and out's
-// in one bundle.
-func (c *chassis) install(out *Output) error {
-	want := make(map[string]flow.Rule, len(out.Rules))
-	for _, r := range out.Rules {
-		want[ruleKey(&r)] = r
-	}
-	var b flow.Bundle
-	for _, id := range c.groups {
-		b.DeleteGroup(id)
-	}
-	for _, g := range out.Groups {
-		b.AddGroup(g)
-	}
-	for k, r := range c.installed {
-		if _, ok := want[k]; !ok {
-			b.Delete(r)
-		}
-	}
-	for k, r := range want {
-		old, ok := c.installed[k]
-		switch {
-		case !ok:
-			b.Add(r)
-		case flow.ActionsString(old.Actions) != flow.ActionsString(r.Actions) || old.Cookie != r.Cookie:
-			b.Modify(r)
-		}
-	}
-	if len(b.Ops) == 0 {
-		return nil
-	}
-	if _, err := c.sw.Pipeline().Apply(b); err != nil {
-		return err
-	}
-	c.installed = want
-	c.groups = c.groups[:0]
-	for _, g := range out.Groups {
-		c.groups = append(c.groups, g.ID)
-	}
-	return nil
-}
-
 func ruleKey(r *flow.Rule) string {
 	return fmt.Sprintf("%d/%d/%s", r.Table, r.Priority, r.Match.String())
 }
 
 // writeBack claims and releases Port_Bindings, reports ports up and
 // ovn-installed once their flows are in, and acknowledges nb_cfg.
-func (c *chassis) writeBack(ctx context.Context, name string, chUUID ovsdb.UUID, in *Input, out *Output) error {
+func (c *chassis) writeBack(ctx context.Context, name string, chUUID ovsdb.UUID, bindings map[string]ovsdb.UUID) error {
 	if chUUID == (ovsdb.UUID{}) {
 		return nil
 	}
 	sc := c.sb.Cache()
 	_, err := c.sb.Do(ctx, func(t *client.Txn) error {
 		for _, p := range client.List[sb.PortBinding](sc) {
-			_, bind := out.Bind[p.LogicalPort]
+			_, bind := bindings[p.LogicalPort]
 			mine := p.Chassis != nil && *p.Chassis == chUUID
 			up := p.Up != nil && *p.Up
 			switch {
@@ -748,7 +769,7 @@ func (c *chassis) writeBack(ctx context.Context, name string, chUUID ovsdb.UUID,
 		for _, li := range interfaces(c.local.Cache()) {
 			row := li.row
 			id := row.ExternalIDs["iface-id"]
-			_, bound := out.Bind[id]
+			_, bound := bindings[id]
 			installed := row.ExternalIDs["ovn-installed"] == "true"
 			if bound == installed || id == "" {
 				continue
@@ -759,6 +780,10 @@ func (c *chassis) writeBack(ctx context.Context, name string, chUUID ovsdb.UUID,
 			}
 			if bound {
 				ids["ovn-installed"] = "true"
+				if seen, ok := c.portSeen[id]; ok {
+					c.log.Info("port installed", "lport", id, "interface", row.Name, "took", time.Since(seen))
+					delete(c.portSeen, id)
+				}
 			} else {
 				delete(ids, "ovn-installed")
 			}

@@ -146,30 +146,6 @@ func gatewayRouter(t *testing.T, opts Options) {
 		// The backends now see the gateway's address on the port toward
 		// them, the join port.
 		c.NBCtl(t, "--wait=hv", "set", "Logical_Router", "gw", "options:lb_force_snat_ip=router_ip")
-		// Once in about thirty runs (govn northd, the real
-		// ovn-controller) this failed right after the change, for reasons
-		// not found: wait for the first forced SNAT, logging what comes
-		// before it. ovn-northd marks a connection force_snat in
-		// ct_lb_mark only if every chassis reports
-		// other_config:ovn-ct-lb-related=true; without the mark the
-		// connection's later packets miss the SNAT and are reset.
-		url := "http://" + gwVIP + "/peer"
-		start, tries := time.Now(), 0
-		if err := waitFor(10*time.Second, "GET "+url+" from ext seen from "+gwJoinIP, func() bool {
-			tries++
-			body, err := ext.Curl(url)
-			_, peer, _ := strings.Cut(strings.TrimSpace(body), " ")
-			if err != nil || peer != gwJoinIP {
-				t.Logf("before the first forced SNAT: %q, %v", body, err)
-				return false
-			}
-			return true
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if tries > 1 {
-			t.Logf("first forced SNAT after %d requests, %v", tries, time.Since(start))
-		}
 		peersUntilAll(t, ext, "http://"+gwVIP+"/peer", map[string]string{"vm1": gwJoinIP, "vm2": gwJoinIP})
 	})
 }
