@@ -100,7 +100,7 @@ func (h *handling) putDHCPOpts(a *lflow.CallAction) ([]byte, error) {
 	if f.etype != etherIPv4 {
 		return nil, errNotApplicable
 	}
-	_, dport, payload, err := f.udp()
+	sport, dport, payload, err := f.udp()
 	if err != nil || dport != dhcpServerPort {
 		return nil, errNotApplicable
 	}
@@ -173,7 +173,9 @@ func (h *handling) putDHCPOpts(a *lflow.CallAction) ([]byte, error) {
 	case req.msgType == dhcpInform:
 		dst = req.ciaddr()
 	}
-	udp := udpDatagram(dhcpServerPort, dhcpClientPort, msg)
+	// The ports and source address stay the request's: the
+	// dhcp_response stage matches them, then sets them.
+	udp := udpDatagram(sport, dport, msg)
 	return append(f.ethHeader(f.dst, f.src, etherIPv4), ipPacket(f.ipDst, dst, protoUDP, 64, udp, 6)...), nil
 }
 

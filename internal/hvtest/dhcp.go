@@ -34,6 +34,8 @@ const (
 	optPad         = 0
 	optSubnetMask  = 1
 	optRouter      = 3
+	optDNS         = 6
+	optMTU         = 26
 	optRequestedIP = 50
 	optLeaseTime   = 51
 	optMsgType     = 53
@@ -227,6 +229,8 @@ func parseIPv4UDP(b []byte) (dport uint16, payload []byte, ok bool) {
 type lease struct {
 	Addr   netip.Prefix
 	Router netip.Addr // zero if none was offered
+	DNS    netip.Addr // the first DNS server; zero if none
+	MTU    int        // 0 if none
 }
 
 // dhcp4 gets a lease on the interface dev, retransmitting every second
@@ -307,7 +311,11 @@ func dhcp4(ctx context.Context, dev string) (lease, error) {
 	if mask := ack.option(optSubnetMask); len(mask) == 4 {
 		bits, _ = net.IPMask(mask).Size()
 	}
-	return lease{Addr: netip.PrefixFrom(ack.YIAddr, bits), Router: ack.optionAddr(optRouter)}, nil
+	l := lease{Addr: netip.PrefixFrom(ack.YIAddr, bits), Router: ack.optionAddr(optRouter), DNS: ack.optionAddr(optDNS)}
+	if mtu := ack.option(optMTU); len(mtu) == 2 {
+		l.MTU = int(mtu[0])<<8 | int(mtu[1])
+	}
+	return l, nil
 }
 
 // htons returns the number whose bytes in memory are v in network byte

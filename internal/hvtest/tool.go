@@ -73,11 +73,14 @@ func runTool(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		router := "-"
+		router, dns := "-", "-"
 		if l.Router.IsValid() {
 			router = l.Router.String()
 		}
-		_, err = fmt.Fprintln(out, l.Addr, router)
+		if l.DNS.IsValid() {
+			dns = l.DNS.String()
+		}
+		_, err = fmt.Fprintln(out, l.Addr, router, dns, l.MTU)
 		return err
 	}
 	return fmt.Errorf("hvtest tool: unknown %q", args[0])

@@ -283,28 +283,43 @@ func (vm *VM) Curl(url string) (string, error) {
 // default route if a router was offered) and returns it.
 func (vm *VM) DHCP(t testing.TB) (netip.Prefix, error) {
 	t.Helper()
+	l, err := vm.DHCPLease(t)
+	return l.Addr, err
+}
+
+// Lease is what DHCP granted a VM.
+type Lease struct {
+	Addr   netip.Prefix
+	Router string // "" if none
+	DNS    string // the first DNS server, "" if none
+	MTU    int    // 0 if none
+}
+
+// DHCPLease is DHCP returning the whole lease.
+func (vm *VM) DHCPLease(t testing.TB) (Lease, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd, err := vm.tool(ctx, "dhcp4", vm.Dev)
 	if err != nil {
-		return netip.Prefix{}, err
+		return Lease{}, err
 	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("dhcp on %s: %v: %s", vm.Name, err, strings.TrimSpace(string(out)))
+		return Lease{}, fmt.Errorf("dhcp on %s: %v: %s", vm.Name, err, strings.TrimSpace(string(out)))
 	}
 	f := strings.Fields(string(out))
-	if len(f) != 2 {
-		return netip.Prefix{}, fmt.Errorf("dhcp on %s: unexpected output %q", vm.Name, out)
+	if len(f) != 4 {
+		return Lease{}, fmt.Errorf("dhcp on %s: unexpected output %q", vm.Name, out)
 	}
 	p, err := netip.ParsePrefix(f[0])
 	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("dhcp on %s: %w", vm.Name, err)
+		return Lease{}, fmt.Errorf("dhcp on %s: %w", vm.Name, err)
 	}
-	gw := f[1]
-	if gw == "-" {
-		gw = ""
+	l := Lease{Addr: p, Router: strings.TrimPrefix(f[1], "-"), DNS: strings.TrimPrefix(f[2], "-")}
+	if l.MTU, err = strconv.Atoi(f[3]); err != nil {
+		return Lease{}, fmt.Errorf("dhcp on %s: MTU %q: %w", vm.Name, f[3], err)
 	}
-	vm.SetAddr(t, p, gw)
-	return p, nil
+	vm.SetAddr(t, p, l.Router)
+	return l, nil
 }

@@ -1,0 +1,113 @@
+package hvtest
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestGovnChassisPinctrl: the packets govn chassis answers itself, with
+// the real ovn-northd. On one hypervisor, a router joins ls1 (vm1, whose
+// address comes by DHCP) and ls2 (vm2, whose IP no Northbound row
+// names, so the router must ARP for it):
+//   - vm1's DHCPv4 lease has its address, router, DNS server and MTU;
+//   - routed traffic to vm2 makes the router ARP, the answer fills
+//     MAC_Binding, and then the ping flows;
+//   - ping with TTL 1 through the router gets "time exceeded";
+//   - TCP to a port a reject ACL covers gets a RST (connection refused,
+//     at once, where without the ACL the server answers).
+func TestGovnChassisPinctrl(t *testing.T) {
+	c := govnChassisCluster(t, 1)
+	hv := c.Hypervisor(1)
+	c.NBCtl(t, "lr-add", "lr1")
+	for _, n := range []struct{ ls, mac, cidr string }{
+		{"ls1", "0a:00:00:00:ff:11", "10.0.1.1/24"},
+		{"ls2", "0a:00:00:00:ff:12", "10.0.2.1/24"},
+	} {
+		lrp, lsp := "lr1-"+n.ls, n.ls+"-lr1"
+		c.NBCtl(t, "ls-add", n.ls, "--", "lrp-add", "lr1", lrp, n.mac, n.cidr,
+			"--", "lsp-add", n.ls, lsp, "--", "lsp-set-type", lsp, "router",
+			"--", "lsp-set-addresses", lsp, "router", "--", "lsp-set-options", lsp, "router-port="+lrp)
+	}
+	dhcp := strings.TrimSpace(c.NBCtl(t, "create", "DHCP_Options", "cidr=10.0.1.0/24"))
+	c.NBCtl(t, "dhcp-options-set-options", dhcp, "lease_time=3600", "router=10.0.1.1", "server_id=10.0.1.1",
+		"server_mac=0a:00:00:00:ff:11", "dns_server={8.8.8.8}", "mtu=1400")
+	c.NBCtl(t, "lsp-add", "ls1", "vm1", "--", "lsp-set-addresses", "vm1", "0a:00:00:00:01:01 10.0.1.11",
+		"--", "lsp-set-dhcpv4-options", "vm1", dhcp)
+	// vm2's port knows its MAC only: the router has no static binding
+	// for its IP.
+	c.NBCtl(t, "lsp-add", "ls2", "vm2", "--", "lsp-set-addresses", "vm2", "0a:00:00:00:02:02")
+	vm1 := c.AddVM(t, hv, VMSpec{Name: "vm1", LSP: "vm1", MAC: "0a:00:00:00:01:01"})
+	vm2 := c.AddVM(t, hv, VMSpec{Name: "vm2", LSP: "vm2", MAC: "0a:00:00:00:02:02", Addr: "10.0.2.12/24", Gateway: "10.0.2.1"})
+	c.WaitPortUp(t, "vm1")
+	c.WaitPortUp(t, "vm2")
+	c.NBCtl(t, "--wait=hv", "sync")
+	defer func() {
+		if t.Failed() {
+			for _, cmd := range []string{"pinctrl/show", "dpctl/dump-flows"} {
+				out, err := run(context.Background(), ovsEnv(hv.Dir), inNS(hv.NS, "ovs-appctl", "-t", hv.Dir+"/chassis.ctl", cmd)...)
+				t.Logf("%s (%v):\n%s", cmd, err, out)
+			}
+		}
+	}()
+
+	t.Run("dhcp", func(t *testing.T) {
+		l, err := vm1.DHCPLease(t)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Addr.String() != "10.0.1.11/24" || l.Router != "10.0.1.1" || l.DNS != "8.8.8.8" || l.MTU != 1400 {
+			t.Errorf("lease %+v, want 10.0.1.11/24 router 10.0.1.1 DNS 8.8.8.8 MTU 1400", l)
+		}
+	})
+	if !vm1.Addr.IsValid() {
+		vm1.SetAddr(t, netip.MustParsePrefix("10.0.1.11/24"), "10.0.1.1") // go on without DHCP
+	}
+
+	t.Run("arp-for-unknown-neighbor", func(t *testing.T) {
+		if out := c.SBCtl(t, "--bare", "--columns=mac", "find", "MAC_Binding", "ip=10.0.2.12"); strings.TrimSpace(out) != "" {
+			t.Fatalf("MAC_Binding for vm2 before any traffic: %s", out)
+		}
+		if err := vm1.WaitPing(vm2.IP(), 20*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		out := strings.TrimSpace(c.SBCtl(t, "--bare", "--columns=mac,logical_port", "find", "MAC_Binding", "ip=10.0.2.12"))
+		if !strings.Contains(out, "0a:00:00:00:02:02") || !strings.Contains(out, "lr1-ls2") {
+			t.Errorf("MAC_Binding for 10.0.2.12: %q, want 0a:00:00:00:02:02 on lr1-ls2", out)
+		}
+		if err := vm1.Ping(vm2.IP(), 5); err != nil {
+			t.Error(err)
+		}
+	})
+
+	t.Run("ttl-exceeded", func(t *testing.T) {
+		var out []byte
+		for range 5 {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			out, _ = vm1.Command(ctx, "ping", "-n", "-c", "1", "-W", "2", "-t", "1", vm2.IP()).CombinedOutput()
+			cancel()
+			if strings.Contains(string(out), "From 10.0.1.1") && strings.Contains(string(out), "Time to live exceeded") {
+				return
+			}
+		}
+		t.Errorf("ping -t 1 through the router: no time exceeded from 10.0.1.1:\n%s", out)
+	})
+
+	t.Run("reject-acl-resets-tcp", func(t *testing.T) {
+		vm2.HTTPServe(t, 8080)
+		url := "http://" + vm2.IP() + ":8080/"
+		if err := waitFor(20*time.Second, "HTTP to vm2", func() bool { _, err := vm1.Curl(url); return err == nil }); err != nil {
+			t.Fatal(err)
+		}
+		c.NBCtl(t, "--wait=hv", "acl-add", "ls2", "to-lport", "1000", "tcp.dst == 8080", "reject")
+		start := time.Now()
+		_, err := vm1.Curl(url)
+		took := time.Since(start)
+		if err == nil || !strings.Contains(err.Error(), "connection refused") {
+			t.Errorf("GET through a reject ACL: %v, want connection refused", err)
+		}
+		t.Logf("refused after %v", took)
+	})
+}
