@@ -6,8 +6,10 @@
 // from binding a VM's port to its first packet through. Each side gets a
 // cluster of its own from package hvtest: the real ovn-northd, and two
 // hypervisors in network namespaces that run the chassis under test; a
-// probe VM sits on hv2. Then, one after another, new VMs join hv1. For
-// each, untimed: its logical switch port is created and every chassis
+// probe VM sits on hv2. Both clusters run at once, and new VMs join hv1
+// one after another, in turn on govn's cluster and on OVN's, so that the
+// drifting load of a shared machine weighs on both alike. For each,
+// untimed: its logical switch port is created and every chassis
 // has caught up (ovn-nbctl --wait=hv); its namespace, veth and static
 // neighbour entries (towards the probe, and the probe's towards it) are
 // made, and ping starts in it, sending an echo request to the probe
@@ -33,6 +35,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os/exec"
 	"regexp"
 	"sort"
 	"strconv"
@@ -92,9 +95,11 @@ type Report struct {
 // figures' resolution.
 const pingInterval = 5 * time.Millisecond
 
-// Run measures govn chassis and, if asked, the real OVN hypervisor, one
-// after the other. It needs root and the OVN and OVS programs (the real
-// ovn-northd serves both sides).
+// Run measures govn chassis and, if asked, the real OVN hypervisor. Both
+// clusters are up at once and the ports are bound in turn, one on govn's
+// and one on OVN's, so that the load of a shared machine, which drifts,
+// weighs on both alike. It needs root and the OVN and OVS programs (the
+// real ovn-northd serves both sides).
 func Run(ctx context.Context, opts Options) (*Report, error) {
 	if len(opts.Govn) == 0 {
 		return nil, errors.New("chassisbench: no govn chassis command")
@@ -112,29 +117,52 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, fmt.Errorf("chassisbench: %s", why)
 	}
 	r := &Report{GoalP50: ms(GoalP50), Interval: ms(pingInterval)}
-	g, err := portUp(ctx, opts, "govn chassis", hvtest.GovnChassis{Argv: opts.Govn})
-	if err != nil {
-		return nil, fmt.Errorf("govn chassis: %w", err)
-	}
-	r.Govn = g
-	r.GoalMet = g.Ports > 0 && g.Failed == 0 && g.P50Ms <= ms(GoalP50)
-	if !opts.OVN {
+	sides := []*side{{name: "govn chassis", chassis: hvtest.GovnChassis{Argv: opts.Govn}}}
+	switch {
+	case !opts.OVN:
 		r.OVNSkipped = "not asked for"
-		return r, nil
+	case missing("ovs-vswitchd", "ovn-controller", "ovsdb-server") != "":
+		r.OVNSkipped = "needs " + missing("ovs-vswitchd", "ovn-controller", "ovsdb-server")
+	default:
+		sides = append(sides, &side{name: "ovn-controller + ovs-vswitchd", chassis: hvtest.RealChassis{}})
 	}
-	o, err := portUp(ctx, opts, "ovn-controller + ovs-vswitchd", hvtest.RealChassis{})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, err
+	err := withTB(opts.Log, func(t *tb) {
+		for _, s := range sides {
+			s.log = opts.Log.With("chassis", s.name)
+			s.setUp(t)
 		}
-		r.OVNSkipped = err.Error()
-		return r, nil
+		for i := 0; i <= opts.Ports; i++ {
+			for _, s := range sides {
+				if ctx.Err() != nil {
+					t.Fatal(ctx.Err())
+				}
+				s.bind(ctx, t, i, opts.Timeout)
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
-	r.OVN = &o
-	if o.P50Ms > 0 {
-		r.Ratio = g.P50Ms / o.P50Ms
+	r.Govn = sides[0].summary()
+	r.GoalMet = r.Govn.Ports > 0 && r.Govn.Failed == 0 && r.Govn.P50Ms <= ms(GoalP50)
+	if len(sides) > 1 {
+		o := sides[1].summary()
+		r.OVN = &o
+		if o.P50Ms > 0 {
+			r.Ratio = r.Govn.P50Ms / o.P50Ms
+		}
 	}
 	return r, nil
+}
+
+// missing returns the first program not on PATH, or "".
+func missing(programs ...string) string {
+	for _, p := range programs {
+		if _, err := exec.LookPath(p); err != nil {
+			return p
+		}
+	}
+	return ""
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -142,43 +170,50 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // probe is the VM on hv2 that every new port pings.
 var probe = hvtest.VMSpec{Name: "probe", LSP: "probe", MAC: "0a:00:00:00:00:02", Addr: "10.0.0.2/16"}
 
-// portUp builds a cluster whose hypervisors run ch and binds the ports.
-func portUp(ctx context.Context, opts Options, name string, ch hvtest.Chassis) (Figures, error) {
-	f := Figures{Chassis: name}
-	log := opts.Log.With("chassis", name)
-	var samples []time.Duration
-	err := withTB(log, func(t *tb) {
-		log.Info("building the cluster")
-		c := hvtest.New(t, hvtest.Options{Hypervisors: 2, Chassis: func(int) hvtest.Chassis { return ch }})
-		c.NBCtl(t, "ls-add", "ls0")
-		c.NBCtl(t, "lsp-add", "ls0", probe.LSP, "--", "lsp-set-addresses", probe.LSP, probe.MAC+" "+ip(probe))
-		p := c.AddVM(t, c.Hypervisor(2), probe)
-		c.WaitPortUp(t, probe.LSP)
-		for i := 0; i <= opts.Ports; i++ {
-			if ctx.Err() != nil {
-				t.Fatal(ctx.Err())
-			}
-			d, err := bindOne(ctx, t, c, p, i, opts.Timeout)
-			switch {
-			case i == 0 && err != nil:
-				t.Fatalf("warm-up port: %v", err)
-			case i == 0:
-				log.Info("warm-up port up", "ms", ms(d))
-			case err != nil:
-				f.Failed++
-				log.Warn("port not up", "port", i, "err", err)
-			default:
-				samples = append(samples, d)
-				log.Debug("port up", "port", i, "ms", ms(d))
-			}
-		}
-	})
-	if err != nil {
-		return f, err
+// side is one chassis under test: its cluster and what it measured.
+type side struct {
+	name    string
+	chassis hvtest.Chassis
+	log     *slog.Logger
+	c       *hvtest.Cluster
+	probe   *hvtest.VM
+	samples []time.Duration
+	failed  int
+}
+
+// setUp builds the side's cluster, switch and probe VM.
+func (s *side) setUp(t *tb) {
+	s.log.Info("building the cluster")
+	s.c = hvtest.New(t, hvtest.Options{Hypervisors: 2, Chassis: func(int) hvtest.Chassis { return s.chassis }})
+	s.c.NBCtl(t, "ls-add", "ls0")
+	s.c.NBCtl(t, "lsp-add", "ls0", probe.LSP, "--", "lsp-set-addresses", probe.LSP, probe.MAC+" "+ip(probe))
+	s.probe = s.c.AddVM(t, s.c.Hypervisor(2), probe)
+	s.c.WaitPortUp(t, probe.LSP)
+}
+
+// bind binds port i (0 is the warm-up, not counted) and notes its
+// latency.
+func (s *side) bind(ctx context.Context, t *tb, i int, timeout time.Duration) {
+	d, err := bindOne(ctx, t, s.c, s.probe, i, timeout)
+	switch {
+	case i == 0 && err != nil:
+		t.Fatalf("%s: warm-up port: %v", s.name, err)
+	case i == 0:
+		s.log.Info("warm-up port up", "ms", ms(d))
+	case err != nil:
+		s.failed++
+		s.log.Warn("port not up", "port", i, "err", err)
+	default:
+		s.samples = append(s.samples, d)
+		s.log.Debug("port up", "port", i, "ms", ms(d))
 	}
-	f.summarize(samples)
-	log.Info("done", "p50_ms", f.P50Ms, "p90_ms", f.P90Ms, "failed", f.Failed)
-	return f, nil
+}
+
+func (s *side) summary() Figures {
+	f := Figures{Chassis: s.name, Failed: s.failed}
+	f.summarize(s.samples)
+	s.log.Info("done", "p50_ms", f.P50Ms, "p90_ms", f.P90Ms, "failed", f.Failed)
+	return f
 }
 
 // ip is a VM's address without its prefix length.
