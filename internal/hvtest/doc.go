@@ -24,7 +24,8 @@
 // With Options.Physnet set, a provider network joins the hypervisors too
 // (br-ex and ovn-bridge-mappings), for localnet ports, and
 // [Cluster.AddExternal] puts hosts on it. [VM.MoveTo] moves a VM to another
-// hypervisor, as a migration does.
+// hypervisor, as a migration does. [Cluster.NewVM] and [VM.Plug] are
+// [Cluster.AddVM] in two steps, for timing the plug-in alone.
 //
 // The first packet to a new tunnel neighbour is lost while OVS resolves it,
 // so tests wait for connectivity ([VM.WaitPing]) before they count
