@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/govn/govn/datapath/dp"
@@ -22,7 +23,24 @@ type Engine struct {
 	layout   lflow.Layout
 	// now stamps MAC bindings; tests fix it.
 	now func() time.Time
+
+	// Parsing the userdata and compiling a nested body cost far more
+	// than building the packet; both depend only on the flow (and, for
+	// a body, the state it names ports from), so they are cached.
+	mu       sync.Mutex
+	parsed   map[string][]lflow.Action
+	compiled map[bodyKey][]flow.Action
 }
+
+// bodyKey names a nested action's compiled body.
+type bodyKey struct {
+	userdata string
+	table    uint8
+	dp       *Datapath // of one State: a new State compiles anew
+}
+
+// maxCached bounds each cache; a full cache starts over.
+const maxCached = 4096
 
 // NewEngine returns an engine for OVN's symbols and table layout.
 func NewEngine() (*Engine, error) {
@@ -35,7 +53,8 @@ func NewEngine() (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Engine{symtab: st, compiler: c, layout: layout, now: time.Now}, nil
+	return &Engine{symtab: st, compiler: c, layout: layout, now: time.Now,
+		parsed: map[string][]lflow.Action{}, compiled: map[bodyKey][]flow.Action{}}, nil
 }
 
 // Output is what handling one packet-in produced.
@@ -71,7 +90,7 @@ func Kind(userdata []byte) string {
 // answered (bad packet, unknown action or datapath); a paused pipeline is
 // resumed even then, with the action's result 0, when it can be.
 func (e *Engine) Handle(pi *dp.PacketIn, st *State) (Output, error) {
-	acts, err := e.symtab.ParseActions(string(pi.UserData))
+	acts, err := e.parse(string(pi.UserData))
 	if err != nil {
 		return Output{}, fmt.Errorf("controller action %q: %w", pi.UserData, err)
 	}
@@ -100,6 +119,27 @@ func (e *Engine) Handle(pi *dp.PacketIn, st *State) (Output, error) {
 		err = fmt.Errorf("controller action %q is not for pinctrl", pi.UserData)
 	}
 	return h.out, err
+}
+
+// parse parses a controller action's userdata, from the cache if it can.
+func (e *Engine) parse(ud string) ([]lflow.Action, error) {
+	e.mu.Lock()
+	acts, ok := e.parsed[ud]
+	e.mu.Unlock()
+	if ok {
+		return acts, nil
+	}
+	acts, err := e.symtab.ParseActions(ud)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	if len(e.parsed) >= maxCached {
+		clear(e.parsed)
+	}
+	e.parsed[ud] = acts
+	e.mu.Unlock()
+	return acts, nil
 }
 
 // handling is the state of one Handle call.
@@ -141,9 +181,20 @@ func (h *handling) nested(a *lflow.NestedAction) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", a.Name, err)
 	}
-	prog, err := h.compile(body)
-	if err != nil {
-		return fmt.Errorf("%s: %w", a.Name, err)
+	key := bodyKey{string(h.pi.UserData), h.pi.Table, h.dp}
+	h.e.mu.Lock()
+	prog, ok := h.e.compiled[key]
+	h.e.mu.Unlock()
+	if !ok {
+		if prog, err = h.compile(body); err != nil {
+			return fmt.Errorf("%s: %w", a.Name, err)
+		}
+		h.e.mu.Lock()
+		if len(h.e.compiled) >= maxCached {
+			clear(h.e.compiled)
+		}
+		h.e.compiled[key] = prog
+		h.e.mu.Unlock()
 	}
 	h.out.Packets = append(h.out.Packets, dp.PacketOut{Frame: pkt, Key: h.pi.Key, Table: h.pi.Table, Actions: prog})
 	return nil

@@ -82,7 +82,7 @@ func parseDHCPv4(b []byte) (*dhcpRequestMsg, error) {
 		}
 		p += 2 + len(data)
 	}
-	if t := m.options[optMsgType]; len(t) == 1 {
+	if t := m.options[optMsgType]; len(t) == 1 && t[0] != 0 {
 		m.msgType = t[0]
 	} else {
 		return nil, errors.New("DHCP message without a message type")

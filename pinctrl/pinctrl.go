@@ -61,13 +61,14 @@ type Pinctrl struct {
 	mb       MACBindingStats
 	buckets  map[string]*bucket
 
-	state     *State
-	stateFrom *client.Client
-	stateGen  uint64
-	stateTime time.Time
-	recent    map[BindingKey]string // bindings sent to the writer lately
-	bindings  chan MACBinding
-	outErrors uint64
+	state      *State
+	stateFrom  *client.Client
+	stateGen   uint64
+	stateTime  time.Time
+	fixedState *State                // tests: the state, instead of the Southbound's
+	recent     map[BindingKey]string // bindings sent to the writer lately
+	bindings   chan MACBinding
+	outErrors  uint64
 }
 
 // KindStats count one kind of controller action.
@@ -221,6 +222,9 @@ const stateRefresh = 100 * time.Millisecond
 // currentState returns the Southbound state, rebuilt if the Southbound
 // changed (at most every stateRefresh), or nil without a Southbound.
 func (p *Pinctrl) currentState(now time.Time) *State {
+	if p.fixedState != nil {
+		return p.fixedState
+	}
 	c := p.cfg.SB()
 	if c == nil || c.Cache().Schema() == nil {
 		return nil
