@@ -47,8 +47,8 @@ func TestBenchSmoke(t *testing.T) {
 		if f.Ports != 3 || f.Failed != 0 || len(f.SamplesMs) != 3 {
 			t.Errorf("%s: %d ports up, %d failed, samples %v; want all 3 up", f.Chassis, f.Ports, f.Failed, f.SamplesMs)
 		}
-		if f.P50Ms <= 0 || f.P90Ms < f.P50Ms {
-			t.Errorf("%s: p50 %v ms, p90 %v ms", f.Chassis, f.P50Ms, f.P90Ms)
+		if f.P50Ms <= 0 || f.P90Ms < f.P50Ms || f.AddPortP50Ms <= 0 {
+			t.Errorf("%s: p50 %v ms, p90 %v ms, add-port p50 %v ms", f.Chassis, f.P50Ms, f.P90Ms, f.AddPortP50Ms)
 		}
 	}
 	var b strings.Builder

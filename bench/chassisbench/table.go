@@ -35,6 +35,7 @@ func (r *Report) WriteTable(out io.Writer) {
 	row("p90", r.Govn.P90Ms, ov.P90Ms, true)
 	row("min", r.Govn.MinMs, ov.MinMs, false)
 	row("max", r.Govn.MaxMs, ov.MaxMs, false)
+	row("  add-port returned (p50)", r.Govn.AddPortP50Ms, ov.AddPortP50Ms, false)
 	if o != nil {
 		fmt.Fprintf(w, "ports up (failed)\t%d (%d)\t%d (%d)\t\t\n", r.Govn.Ports, r.Govn.Failed, o.Ports, o.Failed)
 	} else {
