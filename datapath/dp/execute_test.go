@@ -1,6 +1,7 @@
 package dp
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
@@ -127,4 +128,77 @@ func TestExecute(t *testing.T) {
 	if err := r.d.Execute(loop); err == nil {
 		t.Error("a looping packet-out gave no error")
 	}
+}
+
+// TestSetFieldNDAndICMP: set-field rewrites ICMP type and code (views of
+// tp_src, tp_dst) and an ND message's target and link-layer address
+// options, keeping the ICMPv6 checksum right.
+func TestSetFieldNDAndICMP(t *testing.T) {
+	p := NewPipeline()
+	r := newRig(t, Config{Flows: p}, 2)
+	src := netip.MustParseAddr("fe80::1")
+	dst := netip.MustParseAddr("ff02::1:ff00:2")
+	ns := make([]byte, 32)
+	ns[0] = 135
+	copy(ns[8:], netip.MustParseAddr("fe80::2").AsSlice())
+	ns[24], ns[25] = 1, 1 // source link-layer address option
+	frame := ipv6Frame(src, dst, 58, ns)
+	var k flow.Key
+	k.Set(flow.InPort, 1)
+	target := flow.U128{Hi: 0xaef0 << 48, Lo: 9}
+	acts := []flow.Action{
+		flow.Load{Dst: flow.Whole(flow.NDTarget), Value: target},
+		flow.Load{Dst: flow.Whole(flow.NDSLL), Value: flow.U128{Lo: 0x0a0000000001}},
+		flow.Load{Dst: flow.Whole(flow.NDTLL), Value: flow.U128{Lo: 0x0a0000000002}}, // no such option: unchanged
+		flow.Load{Dst: flow.Whole(flow.ICMPCode), Value: flow.U128{Lo: 0}},
+		flow.Load{Dst: flow.Whole(flow.ICMPType), Value: flow.U128{Lo: 136}},
+		flow.Output{Port: 2},
+	}
+	if err := r.d.Execute(PacketOut{Frame: frame, Key: k, Actions: acts}); err != nil {
+		t.Fatal(err)
+	}
+	got := r.expect(t, 2).Data
+	icmp := got[14+40:]
+	want := netip.MustParseAddr("aef0::9").AsSlice()
+	if icmp[0] != 136 || string(icmp[8:24]) != string(want) || string(icmp[26:32]) != "\x0a\x00\x00\x00\x00\x01" {
+		t.Errorf("ND message % x", icmp)
+	}
+	var sum uint32
+	for _, b := range [][]byte{src.AsSlice(), dst.AsSlice(), {0, 0, 0, byte(len(icmp)), 0, 0, 0, 58}, icmp} {
+		for i := 0; i+1 < len(b); i += 2 {
+			sum += uint32(b[i])<<8 | uint32(b[i+1])
+		}
+	}
+	for sum>>16 != 0 {
+		sum = sum&0xffff + sum>>16
+	}
+	if sum != 0xffff {
+		t.Errorf("ICMPv6 checksum wrong after the rewrite")
+	}
+}
+
+// ipv6Frame builds an Ethernet frame holding an IPv6 packet with an
+// ICMPv6 (proto 58) payload whose checksum it fills.
+func ipv6Frame(src, dst netip.Addr, proto byte, payload []byte) []byte {
+	b := make([]byte, 14+40, 14+40+len(payload))
+	b[12], b[13] = 0x86, 0xdd
+	h := b[14:]
+	h[0] = 0x60
+	h[4], h[5] = byte(len(payload)>>8), byte(len(payload))
+	h[6], h[7] = proto, 255
+	copy(h[8:], src.AsSlice())
+	copy(h[24:], dst.AsSlice())
+	b = append(b, payload...)
+	var sum uint32
+	for _, p := range [][]byte{src.AsSlice(), dst.AsSlice(), {0, 0, byte(len(payload) >> 8), byte(len(payload)), 0, 0, 0, proto}, payload} {
+		for i := 0; i+1 < len(p); i += 2 {
+			sum += uint32(p[i])<<8 | uint32(p[i+1])
+		}
+	}
+	for sum>>16 != 0 {
+		sum = sum&0xffff + sum>>16
+	}
+	c := ^uint16(sum)
+	b[14+40+2], b[14+40+3] = byte(c>>8), byte(c)
+	return b
 }
