@@ -3,6 +3,7 @@ package hvtest
 import (
 	"context"
 	"net/netip"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,8 @@ import (
 //   - routed traffic to vm2 makes the router ARP, the answer fills
 //     MAC_Binding, and then the ping flows;
 //   - ping with TTL 1 through the router gets "time exceeded";
+//   - a DNS query for a name in the switch's DNS records is answered;
+//   - UDP to a port a reject ACL covers gets ICMP port unreachable;
 //   - TCP to a port a reject ACL covers gets a RST (connection refused,
 //     at once, where without the ACL the server answers).
 func TestGovnChassisPinctrl(t *testing.T) {
@@ -95,6 +98,49 @@ func TestGovnChassisPinctrl(t *testing.T) {
 		t.Errorf("ping -t 1 through the router: no time exceeded from 10.0.1.1:\n%s", out)
 	})
 
+	t.Run("dns", func(t *testing.T) {
+		python(t)
+		dns := strings.TrimSpace(c.NBCtl(t, "create", "DNS", `records={"vm2.ovn.org"="10.0.2.12"}`))
+		c.NBCtl(t, "--wait=hv", "add", "Logical_Switch", "ls1", "dns_records", dns)
+		// A query for vm2.ovn.org to the DNS server the lease named: the
+		// switch answers it.
+		const query = `import socket,struct,sys
+s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(2)
+q=struct.pack('>HHHHHH',0x1234,0x100,1,0,0,0)+b'\x03vm2\x03ovn\x03org\x00'+struct.pack('>HH',1,1)
+s.sendto(q,(sys.argv[1],53));print(s.recv(512).hex())`
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		out, err := vm1.Command(ctx, "python3", "-c", query, "8.8.8.8").CombinedOutput()
+		reply := strings.TrimSpace(string(out))
+		if err != nil {
+			t.Fatalf("DNS query: %v: %s", err, reply)
+		}
+		// Header: id 1234, a response, one question, one answer; the
+		// answer's data is 10.0.2.12.
+		if !strings.HasPrefix(reply, "1234") || reply[4] < '8' || reply[8:16] != "00010001" || !strings.HasSuffix(reply, "0a00020c") {
+			t.Errorf("DNS reply %s, want an answer 10.0.2.12", reply)
+		}
+	})
+
+	t.Run("reject-acl-udp-unreachable", func(t *testing.T) {
+		python(t)
+		c.NBCtl(t, "--wait=hv", "acl-add", "ls2", "to-lport", "1000", "udp.dst == 9999", "reject")
+		// A connected UDP socket learns of ICMP port unreachable as
+		// ECONNREFUSED on its next receive.
+		const probe = `import socket,sys
+s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(3);s.connect((sys.argv[1],9999))
+try:
+    s.send(b'x');s.recv(10);print('answered')
+except ConnectionRefusedError: print('refused')
+except socket.timeout: print('timeout')`
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		out, err := vm1.Command(ctx, "python3", "-c", probe, vm2.IP()).CombinedOutput()
+		if got := strings.TrimSpace(string(out)); err != nil || got != "refused" {
+			t.Errorf("UDP through a reject ACL: %s (%v), want refused", got, err)
+		}
+	})
+
 	t.Run("reject-acl-resets-tcp", func(t *testing.T) {
 		vm2.HTTPServe(t, 8080)
 		url := "http://" + vm2.IP() + ":8080/"
@@ -110,4 +156,12 @@ func TestGovnChassisPinctrl(t *testing.T) {
 		}
 		t.Logf("refused after %v", took)
 	})
+}
+
+// python skips the test without python3, which some probes use.
+func python(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3")
+	}
 }
