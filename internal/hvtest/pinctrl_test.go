@@ -17,6 +17,7 @@ import (
 //   - routed traffic to vm2 makes the router ARP, the answer fills
 //     MAC_Binding, and then the ping flows;
 //   - ping with TTL 1 through the router gets "time exceeded";
+//   - a DHCPv6 Solicit gets the port's IPv6 address in an Advertise;
 //   - a DNS query for a name in the switch's DNS records is answered;
 //   - UDP to a port a reject ACL covers gets ICMP port unreachable;
 //   - TCP to a port a reject ACL covers gets a RST (connection refused,
@@ -119,6 +120,44 @@ s.sendto(q,(sys.argv[1],53));print(s.recv(512).hex())`
 		// answer's data is 10.0.2.12.
 		if !strings.HasPrefix(reply, "1234") || reply[4] < '8' || reply[8:16] != "00010001" || !strings.HasSuffix(reply, "0a00020c") {
 			t.Errorf("DNS reply %s, want an answer 10.0.2.12", reply)
+		}
+	})
+
+	t.Run("dhcpv6", func(t *testing.T) {
+		python(t)
+		d6 := strings.TrimSpace(c.NBCtl(t, "create", "DHCP_Options", `cidr="aef0::/64"`))
+		c.NBCtl(t, "dhcp-options-set-options", d6, "server_id=00:00:00:10:00:01")
+		c.NBCtl(t, "lsp-add", "ls1", "vm3", "--", "lsp-set-addresses", "vm3", "0a:00:00:00:01:03 10.0.1.13 aef0::13",
+			"--", "lsp-set-dhcpv6-options", "vm3", d6)
+		vm3 := c.AddVM(t, hv, VMSpec{Name: "vm3", LSP: "vm3", MAC: "0a:00:00:00:01:03", Addr: "10.0.1.13/24"})
+		c.WaitPortUp(t, "vm3")
+		c.NBCtl(t, "--wait=hv", "sync")
+		// A Solicit with an IA_NA (IAID 7) from the link-local address,
+		// retried while that address is still tentative.
+		const solicit = `import socket,struct,time
+s=socket.socket(socket.AF_INET6,socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET,socket.SO_BINDTODEVICE,b'eth0')
+s.bind(('::',546));s.settimeout(1)
+m=bytes([1,0x11,0x22,0x33])+struct.pack('>HH',1,10)+bytes([0,3,0,1,10,0,0,0,1,3])+struct.pack('>HHIII',3,12,7,0,0)
+for i in range(10):
+    try:
+        s.sendto(m,('ff02::1:2',547,0,socket.if_nametoindex('eth0')));print(s.recv(1500).hex());break
+    except OSError: time.sleep(0.5)`
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		// The cluster's namespaces have IPv6 off; vm3 needs its
+		// link-local address.
+		if out, err := vm3.Command(ctx, "sysctl", "-qw", "net.ipv6.conf.eth0.accept_dad=0",
+			"net.ipv6.conf.all.disable_ipv6=0", "net.ipv6.conf.eth0.disable_ipv6=0").CombinedOutput(); err != nil {
+			t.Fatalf("enabling IPv6 on vm3: %v: %s", err, out)
+		}
+		out, err := vm3.Command(ctx, "python3", "-c", solicit).CombinedOutput()
+		reply := strings.TrimSpace(string(out))
+		// An Advertise of the transaction holding aef0::13 in an IA_NA
+		// of IAID 7.
+		if err != nil || !strings.HasPrefix(reply, "02112233") || !strings.Contains(reply, "00030028"+"00000007") ||
+			!strings.Contains(reply, "aef00000000000000000000000000013") {
+			t.Errorf("DHCPv6 reply %q (%v), want an Advertise of aef0::13", reply, err)
 		}
 	})
 
