@@ -330,7 +330,16 @@ func (w *nbWorld) routerStep(n int, mac, ip string) (did string, ok bool) {
 		}
 		w.addMember(nb.LogicalRouterTable, lr, "nat", w.h.nb.Insert(nb.NATTable, nat.Row()))
 		return "add NAT", true
-	case 8: // delete a NAT rule
+	case 8: // delete a NAT rule, or give one another's external address
+		if w.rnd.IntN(2) == 0 {
+			a, okA := w.pick(nb.NATTable)
+			b, okB := w.pick(nb.NATTable)
+			if !okA || !okB {
+				return "", false
+			}
+			w.h.nb.Update(nb.NATTable, a, map[string]ovsdb.Datum{"external_ip": w.col(nb.NATTable, b, "external_ip")})
+			return "share a NAT external address", true
+		}
 		lr, ok := w.pick(nb.LogicalRouterTable)
 		if !ok || !w.dropMember(nb.LogicalRouterTable, lr, "nat") {
 			return "", false
@@ -374,8 +383,10 @@ func TestIncrementalEqualsFullCompute(t *testing.T) {
 			h.nbCommit()
 			h.s.Recompute()
 			h.sync()
+			steps := map[string]int{}
 			for i := 0; i < 200; i++ {
 				did := w.step()
+				steps[did]++
 				h.sync()
 				if i%50 == 49 || i == 199 {
 					if n := freshWrites(t, h); n != 0 {
@@ -386,7 +397,7 @@ func TestIncrementalEqualsFullCompute(t *testing.T) {
 			if r := h.s.Stats().Recomputes; r != 1 {
 				t.Errorf("%d full recomputes, want only the first", r)
 			}
-			t.Logf("%d flows, %d port bindings", h.sb.count("Logical_Flow"), h.sb.count("Port_Binding"))
+			t.Logf("%d flows, %d port bindings; changes made: %v", h.sb.count("Logical_Flow"), h.sb.count("Port_Binding"), steps)
 		})
 	}
 }

@@ -26,6 +26,9 @@ const (
 	kindStaticMACBinding
 	kindBFD
 	kindIGMP
+	kindNAT
+	kindRouterNAT
+	kindRouterRoutes
 
 	// kindMemo owners compute memos (memo.go); they are not in ownerKinds
 	// and produce no output.
@@ -51,6 +54,9 @@ func ownerKinds() []ownerKindInfo {
 		kindStaticMACBinding: {"static-mac-binding", nb.StaticMACBindingTable, genStaticMACBinding},
 		kindBFD:              {"bfd", nb.BFDTable, genBFD},
 		kindIGMP:             {"igmp-groups", "", genIGMP},
+		kindNAT:              {"nat", nb.NATTable, genNAT},
+		kindRouterNAT:        {"router-nat", nb.LogicalRouterTable, genRouterNAT},
+		kindRouterRoutes:     {"router-routes", nb.LogicalRouterTable, genRouterRoutes},
 	}
 }
 

@@ -137,8 +137,6 @@ func genRouter(g *gen) {
 	})
 	routerPipeline(g, r)
 	routerMulticast(g, r)
-	routerRoutes(g, r)
-	routerNATFlows(g, r)
 	routerLBFlows(g, r)
 	if r.chassis != "" && routerHasNATOrLB(g, lr.UUID) {
 		// A gateway router with NAT or load balancers un-DNATs and
@@ -147,6 +145,17 @@ func genRouter(g *gen) {
 		g.Flow(r.dp, LROutUndnat, 100, "nd || nd_rs || nd_ra", "next;")
 		g.Flow(r.dp, LROutPostUndnat, 50, "ip && ct.new", "ct_commit { } ; next; ")
 	}
+}
+
+// genRouterRoutes writes a router's static routes and routing policies:
+// an owner of its own, so that a route costs its router's routes, not its
+// whole pipeline.
+func genRouterRoutes(g *gen) {
+	lr, ok := Read[nb.LogicalRouter](g, NB, g.ID())
+	if !ok || (lr.Enabled != nil && !*lr.Enabled) {
+		return
+	}
+	routerRoutes(g, &logicalRouter{nb: lr, dp: g.Datapath(lr.UUID), chassis: lr.Options["chassis"]})
 }
 
 func genRouterPort(g *gen) {

@@ -49,6 +49,9 @@ type State struct {
 type Stats struct {
 	Recomputes  uint64 // full recomputes
 	Generations uint64 // owners generated
+	// Flows counts the logical flows the generated owners produced: the
+	// work a change cost, whether or not the flows changed.
+	Flows uint64
 }
 
 // Options configure a State.
@@ -247,6 +250,7 @@ func (s *State) generate(o *owner) {
 
 	if !o.gone {
 		s.kinds[o.key.kind].gen(&gen{s: s, o: o})
+		s.stats.Flows += uint64(len(o.flows))
 	}
 
 	// Add before removing, so that a flow the owner makes again keeps its
