@@ -105,6 +105,24 @@ func (g *gen) FlowMeter(dp dpID, st Stage, priority int, match, actions, meter s
 	g.addFlow(dp, flowKey{stage: st, priority: uint16(priority), match: match, actions: actions, meter: meter, hint: stageHint(hint)})
 }
 
+// FlowOn is Flow on each of dps, and FlowHintOn FlowHint: a flow that
+// many datapaths share (a load balancer's, on every switch of its group)
+// is built once.
+func (g *gen) FlowOn(dps []dpID, st Stage, priority int, match, actions string) {
+	g.addFlowOn(dps, flowKey{stage: st, priority: uint16(priority), match: match, actions: actions})
+}
+
+// FlowHintOn: see FlowOn.
+func (g *gen) FlowHintOn(dps []dpID, st Stage, priority int, match, actions string, hint ovsdb.UUID) {
+	g.addFlowOn(dps, flowKey{stage: st, priority: uint16(priority), match: match, actions: actions, hint: stageHint(hint)})
+}
+
+func (g *gen) addFlowOn(dps []dpID, k flowKey) {
+	for _, dp := range dps {
+		g.addFlow(dp, k)
+	}
+}
+
 func (g *gen) addFlow(dp dpID, k flowKey) {
 	e := g.s.flows.add(k, dp)
 	g.o.flows = append(g.o.flows, flowContribution{e, dp})

@@ -237,11 +237,13 @@ func genLoadBalancer(g *gen) {
 		return
 	}
 	ct := ctNamesFor(g.Features())
-	for _, ls := range switches {
-		dp := g.Datapath(ls)
-		for i := range vips {
-			lbSwitchFlows(g, dp, &lb, &vips[i], proto, down, ct)
-		}
+	// The same flows on every switch: built once.
+	dps := make([]dpID, len(switches))
+	for i, ls := range switches {
+		dps[i] = g.Datapath(ls)
+	}
+	for i := range vips {
+		lbSwitchFlows(g, dps, &lb, &vips[i], proto, down, ct)
 	}
 }
 
@@ -254,8 +256,8 @@ func lbHealthChecks(g *gen, lb *nb.LoadBalancer) map[string]nb.LoadBalancerHealt
 	return out
 }
 
-// lbSwitchFlows writes one VIP's flows on one switch.
-func lbSwitchFlows(g *gen, dp dpID, lb *nb.LoadBalancer, v *lbVIP, proto string, down map[lbEndpoint]bool, ct ctNames) {
+// lbSwitchFlows writes one VIP's flows on switches dps.
+func lbSwitchFlows(g *gen, dps []dpID, lb *nb.LoadBalancer, v *lbVIP, proto string, down map[lbEndpoint]bool, ct ctNames) {
 	ipf, reg, aff := "ip4", "reg1", "reg4"
 	if v.vip.ip.Is6() {
 		ipf, reg, aff = "ip6", "xxreg1", "xxreg0"
@@ -272,7 +274,7 @@ func lbSwitchFlows(g *gen, dp dpID, lb *nb.LoadBalancer, v *lbVIP, proto string,
 	// Pre-stateful: traffic to the VIP (and only that traffic) loads the
 	// VIP into registers, as constants, for the hairpin and affinity
 	// stages.
-	g.FlowHint(dp, LSInPreStateful, 120, regbitConntrackNAT+" == 1 && "+match, load+ct.lb+";", id)
+	g.FlowHintOn(dps, LSInPreStateful, 120, regbitConntrackNAT+" == 1 && "+match, load+ct.lb+";", id)
 
 	var live []string
 	for _, be := range v.backends {
@@ -282,10 +284,10 @@ func lbSwitchFlows(g *gen, dp dpID, lb *nb.LoadBalancer, v *lbVIP, proto string,
 	}
 	if len(live) == 0 {
 		if lb.Options["reject"] == "true" {
-			g.FlowHint(dp, LSInLB, prio, "ct.new && "+match,
+			g.FlowHintOn(dps, LSInLB, prio, "ct.new && "+match,
 				fmt.Sprintf("reg0 = 0; reject { outport <-> inport; next(pipeline=egress,table=%d);};", LSOutQoSMark.Table()), id)
 		} else {
-			g.FlowHint(dp, LSInLB, prio, "ct.new && "+match, "drop;", id)
+			g.FlowHintOn(dps, LSInLB, prio, "ct.new && "+match, "drop;", id)
 		}
 		return
 	}
@@ -293,7 +295,7 @@ func lbSwitchFlows(g *gen, dp dpID, lb *nb.LoadBalancer, v *lbVIP, proto string,
 	if h := lbHashFields(lb, proto); h != "" {
 		args += "; hash_fields=\"" + h + "\""
 	}
-	g.FlowHint(dp, LSInLB, prio, "ct.new && "+match, regbitConntrackCommit+" = 0; "+ct.lb+"("+args+");", id)
+	g.FlowHintOn(dps, LSInLB, prio, "ct.new && "+match, regbitConntrackCommit+" = 0; "+ct.lb+"("+args+");", id)
 
 	// Session affinity: remember the backend a client got for the timeout.
 	timeout, _ := strconv.Atoi(lb.Options["affinity_timeout"])
@@ -301,15 +303,15 @@ func lbSwitchFlows(g *gen, dp dpID, lb *nb.LoadBalancer, v *lbVIP, proto string,
 		return
 	}
 	vipMatch := fmt.Sprintf("ct.new && %s && %s == %s && reg2[0..15] == %d", ipf, reg, v.vip.ip, v.vip.port)
-	g.FlowHint(dp, LSInLBAffCheck, 100, vipMatch, regbitLBAffinity+" = chk_lb_aff(); next;", id)
+	g.FlowHintOn(dps, LSInLBAffCheck, 100, vipMatch, regbitLBAffinity+" = chk_lb_aff(); next;", id)
 	for _, be := range v.backends {
 		if down[be] {
 			continue
 		}
-		g.FlowHint(dp, LSInLB, 150,
+		g.FlowHintOn(dps, LSInLB, 150,
 			fmt.Sprintf("%s == 1 && ct.new && %s && %s == %s && reg8[0..15] == %d", regbitLBAffinity, ipf, aff, be.ip, be.port),
 			fmt.Sprintf("%s = 0; %s%s(backends=%s);", regbitConntrackCommit, load, ct.lb, be), id)
-		g.FlowHint(dp, LSInLBAffLearn, 100,
+		g.FlowHintOn(dps, LSInLBAffLearn, 100,
 			fmt.Sprintf("%s == 0 && %s && %s.dst == %s && %s.dst == %d", regbitLBAffinity, vipMatch, ipf, be.ip, proto, be.port),
 			fmt.Sprintf("commit_lb_aff(vip = \"%s\", backend = \"%s\", proto = %s, timeout = %d); /* drop */", v.vip, be, proto, timeout), id)
 	}

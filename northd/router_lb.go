@@ -71,27 +71,26 @@ func routerLBFactsOf(g *gen, lr ovsdb.UUID) routerLBFacts {
 		reachable := func(a netip.Addr) bool {
 			return slices.ContainsFunc(nets, func(n netip.Prefix) bool { return n.Contains(a) })
 		}
-		for _, lb := range ReadAll[nb.LoadBalancer](g, NB, routerLoadBalancers(g, lr)) {
-			vips := parseVIPsQuiet(&lb)
-			if len(vips) == 0 {
+		for _, lb := range lbFactsAll(g, routerLoadBalancers(g, lr)) {
+			if len(lb.valid) == 0 {
 				continue
 			}
 			f.hasVIP = true
-			if lb.Options["skip_snat"] == "true" {
+			if lb.skipSNAT {
 				f.skipSNAT = true
 			}
-			for _, v := range vips {
-				if seen[v.vip.ip] {
+			for _, ip := range lb.valid {
+				if seen[ip] {
 					continue
 				}
-				seen[v.vip.ip] = true
-				if !reachable(v.vip.ip) {
+				seen[ip] = true
+				if !reachable(ip) {
 					continue
 				}
-				if v.vip.ip.Is4() {
-					f.v4 = append(f.v4, v.vip.ip)
+				if ip.Is4() {
+					f.v4 = append(f.v4, ip)
 				} else {
-					f.v6 = append(f.v6, v.vip.ip)
+					f.v6 = append(f.v6, ip)
 				}
 			}
 		}
@@ -241,35 +240,87 @@ func routerPortLBFlows(g *gen, r *logicalRouter, p *routerPort) {
 // lbRouterTarget is what a load balancer's flows on one router need to
 // know about the router.
 type lbRouterTarget struct {
-	dp      dpID
-	router  ovsdb.UUID
+	dps     []dpID      // the routers alike in what follows
 	chassis bool        // a gateway router (options:chassis)
 	force   bool        // options:lb_force_snat_ip is set
 	dgp     *routerPort // the gateway port of a distributed router, or nil
+	// natVIP says, of each VIP by index, whether it is on an address the
+	// (gateway) router SNATs to.
+	natVIP string
 }
 
 // lbOnRouters writes a load balancer's VIP flows on every router it is on:
 // on a gateway router, on the gateway chassis of a distributed router's
 // gateway port, or, on a router with neither, wherever the router runs.
+// Routers alike in all that (ovn-kubernetes's gateway routers, one a node)
+// get their flows built once.
 func lbOnRouters(g *gen, lb *nb.LoadBalancer, vips []lbVIP, proto string, down map[lbEndpoint]bool) {
 	routers := lbRouters(g, lb.UUID)
 	if len(routers) == 0 || len(vips) == 0 {
 		return
 	}
 	ct := ctNamesFor(g.Features())
+	type class struct {
+		chassis, force bool
+		dgp, natVIP    string
+	}
+	var targets []*lbRouterTarget
+	byClass := map[class]*lbRouterTarget{}
 	for _, id := range routers {
-		lr, ok := Read[nb.LogicalRouter](g, NB, id)
-		if !ok || (lr.Enabled != nil && !*lr.Enabled) {
+		rf := routerLBTargetOf(g, id)
+		if !rf.enabled {
 			continue
 		}
-		t := lbRouterTarget{dp: g.Datapath(id), router: id, chassis: lr.Options["chassis"] != "", force: lr.Options["lb_force_snat_ip"] != ""}
-		if lr.Options["chassis"] == "" {
-			t.dgp = lbGatewayPort(routerPortsOf(g, id))
+		t := lbRouterTarget{chassis: rf.chassis, force: rf.force, dgp: rf.dgp}
+		c := class{chassis: t.chassis, force: t.force}
+		if t.dgp != nil {
+			c.dgp = t.dgp.nb.Name + " " + t.dgp.crName
 		}
+		if t.chassis {
+			nat := []byte(strings.Repeat("0", len(vips)))
+			for i := range vips {
+				if vips[i].vip.port != 0 && routerNATIPs(g, id)[vips[i].vip.ip] {
+					nat[i] = '1'
+				}
+			}
+			t.natVIP = string(nat)
+			c.natVIP = t.natVIP
+		}
+		if same := byClass[c]; same != nil {
+			same.dps = append(same.dps, g.Datapath(id))
+			continue
+		}
+		t.dps = []dpID{g.Datapath(id)}
+		byClass[c] = &t
+		targets = append(targets, &t)
+	}
+	for _, t := range targets {
 		for i := range vips {
-			lbRouterVIPFlows(g, &t, lb, &vips[i], proto, down, ct)
+			lbRouterVIPFlows(g, t, lb, &vips[i], t.natVIP != "" && t.natVIP[i] == '1', proto, down, ct)
 		}
 	}
+}
+
+// routerLBTarget is what a router's load balancer flows depend on of the
+// router, a memo: every load balancer of a group reads it on every
+// router of the group.
+type routerLBTarget struct {
+	enabled, chassis, force bool
+	dgp                     *routerPort
+}
+
+func routerLBTargetOf(g *gen, id ovsdb.UUID) routerLBTarget {
+	return g.Memo("router-lb-target/"+id.String(), func(g *gen) any {
+		lr, ok := Read[nb.LogicalRouter](g, NB, id)
+		if !ok || (lr.Enabled != nil && !*lr.Enabled) {
+			return routerLBTarget{}
+		}
+		t := routerLBTarget{enabled: true, chassis: lr.Options["chassis"] != "", force: lr.Options["lb_force_snat_ip"] != ""}
+		if !t.chassis {
+			t.dgp = lbGatewayPort(routerPortsOf(g, id))
+		}
+		return t
+	}).(routerLBTarget)
 }
 
 // lbGatewayPort returns the distributed gateway port that load balancing
@@ -286,9 +337,10 @@ func lbGatewayPort(ports []routerPort) *routerPort {
 	return dgp
 }
 
-// lbRouterVIPFlows writes one VIP's flows on one router.
-func lbRouterVIPFlows(g *gen, t *lbRouterTarget, lb *nb.LoadBalancer, v *lbVIP, proto string, down map[lbEndpoint]bool, ct ctNames) {
-	dp, id := t.dp, lb.UUID
+// lbRouterVIPFlows writes one VIP's flows on the routers of t; natVIP
+// says the VIP is on an address they SNAT to.
+func lbRouterVIPFlows(g *gen, t *lbRouterTarget, lb *nb.LoadBalancer, v *lbVIP, natVIP bool, proto string, down map[lbEndpoint]bool, ct ctNames) {
+	dps, id := t.dps, lb.UUID
 	ipf := ipFamily(v.vip.ip)
 	vipReg, beReg := "reg0", "reg4"
 	if v.vip.ip.Is6() {
@@ -297,11 +349,11 @@ func lbRouterVIPFlows(g *gen, t *lbRouterTarget, lb *nb.LoadBalancer, v *lbVIP, 
 	// Several load balancers may share a VIP address (with other ports or
 	// protocols): the defrag flow is the address's, one flow without a
 	// stage hint, as ovn-northd writes it once.
-	g.Flow(dp, LRInDefrag, 100, fmt.Sprintf("ip && %s.dst == %s", ipf, v.vip.ip), "ct_dnat;")
-	if v.vip.port != 0 && t.chassis && routerNATIPs(g, t.router)[v.vip.ip] {
+	g.FlowOn(dps, LRInDefrag, 100, fmt.Sprintf("ip && %s.dst == %s", ipf, v.vip.ip), "ct_dnat;")
+	if natVIP {
 		// A VIP on an address the router SNATs to: its traffic is the
 		// load balancer's, not a reply to unSNAT.
-		g.FlowHint(dp, LRInUnsnat, 120, fmt.Sprintf("%s && %s.dst == %s && %s && %s.dst == %d", ipf, ipf, v.vip.ip, proto, proto, v.vip.port), "next;", id)
+		g.FlowHintOn(dps, LRInUnsnat, 120, fmt.Sprintf("%s && %s.dst == %s && %s && %s.dst == %d", ipf, ipf, v.vip.ip, proto, proto, v.vip.port), "next;", id)
 	}
 
 	match := fmt.Sprintf("ct.new && !ct.rel && %s && %s.dst == %s", ipf, ipf, v.vip.ip)
@@ -331,7 +383,7 @@ func lbRouterVIPFlows(g *gen, t *lbRouterTarget, lb *nb.LoadBalancer, v *lbVIP, 
 		// ovn-northd 23.03 writes the SNAT flag before the drop here,
 		// which no action parser accepts (drop must be alone), so that
 		// ovn-controller ignores the flow; govn drops as meant.
-		g.FlowHint(dp, LRInDNAT, prio, match+resident, "drop;", id)
+		g.FlowHintOn(dps, LRInDNAT, prio, match+resident, "drop;", id)
 		return
 	}
 	strs := make([]string, len(live))
@@ -342,7 +394,7 @@ func lbRouterVIPFlows(g *gen, t *lbRouterTarget, lb *nb.LoadBalancer, v *lbVIP, 
 	if h := lbHashFields(lb, proto); h != "" {
 		args += "; hash_fields=\"" + h + "\""
 	}
-	g.FlowHint(dp, LRInDNAT, prio, match+resident, fmt.Sprintf("%s%s(%s%s);", flag, ct.lb, args, suffix), id)
+	g.FlowHintOn(dps, LRInDNAT, prio, match+resident, fmt.Sprintf("%s%s(%s%s);", flag, ct.lb, args, suffix), id)
 
 	if t.dgp != nil {
 		var alts []string
@@ -353,7 +405,7 @@ func lbRouterVIPFlows(g *gen, t *lbRouterTarget, lb *nb.LoadBalancer, v *lbVIP, 
 				alts = append(alts, fmt.Sprintf("(%s.src == %s)", ipf, be.ip))
 			}
 		}
-		g.FlowHint(dp, LROutUndnat, 120, fmt.Sprintf("%s && (%s) && outport == %q%s", ipf, strings.Join(alts, " || "), t.dgp.nb.Name, resident), undnat, id)
+		g.FlowHintOn(dps, LROutUndnat, 120, fmt.Sprintf("%s && (%s) && outport == %q%s", ipf, strings.Join(alts, " || "), t.dgp.nb.Name, resident), undnat, id)
 	}
 
 	// Session affinity: the check remembers the VIP (and port) in
@@ -367,7 +419,7 @@ func lbRouterVIPFlows(g *gen, t *lbRouterTarget, lb *nb.LoadBalancer, v *lbVIP, 
 		check += fmt.Sprintf("reg9[16..31] = %s.dst; ", proto)
 	}
 	// Affinity is not bound to the gateway chassis.
-	g.FlowHint(dp, LRInLBAffCheck, 100, match, check+"reg9[6] = chk_lb_aff(); next;", id)
+	g.FlowHintOn(dps, LRInLBAffCheck, 100, match, check+"reg9[6] = chk_lb_aff(); next;", id)
 	for _, be := range live {
 		m := fmt.Sprintf("reg9[6] == 1 && ct.new && %s && %s == %s", ipf, beReg, be.ip)
 		learn := fmt.Sprintf("reg9[6] == 0 && ct.new && %s && %s == %s", ipf, vipReg, v.vip.ip)
@@ -379,11 +431,11 @@ func lbRouterVIPFlows(g *gen, t *lbRouterTarget, lb *nb.LoadBalancer, v *lbVIP, 
 		if v.vip.port != 0 {
 			learn += fmt.Sprintf(" && %s.dst == %d", proto, be.port)
 		}
-		g.FlowHint(dp, LRInDNAT, 150, m, fmt.Sprintf("%s = %s; %s%s(backends=%s%s);", vipReg, v.vip.ip, flag, ct.lb, be, suffix), id)
+		g.FlowHintOn(dps, LRInDNAT, 150, m, fmt.Sprintf("%s = %s; %s%s(backends=%s%s);", vipReg, v.vip.ip, flag, ct.lb, be, suffix), id)
 		commit := fmt.Sprintf("commit_lb_aff(vip = \"%s\", backend = \"%s\", proto = %s, timeout = %d); /* drop */", v.vip, be, proto, timeout)
 		if v.vip.port == 0 {
 			commit = fmt.Sprintf("commit_lb_aff(vip = \"%s\", backend = \"%s\", timeout = %d); /* drop */", v.vip, be, timeout)
 		}
-		g.FlowHint(dp, LRInLBAffLearn, 100, learn, commit, id)
+		g.FlowHintOn(dps, LRInLBAffLearn, 100, learn, commit, id)
 	}
 }

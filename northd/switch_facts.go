@@ -48,9 +48,10 @@ func switchACLs(g *gen, ls *nb.LogicalSwitch) []nb.ACL {
 	return ReadAll[nb.ACL](g, NB, ids)
 }
 
-// switchLoadBalancers returns the load balancers on a switch, directly or
-// through its load balancer groups, each once, in UUID order.
-func switchLoadBalancers(g *gen, ls *nb.LogicalSwitch) []nb.LoadBalancer {
+// switchLoadBalancers returns the facts of the load balancers on a
+// switch, directly or through its load balancer groups, each once, in UUID
+// order.
+func switchLoadBalancers(g *gen, ls *nb.LogicalSwitch) []lbFacts {
 	seen := map[ovsdb.UUID]bool{}
 	var ids []ovsdb.UUID
 	add := func(lbs []ovsdb.UUID) {
@@ -66,7 +67,7 @@ func switchLoadBalancers(g *gen, ls *nb.LogicalSwitch) []nb.LoadBalancer {
 		add(g.Members(NB, nb.LoadBalancerGroupTable, grp, "load_balancer"))
 	}
 	sortUUIDs(ids)
-	return ReadAll[nb.LoadBalancer](g, NB, ids)
+	return lbFactsAll(g, ids)
 }
 
 // readSwitchFacts computes a switch's facts, recording what it read.
@@ -82,7 +83,7 @@ func readSwitchFacts(g *gen, ls *nb.LogicalSwitch) switchFacts {
 		}
 	}
 	for _, lb := range switchLoadBalancers(g, ls) {
-		if len(lb.VIPs) > 0 {
+		if lb.anyVIP {
 			f.hasLBVIP = true
 		}
 	}

@@ -92,8 +92,8 @@ func readRouterPeer(g *gen, name string) *routerPeer {
 			lbs = append(lbs, g.Members(NB, nb.LoadBalancerGroupTable, grp, "load_balancer")...)
 		}
 		sortUUIDs(lbs)
-		for _, lb := range ReadAll[nb.LoadBalancer](g, NB, slices.Compact(lbs)) {
-			for vip := range lb.VIPs {
+		for _, lb := range lbFactsAll(g, slices.Compact(lbs)) {
+			for _, vip := range lb.vipKeys {
 				ip := vip
 				if ap, err := netip.ParseAddrPort(vip); err == nil {
 					ip = ap.Addr().String()
