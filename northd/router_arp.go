@@ -41,6 +41,25 @@ func switchRouters(g *gen, ls ovsdb.UUID) []routerAttachment {
 	}).([]routerAttachment)
 }
 
+// switchStaticRouters returns the router ports plugged into a switch whose
+// routers resolve their neighbours without ARP (no
+// options:dynamic_neigh_routers): all that a router port on the switch
+// needs (a memo, which stays the same when a router that learns its
+// neighbours joins, so a switch joining every gateway router, as
+// ovn-kubernetes's join switch does, does not regenerate all its ports
+// for each new one).
+func switchStaticRouters(g *gen, ls ovsdb.UUID) []routerAttachment {
+	return g.Memo("switch-static-routers/"+ls.String(), func(g *gen) any {
+		var out []routerAttachment
+		for _, a := range switchRouters(g, ls) {
+			if !a.dynamicNeigh {
+				out = append(out, a)
+			}
+		}
+		return out
+	}).([]routerAttachment)
+}
+
 // attachmentOf returns the router port a switch port of type router peers
 // with (options:router-port).
 func attachmentOf(g *gen, lsp *nb.LogicalSwitchPort) (routerAttachment, bool) {
@@ -93,7 +112,12 @@ func portNeighbors(lsp *nb.LogicalSwitchPort) (macs []string, ips [][]netip.Addr
 // without ARP (lr_in_arp_resolve). A router port's addresses are resolved
 // the same way by the other routers on the switch.
 func switchPortRouterFlows(g *gen, sw *logicalSwitch, lsp *nb.LogicalSwitchPort) {
-	routers := switchRouters(g, sw.nb.UUID)
+	var routers []routerAttachment
+	if lsp.Type == "router" {
+		routers = switchStaticRouters(g, sw.nb.UUID)
+	} else {
+		routers = switchRouters(g, sw.nb.UUID)
+	}
 	if len(routers) == 0 {
 		return
 	}

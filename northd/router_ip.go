@@ -316,13 +316,18 @@ func switchHasLocalnet(g *gen, ls ovsdb.UUID) bool {
 
 // routerHasGatewayPort says whether a router has a distributed gateway
 // port.
+// It is a memo: every port of a router reads it, and a router with a
+// port per node (ovn-kubernetes's cluster router) must not regenerate all
+// of them when a port comes or goes.
 func routerHasGatewayPort(g *gen, lr ovsdb.UUID) bool {
-	for _, p := range routerPortsOf(g, lr) {
-		if p.gateway {
-			return true
+	return g.Memo("router-has-gw/"+lr.String(), func(g *gen) any {
+		for _, p := range routerPortsOf(g, lr) {
+			if p.gateway {
+				return true
+			}
 		}
-	}
-	return false
+		return false
+	}).(bool)
 }
 
 // routerHasDistributedNAT says whether a router has a dnat_and_snat rule
