@@ -190,7 +190,7 @@ func (s Shape) Northbound() Ops {
 			nsPods[pd.ns] = append(nsPods[pd.ns], id)
 			nsIPs[pd.ns] = append(nsIPs[pd.ns], pd.ip)
 		}
-		node := s.nodeRows(&o, k)
+		node := s.nodeRows(&o, k, named("lbg"))
 		ports = append(ports, node.switchPorts...)
 		o.insert("Logical_Switch", "", map[string]any{"name": nodeSwitch(k), "ports": refs(ports),
 			"load_balancer_group": set(named("lbg")),
@@ -242,7 +242,7 @@ type nodeRefs struct {
 // nodeRows inserts node k's rows but its switch: the management port, the
 // cluster router's port with its gateway chassis, the gateway router with
 // its join and external switches and SNAT.
-func (s Shape) nodeRows(o *Ops, k int) nodeRefs {
+func (s Shape) nodeRows(o *Ops, k int, lbGroup []any) nodeRefs {
 	n := nodeSwitch(k)
 	p := func(what string) string { return fmt.Sprintf("%s_%d", what, k) }
 	mgmt := nodeMAC(k, 2) + " " + nodeNet(k) + ".2"
@@ -265,8 +265,34 @@ func (s Shape) nodeRows(o *Ops, k int) nodeRefs {
 	o.insert("Logical_Router_Static_Route", p("grroute2"), map[string]any{"ip_prefix": "0.0.0.0/0", "nexthop": extGatewayIP, "output_port": "rtoe-" + gr})
 	o.insert("Logical_Router", "", map[string]any{"name": gr, "ports": refs([]string{p("rtoj"), p("rtoe")}),
 		"nat": set(named(p("snat"))), "static_routes": refs([]string{p("grroute1"), p("grroute2")}),
-		"load_balancer_group": set(named("lbg")),
+		"load_balancer_group": set(lbGroup),
 		"options": omap(map[string]string{"chassis": chassis(k), "lb_force_snat_ip": "router_ip",
 			"snat-ct-zone": "0", "always_learn_from_arp_request": "false", "dynamic_neigh_routers": "true"})})
 	return nodeRefs{switchPorts: []string{p("mgmt"), p("stor")}, crPort: p("rtos"), crRoute: p("crroute"), joinPort: p("jtor")}
+}
+
+// NodeAdd returns the operations that add node k to a cluster built by
+// Northbound, as ovn-kubernetes adds a node before any pod runs there:
+// the node's rows and its switch, its ports added to the cluster router
+// and the join switch, the cluster router's route to its gateway router.
+// lbGroup is the UUID of the cluster's load balancer group.
+func (s Shape) NodeAdd(k int, lbGroup string) Ops {
+	s = s.withDefaults()
+	var o Ops
+	group := []any{"uuid", lbGroup}
+	node := s.nodeRows(&o, k, group)
+	o.insert("Logical_Switch", "", map[string]any{"name": nodeSwitch(k), "ports": refs(node.switchPorts),
+		"load_balancer_group": set(group),
+		"other_config":        omap(map[string]string{"subnet": nodeNet(k) + ".0/24", "exclude_ips": nodeNet(k) + ".2"})})
+	o.mutateInsert("Logical_Router", clusterRouter, "ports", node.crPort)
+	o.mutateInsert("Logical_Router", clusterRouter, "static_routes", node.crRoute)
+	o.mutateInsert("Logical_Switch", joinSwitch, "ports", node.joinPort)
+	return o
+}
+
+// mutateInsert adds the row named ref to column col of the row of table
+// named name.
+func (o *Ops) mutateInsert(table, name, col, ref string) {
+	*o = append(*o, map[string]any{"op": "mutate", "table": table, "where": []any{[]any{"name", "==", name}},
+		"mutations": []any{[]any{col, "insert", set(named(ref))}}})
 }
