@@ -126,7 +126,13 @@ func Run(ctx context.Context, cfg Config) error {
 		kick: make(chan struct{}, 1), ifaces: map[string]*iface{}, nextPort: 1,
 		problems: map[string]bool{}, portSeen: map[string]time.Time{}}
 	defer c.stopSB()
-	pc, err := pinctrl.New(pinctrl.Config{Switch: sw.Datapath(), SB: c.sbNow.Load, Logger: log.With("module", "pinctrl")})
+	systemID := func() string {
+		if ovs := client.List[vswitch.OpenVSwitch](local.Cache()); len(ovs) > 0 {
+			return ovs[0].ExternalIDs["system-id"]
+		}
+		return ""
+	}
+	pc, err := pinctrl.New(pinctrl.Config{Switch: sw.Datapath(), SB: c.sbNow.Load, Chassis: systemID, Logger: log.With("module", "pinctrl")})
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,18 @@
 //
 // put_arp and put_nd learn a MAC binding (logical port, IP, MAC) to write.
 //
-// Not done yet: periodic router advertisements, gratuitous ARP for NAT
+// Periodic router advertisements: every router port whose Port_Binding
+// has ipv6_ra_send_periodic (ovn-northd copies ipv6_ra_configs there) and
+// whose peer switch has a port bound to this chassis advertises at once,
+// then every ipv6_ra_min_interval to ipv6_ra_max_interval seconds, spread
+// by a hash of the port (not a random number, so runs repeat); the
+// advertisement enters the switch's ingress pipeline from the router's
+// port there.
+//
+// Parsed userdata and compiled nested bodies are cached (bounded), since
+// they cost far more than building a packet.
+//
+// Not done yet: gratuitous ARP for NAT
 // addresses, IGMP/MLD, put_fdb, service monitor probes, BFD, bind_vport,
 // trigger_event, sctp_abort; their packet-ins are counted as errors.
 package pinctrl

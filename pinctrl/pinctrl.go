@@ -38,8 +38,10 @@ type Config struct {
 	Switch Switch
 	// SB returns the Southbound client, or nil while there is none; it
 	// may change over time.
-	SB     func() *client.Client
-	Logger *slog.Logger
+	SB func() *client.Client
+	// Chassis returns this chassis' name (system-id), "" if unknown.
+	Chassis func() string
+	Logger  *slog.Logger
 	// Limits overrides the default limit (1000 a second, bursts of 1000)
 	// per action kind ("put_arp", "arp", "put_dhcp_opts", ...).
 	Limits map[string]Limit
@@ -65,8 +67,9 @@ type Pinctrl struct {
 	stateFrom  *client.Client
 	stateGen   uint64
 	stateTime  time.Time
-	fixedState *State                // tests: the state, instead of the Southbound's
-	recent     map[BindingKey]string // bindings sent to the writer lately
+	ras        map[string]*raSchedule // periodic advertisements, by router port
+	fixedState *State                 // tests: the state, instead of the Southbound's
+	recent     map[BindingKey]string  // bindings sent to the writer lately
 	bindings   chan MACBinding
 	outErrors  uint64
 }
@@ -107,7 +110,7 @@ func New(cfg Config) (*Pinctrl, error) {
 		cfg.MACBindingQueue = 4096
 	}
 	return &Pinctrl{cfg: cfg, log: cfg.Logger, engine: e, counters: map[string]*KindStats{},
-		buckets: map[string]*bucket{}, recent: map[BindingKey]string{},
+		buckets: map[string]*bucket{}, recent: map[BindingKey]string{}, ras: map[string]*raSchedule{},
 		bindings: make(chan MACBinding, cfg.MACBindingQueue)}, nil
 }
 
@@ -121,12 +124,72 @@ func (p *Pinctrl) Run(ctx context.Context) error {
 	}()
 	defer wg.Wait()
 	ins := p.cfg.Switch.PacketIns()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case pi := <-ins:
 			p.handle(&pi, time.Now())
+		case now := <-tick.C:
+			p.sendRAs(now)
+		}
+	}
+}
+
+// raSchedule is when a router port advertises next.
+type raSchedule struct {
+	next time.Time
+	sent uint64
+}
+
+// sendRAs sends the periodic router advertisements that are due: a new
+// port's at once, then one every raInterval.
+func (p *Pinctrl) sendRAs(now time.Time) {
+	st := p.currentState(now)
+	if st == nil {
+		return
+	}
+	seen := map[string]bool{}
+	for _, port := range st.RAPorts {
+		seen[port.Name] = true
+		s := p.ras[port.Name]
+		if s == nil {
+			s = &raSchedule{next: now}
+			p.ras[port.Name] = s
+		}
+		if now.Before(s.next) {
+			continue
+		}
+		iv, err := raInterval(port, s.sent)
+		if err != nil {
+			iv = 600 * time.Second
+		}
+		s.next, s.sent = now.Add(iv), s.sent+1
+		po, err := p.engine.periodicRA(port)
+		if err == nil {
+			err = p.cfg.Switch.Execute(po)
+		}
+		p.mu.Lock()
+		ks := p.counters["periodic_ra"]
+		if ks == nil {
+			ks = &KindStats{}
+			p.counters["periodic_ra"] = ks
+		}
+		if err != nil {
+			ks.Errors++
+		} else {
+			ks.Handled++
+		}
+		p.mu.Unlock()
+		if err != nil {
+			p.log.Debug("pinctrl: periodic router advertisement", "port", port.Name, "err", err)
+		}
+	}
+	for name := range p.ras {
+		if !seen[name] {
+			delete(p.ras, name)
 		}
 	}
 }
@@ -231,7 +294,11 @@ func (p *Pinctrl) currentState(now time.Time) *State {
 	}
 	gen := c.Cache().Generation()
 	if p.state == nil || c != p.stateFrom || gen != p.stateGen && now.Sub(p.stateTime) >= stateRefresh {
-		p.state, p.stateFrom, p.stateGen, p.stateTime = NewState(c.Cache()), c, gen, now
+		name := ""
+		if p.cfg.Chassis != nil {
+			name = p.cfg.Chassis()
+		}
+		p.state, p.stateFrom, p.stateGen, p.stateTime = NewState(c.Cache(), name), c, gen, now
 	}
 	return p.state
 }

@@ -107,3 +107,70 @@ func TestUnsupportedCounted(t *testing.T) {
 		t.Errorf("put_fdb counters %+v, %d packet-outs", got, sw.outs)
 	}
 }
+
+// recordingSwitch keeps the packet-outs.
+type recordingSwitch struct {
+	countingSwitch
+	pos []dp.PacketOut
+}
+
+func (s *recordingSwitch) Execute(po dp.PacketOut) error {
+	s.pos = append(s.pos, po)
+	return nil
+}
+
+// TestPeriodicRA: a router port with ipv6_ra_send_periodic advertises at
+// once, then between its intervals, into its peer switch from the peer
+// port, with its prefixes and MTU; a port gone stops.
+func TestPeriodicRA(t *testing.T) {
+	sw := &recordingSwitch{}
+	p, err := New(Config{Switch: sw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.fixedState = testState()
+	p.fixedState.RAPorts = []RAPort{{Name: "lr0-sw0", Switch: 2, PeerKey: 3, Options: map[string]string{
+		"ipv6_ra_send_periodic": "true", "ipv6_ra_address_mode": "slaac", "ipv6_ra_min_interval": "3",
+		"ipv6_ra_max_interval": "4", "ipv6_ra_src_eth": "00:00:00:00:ff:01", "ipv6_ra_src_addr": "fe80::200:ff:fe00:ff01",
+		"ipv6_ra_prefixes": "aef0::/64", "ipv6_ra_prf": "MEDIUM", "ipv6_ra_mtu": "1400"}}}
+	t0 := time.Unix(1000, 0)
+	for s := range 12 { // 12 seconds, one tick a second
+		p.sendRAs(t0.Add(time.Duration(s) * time.Second))
+	}
+	if n := len(sw.pos); n < 3 || n > 4 {
+		t.Fatalf("%d advertisements in 12 s at intervals of 3-4 s, want 3 or 4", n)
+	}
+	po := sw.pos[0]
+	if po.Table != 8 || po.Actions != nil || po.Key.Get(flow.Metadata) != 2 || po.Key.Get(flow.Reg0+14) != 3 {
+		t.Errorf("advertisement enters table %d, datapath %d, inport %d", po.Table, po.Key.Get(flow.Metadata), po.Key.Get(flow.Reg0+14))
+	}
+	f := checkSums(t, po.Frame)
+	if f.ipDst != allNodes || f.ipSrc.String() != "fe80::200:ff:fe00:ff01" || f.l4[0] != icmp6RouterAdvert || f.ttl != 255 ||
+		f.dst.String() != "33:33:00:00:00:01" || f.src.String() != "00:00:00:00:ff:01" {
+		t.Errorf("advertisement % x", po.Frame)
+	}
+	var prefix, mtu bool
+	for q := 16; q+8 <= len(f.l4); q += int(f.l4[q+1]) * 8 {
+		switch f.l4[q] {
+		case ndOptPrefix:
+			prefix = f.l4[q+2] == 64 && f.l4[q+3] == 0xc0
+		case ndOptMTU:
+			mtu = binary.BigEndian.Uint32(f.l4[q+4:]) == 1400
+		}
+		if f.l4[q+1] == 0 {
+			break
+		}
+	}
+	if !prefix || !mtu {
+		t.Errorf("advertisement lacks the prefix or MTU: % x", f.l4)
+	}
+	p.fixedState.RAPorts = nil
+	n := len(sw.pos)
+	p.sendRAs(t0.Add(time.Minute))
+	if len(sw.pos) != n || len(p.ras) != 0 {
+		t.Error("a port gone still advertises")
+	}
+	if got := p.Stats().Kinds["periodic_ra"]; got.Handled != uint64(n) {
+		t.Errorf("periodic_ra counters %+v, want %d handled", got, n)
+	}
+}

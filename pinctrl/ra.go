@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -30,102 +31,131 @@ func (h *handling) putNDRAOpts(a *lflow.CallAction) ([]byte, error) {
 	if f.etype != etherIPv6 || f.proto != protoICMPv6 || len(f.l4) < 8 || f.l4[0] != icmp6RouterSolicit {
 		return nil, errNotApplicable
 	}
-	ra, err := routerAdvertisement(a)
+	o, err := raOptionsOf(a)
+	if err != nil {
+		return nil, fmt.Errorf("put_nd_ra_opts: %w", err)
+	}
+	ra, err := routerAdvertisement(o)
 	if err != nil {
 		return nil, fmt.Errorf("put_nd_ra_opts: %w", err)
 	}
 	return append(f.ethHeader(f.dst, f.src, etherIPv6), ipPacket(f.ipSrc, f.ipDst, protoICMPv6, 255, ra, 2)...), nil
 }
 
+// raOptions are the contents of a router advertisement.
+type raOptions struct {
+	mode, preference string // addr_mode, router_preference
+	slla             []byte
+	mtu              uint32
+	prefixes         []netip.Prefix
+	rdnss            []netip.Addr
+	dnssl, routeInfo string
+}
+
+// raOptionsOf reads put_nd_ra_opts' arguments.
+func raOptionsOf(a *lflow.CallAction) (raOptions, error) {
+	var o raOptions
+	for _, arg := range a.Args {
+		if _, ok := lflow.RAOption(arg.Key); !ok {
+			return o, fmt.Errorf("unknown option %q", arg.Key)
+		}
+		vals, err := argValues(arg.Value)
+		if err != nil || len(vals) == 0 {
+			return o, fmt.Errorf("option %s: bad value", arg.Key)
+		}
+		switch arg.Key {
+		case "addr_mode":
+			o.mode = vals[0].text()
+		case "router_preference":
+			o.preference = vals[0].text()
+		case "slla":
+			o.slla = vals[0].mac()
+		case "mtu":
+			o.mtu = uint32(vals[0].num.Lo)
+		case "prefix":
+			for _, v := range vals {
+				if v.prefix < 0 || v.prefix > 128 {
+					return o, errors.New("prefix without a valid length")
+				}
+				o.prefixes = append(o.prefixes, netip.PrefixFrom(v.ipv6(), v.prefix))
+			}
+		case "rdnss":
+			for _, v := range vals {
+				o.rdnss = append(o.rdnss, v.ipv6())
+			}
+		case "dnssl":
+			o.dnssl = vals[0].text()
+		case "route_info":
+			o.routeInfo = vals[0].text()
+		}
+	}
+	return o, nil
+}
+
 // routerAdvertisement encodes the ICMPv6 message of a router
-// advertisement with put_nd_ra_opts' options.
-func routerAdvertisement(a *lflow.CallAction) ([]byte, error) {
+// advertisement (RFC 4861 4.2) with its options.
+func routerAdvertisement(o raOptions) ([]byte, error) {
 	ra := make([]byte, 16)
 	ra[0] = icmp6RouterAdvert
 	ra[4] = 255 // current hop limit
 	binary.BigEndian.PutUint16(ra[6:], raRouterLifetime)
-	mode := ""
-	var opts, prefixes []byte
-	var prefixVals []argValue
-	for _, arg := range a.Args {
-		_, ok := lflow.RAOption(arg.Key)
-		if !ok {
-			return nil, fmt.Errorf("unknown option %q", arg.Key)
-		}
-		vals, err := argValues(arg.Value)
-		if err != nil || len(vals) == 0 {
-			return nil, fmt.Errorf("option %s: bad value", arg.Key)
-		}
-		switch arg.Key {
-		case "addr_mode":
-			mode = vals[0].text()
-		case "router_preference":
-			switch vals[0].text() {
-			case "HIGH":
-				ra[5] |= 0x08
-			case "LOW":
-				ra[5] |= 0x18
-			}
-		case "slla":
-			opts = append(opts, ndOptSLL, 1)
-			opts = append(opts, vals[0].mac()...)
-		case "mtu":
-			o := []byte{ndOptMTU, 1, 0, 0}
-			opts = binary.BigEndian.AppendUint32(append(opts, o...), uint32(vals[0].num.Lo))
-		case "prefix":
-			prefixVals = append(prefixVals, vals...)
-		case "rdnss":
-			o := []byte{ndOptRDNSS, byte(1 + 2*len(vals)), 0, 0}
-			o = binary.BigEndian.AppendUint32(o, infinite)
-			for _, v := range vals {
-				o = append(o, v.ipv6().AsSlice()...)
-			}
-			opts = append(opts, o...)
-		case "dnssl":
-			d, err := encodeDomains(vals[0].text())
-			if err != nil {
-				return nil, err
-			}
-			for len(d)%8 != 0 {
-				d = append(d, 0)
-			}
-			o := []byte{ndOptDNSSL, byte(1 + len(d)/8), 0, 0}
-			o = binary.BigEndian.AppendUint32(o, infinite)
-			opts = append(opts, append(o, d...)...)
-		case "route_info":
-			ri, err := routeInfo(vals[0].text())
-			if err != nil {
-				return nil, err
-			}
-			opts = append(opts, ri...)
-		}
-
+	switch strings.ToUpper(o.preference) {
+	case "HIGH":
+		ra[5] |= 0x08
+	case "LOW":
+		ra[5] |= 0x18
 	}
-	switch mode {
+	switch o.mode {
 	case "dhcpv6_stateful":
 		ra[5] |= 0xc0 // managed, other
 	case "dhcpv6_stateless":
 		ra[5] |= 0x40 // other
 	case "slaac", "":
 	default:
-		return nil, fmt.Errorf("bad addr_mode %q", mode)
+		return nil, fmt.Errorf("bad addr_mode %q", o.mode)
 	}
-	for _, p := range prefixVals {
-		if p.prefix < 0 || p.prefix > 128 {
-			return nil, errors.New("prefix without a valid length")
+	if o.slla != nil {
+		ra = append(append(ra, ndOptSLL, 1), o.slla...)
+	}
+	if o.mtu != 0 {
+		ra = binary.BigEndian.AppendUint32(append(ra, ndOptMTU, 1, 0, 0), o.mtu)
+	}
+	if len(o.rdnss) > 0 {
+		ra = binary.BigEndian.AppendUint32(append(ra, ndOptRDNSS, byte(1+2*len(o.rdnss)), 0, 0), infinite)
+		for _, a := range o.rdnss {
+			ra = append(ra, a.AsSlice()...)
 		}
+	}
+	if o.dnssl != "" {
+		d, err := encodeDomains(o.dnssl)
+		if err != nil {
+			return nil, err
+		}
+		for len(d)%8 != 0 {
+			d = append(d, 0)
+		}
+		ra = binary.BigEndian.AppendUint32(append(ra, ndOptDNSSL, byte(1+len(d)/8), 0, 0), infinite)
+		ra = append(ra, d...)
+	}
+	if o.routeInfo != "" {
+		ri, err := routeInfo(o.routeInfo)
+		if err != nil {
+			return nil, err
+		}
+		ra = append(ra, ri...)
+	}
+	for _, p := range o.prefixes {
 		flags := byte(0x80) // on-link
-		if mode != "dhcpv6_stateful" {
+		if o.mode != "dhcpv6_stateful" {
 			flags |= 0x40 // autonomous
 		}
-		o := []byte{ndOptPrefix, 4, byte(p.prefix), flags}
-		o = binary.BigEndian.AppendUint32(o, infinite) // valid lifetime
-		o = binary.BigEndian.AppendUint32(o, infinite) // preferred lifetime
-		o = append(o, 0, 0, 0, 0)
-		o = append(o, p.ipv6().AsSlice()...)
-		prefixes = append(prefixes, o...)
+		ra = append(ra, ndOptPrefix, 4, byte(p.Bits()), flags)
+		ra = binary.BigEndian.AppendUint32(ra, infinite) // valid lifetime
+		ra = binary.BigEndian.AppendUint32(ra, infinite) // preferred lifetime
+		ra = append(ra, 0, 0, 0, 0)
+		ra = append(ra, p.Masked().Addr().AsSlice()...)
 	}
-	return append(append(ra, opts...), prefixes...), nil
+	return ra, nil
 }
 
 // routeInfo encodes route_info's "PREF-PREFIX/LEN,..." as route

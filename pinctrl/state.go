@@ -2,6 +2,7 @@ package pinctrl
 
 import (
 	"net/netip"
+	"sort"
 	"strings"
 
 	"github.com/govn/govn/lflow"
@@ -17,6 +18,19 @@ import (
 type State struct {
 	Datapaths   map[uint32]*Datapath  // by tunnel key
 	MACBindings map[BindingKey]string // the MAC of each existing MAC_Binding row
+	// RAPorts are the router ports that send periodic router
+	// advertisements onto a switch with a port bound here.
+	RAPorts []RAPort
+}
+
+// RAPort is a router port with ipv6_ra_send_periodic: its options
+// (ipv6_ra_*, from the router port's ipv6_ra_configs) and where its
+// advertisements enter: the peer switch port.
+type RAPort struct {
+	Name    string
+	Switch  uint32 // the switch datapath's tunnel key
+	PeerKey uint32 // the switch's router-type port to the router
+	Options map[string]string
 }
 
 // Datapath is one logical switch or router.
@@ -38,8 +52,8 @@ type BindingKey struct {
 	IP          netip.Addr
 }
 
-// NewState reads the Southbound cache c.
-func NewState(c *client.Cache) *State {
+// NewState reads the Southbound cache c for chassis (its name).
+func NewState(c *client.Cache, chassis string) *State {
 	st := &State{Datapaths: map[uint32]*Datapath{}, MACBindings: map[BindingKey]string{}}
 	byUUID := map[ovsdb.UUID]*Datapath{}
 	for _, d := range client.List[sb.DatapathBinding](c) {
@@ -49,12 +63,37 @@ func NewState(c *client.Cache) *State {
 		st.Datapaths[dp.Key] = dp
 		byUUID[d.UUID] = dp
 	}
-	for _, p := range client.List[sb.PortBinding](c) {
+	var me ovsdb.UUID
+	for _, ch := range client.List[sb.Chassis](c) {
+		if ch.Name == chassis {
+			me = ch.UUID
+		}
+	}
+	ports := client.List[sb.PortBinding](c)
+	byName := map[string]*sb.PortBinding{}
+	local := map[ovsdb.UUID]bool{} // datapaths with a port bound here
+	for i, p := range ports {
+		byName[p.LogicalPort] = &ports[i]
+		if p.Chassis != nil && *p.Chassis == me && me != (ovsdb.UUID{}) {
+			local[p.Datapath] = true
+		}
 		if dp := byUUID[p.Datapath]; dp != nil {
 			dp.Ports[p.LogicalPort] = uint32(p.TunnelKey)
 			dp.PortNames[uint32(p.TunnelKey)] = p.LogicalPort
 		}
 	}
+	for _, p := range ports {
+		if p.Options["ipv6_ra_send_periodic"] != "true" {
+			continue
+		}
+		peer := byName[p.Options["peer"]]
+		if peer == nil || !local[peer.Datapath] || byUUID[peer.Datapath] == nil {
+			continue
+		}
+		st.RAPorts = append(st.RAPorts, RAPort{Name: p.LogicalPort, Switch: byUUID[peer.Datapath].Key,
+			PeerKey: uint32(peer.TunnelKey), Options: p.Options})
+	}
+	sort.Slice(st.RAPorts, func(i, j int) bool { return st.RAPorts[i].Name < st.RAPorts[j].Name })
 	for _, m := range client.List[sb.MulticastGroup](c) {
 		if dp := byUUID[m.Datapath]; dp != nil {
 			dp.Ports[m.Name] = uint32(m.TunnelKey)

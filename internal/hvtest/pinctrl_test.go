@@ -18,6 +18,8 @@ import (
 //     MAC_Binding, and then the ping flows;
 //   - ping with TTL 1 through the router gets "time exceeded";
 //   - a DHCPv6 Solicit gets the port's IPv6 address in an Advertise;
+//   - a router port with ipv6_ra_configs send_periodic advertises on its
+//     switch every 3-4 s;
 //   - a DNS query for a name in the switch's DNS records is answered;
 //   - UDP to a port a reject ACL covers gets ICMP port unreachable;
 //   - TCP to a port a reject ACL covers gets a RST (connection refused,
@@ -123,13 +125,15 @@ s.sendto(q,(sys.argv[1],53));print(s.recv(512).hex())`
 		}
 	})
 
+	var vm3 *VM // on ls1, with IPv6 on; lives as long as the test
+	outer := t
 	t.Run("dhcpv6", func(t *testing.T) {
 		python(t)
 		d6 := strings.TrimSpace(c.NBCtl(t, "create", "DHCP_Options", `cidr="aef0::/64"`))
 		c.NBCtl(t, "dhcp-options-set-options", d6, "server_id=00:00:00:10:00:01")
 		c.NBCtl(t, "lsp-add", "ls1", "vm3", "--", "lsp-set-addresses", "vm3", "0a:00:00:00:01:03 10.0.1.13 aef0::13",
 			"--", "lsp-set-dhcpv6-options", "vm3", d6)
-		vm3 := c.AddVM(t, hv, VMSpec{Name: "vm3", LSP: "vm3", MAC: "0a:00:00:00:01:03", Addr: "10.0.1.13/24"})
+		vm3 = c.AddVM(outer, hv, VMSpec{Name: "vm3", LSP: "vm3", MAC: "0a:00:00:00:01:03", Addr: "10.0.1.13/24"})
 		c.WaitPortUp(t, "vm3")
 		c.NBCtl(t, "--wait=hv", "sync")
 		// A Solicit with an IA_NA (IAID 7) from the link-local address,
@@ -158,6 +162,31 @@ for i in range(10):
 		if err != nil || !strings.HasPrefix(reply, "02112233") || !strings.Contains(reply, "00030028"+"00000007") ||
 			!strings.Contains(reply, "aef00000000000000000000000000013") {
 			t.Errorf("DHCPv6 reply %q (%v), want an Advertise of aef0::13", reply, err)
+		}
+	})
+
+	t.Run("periodic-ra", func(t *testing.T) {
+		if vm3 == nil || !vm3.Addr.IsValid() {
+			t.Skip("no IPv6 VM (dhcpv6 failed)")
+		}
+		c.NBCtl(t, "--wait=hv", "set", "Logical_Router_Port", "lr1-ls1", `networks="10.0.1.1/24","aef0::1/64"`,
+			"ipv6_ra_configs:address_mode=slaac", "ipv6_ra_configs:send_periodic=true",
+			"ipv6_ra_configs:min_interval=3", "ipv6_ra_configs:max_interval=4", "ipv6_ra_configs:mtu=1400")
+		// Two unsolicited advertisements within 12 s, each with the
+		// prefix aef0::/64.
+		const listen = `import socket,time
+s=socket.socket(socket.AF_INET6,socket.SOCK_RAW,socket.IPPROTO_ICMPV6);s.settimeout(1)
+end=time.time()+12;n=0
+while time.time()<end and n<2:
+    try: d,a=s.recvfrom(1500)
+    except socket.timeout: continue
+    if d[0]==134 and bytes.fromhex('aef00000000000000000000000000000') in d: n+=1;print(a[0])`
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		out, err := vm3.Command(ctx, "python3", "-c", listen).CombinedOutput()
+		got := strings.Fields(string(out))
+		if err != nil || len(got) != 2 || !strings.HasPrefix(got[0], "fe80::") {
+			t.Errorf("periodic router advertisements: %q (%v), want 2 from the router's link-local address", out, err)
 		}
 	})
 
