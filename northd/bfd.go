@@ -61,18 +61,23 @@ func genBFD(g *gen) {
 		g.Warn("bad BFD dst_ip; skipping the session", "port", b.LogicalPort, "dst_ip", b.DstIP)
 		return
 	}
-	key := b.LogicalPort + "/" + b.DstIP
+	key := bfdSessionKey(b.LogicalPort, b.DstIP)
 	// Source ports are handed out like tunnel keys, in a space of their
-	// own; the discriminator only has to be non-zero and differ between
-	// sessions, and is derived from the session so that it stays the same.
+	// own, and the ones in the Southbound are kept (seedKeys). The
+	// discriminator only has to be non-zero and differ between sessions:
+	// the one in the Southbound, else one derived from the session, so
+	// that it stays the same.
 	n := g.claimKey(bfdKeySpace, key, 0)
 	if n == 0 || n > 65535-bfdSrcPortBase+1 {
 		g.Warn("no BFD source port left; skipping the session", "port", b.LogicalPort, "dst_ip", b.DstIP)
 		return
 	}
-	h := fnv.New32a()
-	h.Write([]byte(key))
-	disc := int64(h.Sum32()&0x7fffffff) | 1
+	disc, ok := g.s.bfdDisc[key]
+	if !ok {
+		h := fnv.New32a()
+		h.Write([]byte(key))
+		disc = int64(h.Sum32()&0x7fffffff) | 1
+	}
 	opt := func(p *int64, def int64) int64 {
 		if p != nil {
 			return *p
@@ -91,6 +96,9 @@ func genBFD(g *gen) {
 		"external_ids": dMap(b.ExternalIDs),
 	})
 }
+
+// bfdSessionKey names a BFD session: its router port and peer address.
+func bfdSessionKey(port, dstIP string) string { return port + "/" + dstIP }
 
 // bfdKeySpace names the key space of BFD source ports (a UUID no row has).
 var bfdKeySpace = ovsdb.MustParseUUID("bfd00000-0000-4000-8000-000000000000")

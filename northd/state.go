@@ -30,9 +30,12 @@ type State struct {
 	dirtyRecords map[recordKey]struct{}
 	refs         map[ovsdb.UUID]recordKey // placeholder UUID -> record
 
-	dpIDs   map[ovsdb.UUID]dpID // Northbound datapath row -> number
-	dpNB    []ovsdb.UUID        // number -> Northbound row
-	keys    map[ovsdb.UUID]*keySpace
+	dpIDs map[ovsdb.UUID]dpID // Northbound datapath row -> number
+	dpNB  []ovsdb.UUID        // number -> Northbound row
+	keys  map[ovsdb.UUID]*keySpace
+	// bfdDisc holds the discriminators of the BFD sessions the Southbound
+	// had when the State first read it (seedKeys): each session keeps its.
+	bfdDisc map[string]int64
 	seeded  bool
 	sbIndex *sbIndex
 
@@ -82,6 +85,7 @@ func New(nbSchema, sbSchema *ovsdb.Schema, opts Options) *State {
 		refs:         make(map[ovsdb.UUID]recordKey),
 		dpIDs:        make(map[ovsdb.UUID]dpID),
 		keys:         make(map[ovsdb.UUID]*keySpace),
+		bfdDisc:      make(map[string]int64),
 		memos:        make(map[string]*memoState),
 		memoOwners:   make(map[string]*owner),
 	}
@@ -323,6 +327,17 @@ func (s *State) seedKeys() {
 		name := stringColumn(s.sb, "Port_Binding", r, "logical_port")
 		key := intColumn(s.sb, "Port_Binding", r, "tunnel_key")
 		s.keySpace(nbID).seed(name, uint32(key))
+	}
+	// A BFD session keeps its source port and discriminator, which the
+	// peer knows it by.
+	for _, r := range s.sb.rows["BFD"] {
+		key := bfdSessionKey(stringColumn(s.sb, "BFD", r, "logical_port"), stringColumn(s.sb, "BFD", r, "dst_ip"))
+		if port := intColumn(s.sb, "BFD", r, "src_port"); port >= bfdSrcPortBase {
+			s.keySpace(bfdKeySpace).seed(key, uint32(port-bfdSrcPortBase+1))
+		}
+		if disc := intColumn(s.sb, "BFD", r, "disc"); disc != 0 {
+			s.bfdDisc[key] = disc
+		}
 	}
 }
 

@@ -373,3 +373,62 @@ func TestIGMPGroups(t *testing.T) {
 		}
 	}
 }
+
+// TestBFDKeptAcrossRestart checks that a BFD session keeps its Southbound
+// src_port and disc when northd restarts on an existing Southbound (as
+// ovn-northd reads them back): the peer knows the session by them. The
+// session that remains after another is deleted holds the second source
+// port, which a fresh allocation would not give it, and a discriminator
+// another northd chose.
+func TestBFDKeptAcrossRestart(t *testing.T) {
+	h := newHarness(t)
+	lrp := h.nb.Insert(nb.LogicalRouterPortTable, (&nb.LogicalRouterPort{Name: "lrp", MAC: "00:00:00:00:0b:01", Networks: []string{"10.11.0.1/24"}}).Row())
+	h.nb.Insert(nb.LogicalRouterTable, (&nb.LogicalRouter{Name: "lr", Ports: []ovsdb.UUID{lrp}}).Row())
+	h.nb.Insert(nb.BFDTable, (&nb.BFD{LogicalPort: "lrp", DstIP: "10.11.0.2"}).Row())
+	h.nbCommit()
+	h.s.Recompute()
+	h.sync()
+	h.nb.Insert(nb.BFDTable, (&nb.BFD{LogicalPort: "lrp", DstIP: "10.11.0.3"}).Row())
+	h.nbCommit()
+	h.sync()
+	tb := h.sb.schema.Tables["BFD"]
+	session := func(dst string) (id ovsdb.UUID, port, disc int64) {
+		t.Helper()
+		for id, r := range h.sb.rows["BFD"] {
+			if r.Get(tb.Column("dst_ip")).Keys[0].Str() == dst {
+				return id, r.Get(tb.Column("src_port")).Keys[0].Int(), r.Get(tb.Column("disc")).Keys[0].Int()
+			}
+		}
+		t.Fatalf("no BFD row for %s", dst)
+		return
+	}
+	if _, port, _ := session("10.11.0.3"); port != bfdSrcPortBase+1 {
+		t.Fatalf("second session's src_port = %d, want %d", port, bfdSrcPortBase+1)
+	}
+	for id, r := range h.nb.rows[nb.BFDTable] {
+		var b nb.BFD
+		b.LoadRow(h.nb.schema.Tables[nb.BFDTable], r)
+		if b.DstIP == "10.11.0.2" {
+			h.nb.Delete(nb.BFDTable, id)
+		}
+	}
+	h.nbCommit()
+	h.sync()
+	// Another northd (ovn-northd picks discriminators at random) wrote
+	// this one.
+	id, _, _ := session("10.11.0.3")
+	h.sb.Update("BFD", id, map[string]ovsdb.Datum{"disc": dInt(123456789)})
+	h.sb.commit()
+
+	fresh := New(h.nb.schema, h.sb.schema, Options{})
+	fresh.Apply(h.nb.diff(nil))
+	fresh.Apply(h.sb.diff(nil))
+	fresh.Recompute()
+	if n := fresh.WriteSB(h.sb); n != 0 {
+		t.Errorf("fresh State after restart: %d operations, want 0", n)
+	}
+	h.sb.commit()
+	if _, port, disc := session("10.11.0.3"); port != bfdSrcPortBase+1 || disc != 123456789 {
+		t.Errorf("after restart: src_port %d, disc %d; want %d, 123456789", port, disc, bfdSrcPortBase+1)
+	}
+}
