@@ -1,6 +1,7 @@
 package pinctrl
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -83,4 +84,39 @@ func cmpOr(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// garpBackoff is how the announcements of an address repeat: at once,
+// then after intervals doubling from 1 s to 16 s, then no more until the
+// address or its port changes (OVN 23.03's default, garp_max_timeout_sec
+// unset).
+const (
+	garpFirstInterval = time.Second
+	garpLastInterval  = 16 * time.Second
+)
+
+// garps are the gratuitous ARPs (ARP requests for the address itself,
+// from its MAC) of an announcement, one per address and localnet port,
+// entering the switch's output stage towards the localnet port.
+func (e *Engine) garps(a Announcement) []dp.PacketOut {
+	var out []dp.PacketOut
+	for _, ip := range a.IPs {
+		arp := make([]byte, 28)
+		binary.BigEndian.PutUint16(arp[0:], 1)
+		binary.BigEndian.PutUint16(arp[2:], etherIPv4)
+		arp[4], arp[5] = 6, 4
+		binary.BigEndian.PutUint16(arp[6:], 1)
+		copy(arp[8:], a.MAC)
+		copy(arp[14:], ip.AsSlice())
+		copy(arp[24:], ip.AsSlice())
+		f := &frame{}
+		pkt := append(f.ethHeader(broadcastMAC, a.MAC, etherARP), arp...)
+		for _, ln := range a.Localnet {
+			var k flow.Key
+			k.Set(flow.Metadata, uint64(a.Switch))
+			k.Set(flow.Reg0+15, uint64(ln)) // outport
+			out = append(out, dp.PacketOut{Frame: pkt, Key: k, Table: e.layout.IngressOutput, Actions: nil})
+		}
+	}
+	return out
 }

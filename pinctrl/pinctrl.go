@@ -67,9 +67,10 @@ type Pinctrl struct {
 	stateFrom  *client.Client
 	stateGen   uint64
 	stateTime  time.Time
-	ras        map[string]*raSchedule // periodic advertisements, by router port
-	fixedState *State                 // tests: the state, instead of the Southbound's
-	recent     map[BindingKey]string  // bindings sent to the writer lately
+	ras        map[string]*raSchedule   // periodic advertisements, by router port
+	garps      map[string]*garpSchedule // announcements, by Announcement.Key
+	fixedState *State                   // tests: the state, instead of the Southbound's
+	recent     map[BindingKey]string    // bindings sent to the writer lately
 	bindings   chan MACBinding
 	outErrors  uint64
 }
@@ -110,7 +111,7 @@ func New(cfg Config) (*Pinctrl, error) {
 		cfg.MACBindingQueue = 4096
 	}
 	return &Pinctrl{cfg: cfg, log: cfg.Logger, engine: e, counters: map[string]*KindStats{},
-		buckets: map[string]*bucket{}, recent: map[BindingKey]string{}, ras: map[string]*raSchedule{},
+		buckets: map[string]*bucket{}, recent: map[BindingKey]string{}, ras: map[string]*raSchedule{}, garps: map[string]*garpSchedule{},
 		bindings: make(chan MACBinding, cfg.MACBindingQueue)}, nil
 }
 
@@ -134,7 +135,74 @@ func (p *Pinctrl) Run(ctx context.Context) error {
 			p.handle(&pi, time.Now())
 		case now := <-tick.C:
 			p.sendRAs(now)
+			p.sendGARPs(now)
 		}
+	}
+}
+
+// garpSchedule is when an announcement repeats next; done after the
+// last.
+type garpSchedule struct {
+	next     time.Time
+	interval time.Duration
+	done     bool
+}
+
+// sendGARPs sends the gratuitous ARPs that are due.
+func (p *Pinctrl) sendGARPs(now time.Time) {
+	st := p.currentState(now)
+	if st == nil {
+		return
+	}
+	seen := map[string]bool{}
+	for _, a := range st.Announcements {
+		key := a.Key()
+		seen[key] = true
+		s := p.garps[key]
+		if s == nil {
+			s = &garpSchedule{next: now}
+			p.garps[key] = s
+		}
+		if s.done || now.Before(s.next) {
+			continue
+		}
+		switch {
+		case s.interval == 0:
+			s.interval = garpFirstInterval
+		case s.interval >= garpLastInterval:
+			s.done = true
+		default:
+			s.interval *= 2
+		}
+		s.next = now.Add(s.interval)
+		var failed error
+		for _, po := range p.engine.garps(a) {
+			if err := p.cfg.Switch.Execute(po); err != nil {
+				failed = err
+			}
+		}
+		p.countPeriodic("garp", failed)
+	}
+	for key := range p.garps {
+		if !seen[key] {
+			delete(p.garps, key)
+		}
+	}
+}
+
+// countPeriodic counts a packet pinctrl sent by itself under kind.
+func (p *Pinctrl) countPeriodic(kind string, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ks := p.counters[kind]
+	if ks == nil {
+		ks = &KindStats{}
+		p.counters[kind] = ks
+	}
+	if err != nil {
+		ks.Errors++
+	} else {
+		ks.Handled++
 	}
 }
 
@@ -171,18 +239,7 @@ func (p *Pinctrl) sendRAs(now time.Time) {
 		if err == nil {
 			err = p.cfg.Switch.Execute(po)
 		}
-		p.mu.Lock()
-		ks := p.counters["periodic_ra"]
-		if ks == nil {
-			ks = &KindStats{}
-			p.counters["periodic_ra"] = ks
-		}
-		if err != nil {
-			ks.Errors++
-		} else {
-			ks.Handled++
-		}
-		p.mu.Unlock()
+		p.countPeriodic("periodic_ra", err)
 		if err != nil {
 			p.log.Debug("pinctrl: periodic router advertisement", "port", port.Name, "err", err)
 		}

@@ -2,6 +2,8 @@ package pinctrl
 
 import (
 	"encoding/binary"
+	"fmt"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -172,5 +174,79 @@ func TestPeriodicRA(t *testing.T) {
 	}
 	if got := p.Stats().Kinds["periodic_ra"]; got.Handled != uint64(n) {
 		t.Errorf("periodic_ra counters %+v, want %d handled", got, n)
+	}
+}
+
+func TestParseNATAddresses(t *testing.T) {
+	tests := []struct {
+		in, mac, ips, where string
+		bad                 bool
+	}{
+		{in: "0a:00:00:00:ff:01 192.168.60.254 192.168.60.100", mac: "0a:00:00:00:ff:01", ips: "[192.168.60.254 192.168.60.100]"},
+		{in: `80:fa:5b:06:72:b7 158.36.44.22 aef0::1 is_chassis_resident("cr-lrp")`, mac: "80:fa:5b:06:72:b7", ips: "[158.36.44.22]", where: "cr-lrp"},
+		{in: "0a:00:00:00:ff:01", bad: true},
+		{in: "nonsense 1.2.3.4", bad: true},
+		{in: "0a:00:00:00:ff:01 1.2.3.4 is_chassis_resident(cr", bad: true},
+	}
+	for _, tc := range tests {
+		a, where, err := parseNATAddresses(tc.in)
+		if (err != nil) != tc.bad {
+			t.Errorf("%q: error %v", tc.in, err)
+			continue
+		}
+		if !tc.bad && (a.MAC.String() != tc.mac || fmt.Sprint(a.IPs) != tc.ips || where != tc.where) {
+			t.Errorf("%q: %s %v %q", tc.in, a.MAC, a.IPs, where)
+		}
+	}
+}
+
+// TestGARPSchedule: an announcement goes out at once and after 1, 2, 4,
+// 8 and 16 s, on every localnet port, then stops until it changes.
+func TestGARPSchedule(t *testing.T) {
+	sw := &recordingSwitch{}
+	p, err := New(Config{Switch: sw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.fixedState = testState()
+	a, _, _ := parseNATAddresses("0a:00:00:00:ff:01 192.168.60.254 192.168.60.100")
+	a.Port, a.Switch, a.Localnet = "pub-gw", 2, []uint32{5}
+	p.fixedState.Announcements = []Announcement{a}
+	t0 := time.Unix(1000, 0)
+	var at []int
+	for s := range 60 {
+		n := len(sw.pos)
+		p.sendGARPs(t0.Add(time.Duration(s) * time.Second))
+		if len(sw.pos) != n {
+			at = append(at, s)
+			if len(sw.pos)-n != 2 {
+				t.Errorf("%d packets at %d s, want one per address", len(sw.pos)-n, s)
+			}
+		}
+	}
+	if fmt.Sprint(at) != "[0 1 3 7 15 31]" {
+		t.Errorf("announced at %v s, want [0 1 3 7 15 31]", at)
+	}
+	po := sw.pos[1]
+	f := checkSums(t, po.Frame)
+	arp := f.l3
+	if f.etype != etherARP || f.dst.String() != "ff:ff:ff:ff:ff:ff" || f.src.String() != "0a:00:00:00:ff:01" ||
+		binary.BigEndian.Uint16(arp[6:]) != 1 || netip.AddrFrom4([4]byte(arp[14:18])).String() != "192.168.60.100" ||
+		netip.AddrFrom4([4]byte(arp[24:28])).String() != "192.168.60.100" {
+		t.Errorf("gratuitous ARP % x", po.Frame)
+	}
+	if po.Table != 37 || po.Key.Get(flow.Metadata) != 2 || po.Key.Get(flow.Reg0+15) != 5 {
+		t.Errorf("enters table %d datapath %d outport %d", po.Table, po.Key.Get(flow.Metadata), po.Key.Get(flow.Reg0+15))
+	}
+	// A new address starts over.
+	a.IPs = append(a.IPs, netip.MustParseAddr("192.168.60.101"))
+	p.fixedState.Announcements = []Announcement{a}
+	n := len(sw.pos)
+	p.sendGARPs(t0.Add(time.Hour))
+	if len(sw.pos)-n != 3 || len(p.garps) != 1 {
+		t.Errorf("after a change: %d packets, %d schedules", len(sw.pos)-n, len(p.garps))
+	}
+	if got := p.Stats().Kinds["garp"]; got.Handled != 7 {
+		t.Errorf("garp counters %+v", got)
 	}
 }

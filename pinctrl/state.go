@@ -1,8 +1,11 @@
 package pinctrl
 
 import (
+	"fmt"
+	"net"
 	"net/netip"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/govn/govn/lflow"
@@ -21,6 +24,24 @@ type State struct {
 	// RAPorts are the router ports that send periodic router
 	// advertisements onto a switch with a port bound here.
 	RAPorts []RAPort
+	// Announcements are the addresses this chassis announces with
+	// gratuitous ARPs on localnet ports (Port_Binding nat_addresses).
+	Announcements []Announcement
+}
+
+// Announcement is one nat_addresses entry resident here: a MAC and its
+// IPv4 addresses, to announce on the localnet ports of Switch.
+type Announcement struct {
+	Port     string // the Port_Binding whose nat_addresses it is
+	Switch   uint32
+	Localnet []uint32 // the switch's localnet ports' tunnel keys
+	MAC      net.HardwareAddr
+	IPs      []netip.Addr
+}
+
+// Key names an announcement's contents: a change starts it over.
+func (a Announcement) Key() string {
+	return fmt.Sprintf("%s/%s/%v/%v", a.Port, a.MAC, a.IPs, a.Localnet)
 }
 
 // RAPort is a router port with ipv6_ra_send_periodic: its options
@@ -94,6 +115,39 @@ func NewState(c *client.Cache, chassis string) *State {
 			PeerKey: uint32(peer.TunnelKey), Options: p.Options})
 	}
 	sort.Slice(st.RAPorts, func(i, j int) bool { return st.RAPorts[i].Name < st.RAPorts[j].Name })
+	localnets := map[ovsdb.UUID][]uint32{}
+	for _, p := range ports {
+		if p.Type == "localnet" {
+			localnets[p.Datapath] = append(localnets[p.Datapath], uint32(p.TunnelKey))
+		}
+	}
+	resident := func(p *sb.PortBinding) bool {
+		return p != nil && (p.Chassis != nil && *p.Chassis == me && me != (ovsdb.UUID{}) ||
+			chassis != "" && p.Options["l3gateway-chassis"] == chassis)
+	}
+	for i := range ports {
+		p := &ports[i]
+		dp := byUUID[p.Datapath]
+		if len(p.NATAddresses) == 0 || dp == nil || len(localnets[p.Datapath]) == 0 {
+			continue
+		}
+		for _, entry := range p.NATAddresses {
+			a, where, err := parseNATAddresses(entry)
+			if err != nil {
+				continue
+			}
+			owner := p
+			if where != "" {
+				owner = byName[where]
+			}
+			if !resident(owner) {
+				continue
+			}
+			a.Port, a.Switch, a.Localnet = p.LogicalPort, dp.Key, localnets[p.Datapath]
+			st.Announcements = append(st.Announcements, a)
+		}
+	}
+	sort.Slice(st.Announcements, func(i, j int) bool { return st.Announcements[i].Key() < st.Announcements[j].Key() })
 	for _, m := range client.List[sb.MulticastGroup](c) {
 		if dp := byUUID[m.Datapath]; dp != nil {
 			dp.Ports[m.Name] = uint32(m.TunnelKey)
@@ -126,4 +180,42 @@ func (e env) ChassisResident(string) bool             { return false }
 func (e env) PortKey(name string) (uint32, bool) {
 	k, ok := e.dp.Ports[name]
 	return k, ok
+}
+
+// parseNATAddresses reads one nat_addresses entry: "MAC IP...
+// [is_chassis_resident("PORT")]"; it returns PORT too ("" if none).
+func parseNATAddresses(s string) (Announcement, string, error) {
+	var a Announcement
+	where := ""
+	if i := strings.Index(s, "is_chassis_resident("); i >= 0 {
+		rest := strings.TrimSpace(s[i+len("is_chassis_resident("):])
+		rest, ok := strings.CutSuffix(rest, ")")
+		if !ok {
+			return a, "", fmt.Errorf("nat_addresses %q: bad is_chassis_resident", s)
+		}
+		var err error
+		if where, err = strconv.Unquote(strings.TrimSpace(rest)); err != nil {
+			return a, "", fmt.Errorf("nat_addresses %q: %w", s, err)
+		}
+		s = s[:i]
+	}
+	f := strings.Fields(s)
+	if len(f) < 2 {
+		return a, "", fmt.Errorf("nat_addresses %q: want a MAC and addresses", s)
+	}
+	mac, err := net.ParseMAC(f[0])
+	if err != nil || len(mac) != 6 {
+		return a, "", fmt.Errorf("nat_addresses %q: bad MAC", s)
+	}
+	a.MAC = mac
+	for _, w := range f[1:] {
+		ip, err := netip.ParseAddr(w)
+		if err != nil {
+			return a, "", fmt.Errorf("nat_addresses %q: bad address %q", s, w)
+		}
+		if ip.Is4() { // gratuitous ARP is for IPv4
+			a.IPs = append(a.IPs, ip)
+		}
+	}
+	return a, where, nil
 }
