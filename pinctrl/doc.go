@@ -65,10 +65,16 @@
 // advertisement enters the switch's ingress pipeline from the router's
 // port there.
 //
+// Gratuitous ARPs: each nat_addresses entry of a Port_Binding that is
+// resident here (its is_chassis_resident port, or the port itself, is
+// bound here, or it is an l3gateway port of this chassis) is announced
+// on its switch's localnet ports — an ARP request for each address from
+// its MAC — at once, then after 1, 2, 4, 8 and 16 s, and again when the
+// entry changes.
+//
 // Parsed userdata and compiled nested bodies are cached (bounded), since
 // they cost far more than building a packet.
 //
-// Not done yet: gratuitous ARP for NAT
-// addresses, IGMP/MLD, put_fdb, service monitor probes, BFD, bind_vport,
+// Not done yet: IGMP/MLD, put_fdb, service monitor probes, BFD, bind_vport,
 // trigger_event, sctp_abort; their packet-ins are counted as errors.
 package pinctrl

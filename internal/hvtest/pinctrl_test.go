@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -231,5 +232,60 @@ func python(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3")
+	}
+}
+
+// TestGovnChassisGARP: a gateway router bound to a govn chassis
+// announces its port's address and its NAT addresses (nat-addresses =
+// router) with gratuitous ARPs on the provider network through the
+// localnet port, at once when they appear and again a second later.
+func TestGovnChassisGARP(t *testing.T) {
+	python(t)
+	if why := Available(); why != "" {
+		t.Skip(why)
+	}
+	var govn govnBinary
+	t.Cleanup(govn.remove)
+	bin := govn.get(t)
+	govnHas(t, bin, "chassis")
+	g := GovnChassis{Argv: []string{bin, "chassis"}}
+	c := New(t, Options{Hypervisors: 1, Northd: RealNorthd(), Physnet: "physnet1", Chassis: func(int) Chassis { return g }})
+	c.NBCtl(t, "lr-add", "gw", "--", "set", "Logical_Router", "gw", "options:chassis=hv1",
+		"--", "lrp-add", "gw", "gw-pub", "0a:00:00:00:ff:01", "192.168.60.254/24",
+		"--", "ls-add", "pub", "--", "lsp-add", "pub", "pub-gw", "--", "lsp-set-type", "pub-gw", "router",
+		"--", "lsp-set-addresses", "pub-gw", "router", "--", "lsp-set-options", "pub-gw", "router-port=gw-pub", "nat-addresses=router",
+		"--", "lsp-add", "pub", "pub-ln", "--", "lsp-set-type", "pub-ln", "localnet",
+		"--", "lsp-set-addresses", "pub-ln", "unknown", "--", "lsp-set-options", "pub-ln", "network_name=physnet1")
+	ext := c.AddExternal(t, VMSpec{Name: "ext", MAC: "0a:00:00:00:03:01", Addr: "192.168.60.1/24"})
+	c.WaitBound(t, "pub-gw", c.Hypervisor(1))
+	c.WaitHV(t)
+	// Count the gratuitous ARPs for 192.168.60.100 from the router's MAC
+	// while the NAT rule that brings the address is added.
+	const listen = `import socket,time
+s=socket.socket(socket.AF_PACKET,socket.SOCK_RAW,socket.htons(0x0806));s.bind(('eth0',0));s.settimeout(1)
+ip=bytes([192,168,60,100]);end=time.time()+8;n=0
+while time.time()<end:
+    try: d=s.recv(100)
+    except socket.timeout: continue
+    a=d[14:]
+    if d[6:12]==bytes.fromhex('0a000000ff01') and a[6:8]==b'\x00\x01' and a[14:18]==ip and a[24:28]==ip: n+=1
+print(n)`
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := ext.Command(ctx, "python3", "-c", listen)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // the capture is on
+	c.NBCtl(t, "lr-nat-add", "gw", "dnat_and_snat", "192.168.60.100", "10.0.1.11")
+	err := cmd.Wait()
+	got := strings.TrimSpace(out.String())
+	if n, _ := strconv.Atoi(got); err != nil || n < 2 {
+		hv := c.Hypervisor(1)
+		show, _ := run(context.Background(), ovsEnv(hv.Dir), inNS(hv.NS, "ovs-appctl", "-t", hv.Dir+"/chassis.ctl", "pinctrl/show")...)
+		t.Errorf("gratuitous ARPs for 192.168.60.100 on the provider network: %q (%v), want 2 or more\npinctrl/show:\n%s\nnat_addresses: %s",
+			got, err, show, c.SBCtl(t, "--bare", "--columns=nat_addresses", "find", "Port_Binding", "logical_port=pub-gw"))
 	}
 }
