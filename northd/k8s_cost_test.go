@@ -294,3 +294,33 @@ func BenchmarkK8sChange(b *testing.B) {
 		})
 	}
 }
+
+// TestK8sGroupsShared: the load balancers of a group and the flows on the
+// same datapaths share one Logical_DP_Group (each load balancer had its
+// own), before and after changes.
+func TestK8sGroupsShared(t *testing.T) {
+	h := k8sCluster(t, 4)
+	check := func(when string) {
+		t.Helper()
+		ts := h.sb.schema.Tables["Logical_DP_Group"]
+		seen := make(map[string]bool)
+		for _, r := range h.sb.rows["Logical_DP_Group"] {
+			k := groupKey(r.Get(ts.Column("datapaths")))
+			if seen[k] {
+				t.Errorf("%s: two Logical_DP_Group rows of datapaths %s", when, k)
+			}
+			seen[k] = true
+		}
+		if len(seen) == 0 {
+			t.Fatalf("%s: no groups", when)
+		}
+	}
+	check("after the cold start")
+	w := &nbWorld{t: t, h: h}
+	for _, c := range k8sChanges {
+		c.do(h, w, 0)
+		h.nbCommit()
+		h.sync()
+		check("after " + c.kind)
+	}
+}

@@ -301,7 +301,8 @@ func (s *State) Resync() { s.resyncSB() }
 // cannot write yet (a flow on a datapath whose binding is not there) stays
 // pending for the next call.
 func (s *State) WriteSB(b TxnBuilder) int {
-	w := &sbWriter{s: s, b: b, inserted: make(map[recordKey]ovsdb.UUID), groups: make(map[string]ovsdb.UUID), deleted: make(map[ovsdb.UUID]bool)}
+	w := &sbWriter{s: s, b: b, inserted: make(map[recordKey]ovsdb.UUID), groups: make(map[string]ovsdb.UUID),
+		newGroups: make(map[string]ovsdb.UUID), deleted: make(map[ovsdb.UUID]bool)}
 	w.records()
 	w.flows()
 	s.sbIndex.resync = false
@@ -314,8 +315,10 @@ type sbWriter struct {
 	ops      int
 	inserted map[recordKey]ovsdb.UUID
 	groups   map[string]ovsdb.UUID // dp set key -> group row (existing or inserted)
-	retry    []recordKey
-	deleted  map[ovsdb.UUID]bool // rows of other tables deleted along (deleteDependents)
+	// newGroups are the groups this transaction inserts, by groupKey.
+	newGroups map[string]ovsdb.UUID
+	retry     []recordKey
+	deleted   map[ovsdb.UUID]bool // rows of other tables deleted along (deleteDependents)
 }
 
 func (w *sbWriter) records() {
@@ -486,6 +489,10 @@ func (w *sbWriter) insertChildren(ch childRows) ovsdb.Datum {
 		resolved := make(map[string]ovsdb.Datum, len(row))
 		for c, d := range row {
 			resolved[c], _ = w.resolve(d)
+		}
+		if ch.table == "Logical_DP_Group" {
+			atoms = append(atoms, ovsdb.UUIDAtom(w.groupOf(resolved["datapaths"])))
+			continue
 		}
 		atoms = append(atoms, ovsdb.UUIDAtom(w.b.Insert(ch.table, resolved)))
 		w.ops++
@@ -683,12 +690,25 @@ func (w *sbWriter) group(e *flowEntry) ovsdb.UUID {
 			dps = append(dps, ovsdb.UUIDAtom(id))
 		}
 	}
-	if id, ok := w.s.sbIndex.groups[groupKey(ovsdb.Set(slices.Clone(dps)...))]; ok {
-		w.groups[key] = id
+	id := w.groupOf(ovsdb.Set(dps...))
+	w.groups[key] = id
+	return id
+}
+
+// groupOf returns a Logical_DP_Group row of the datapaths dps: one in the
+// Southbound, one this transaction inserts, or a new one. Flows and load
+// balancers on the same datapaths share it (groups are never changed in
+// place).
+func (w *sbWriter) groupOf(dps ovsdb.Datum) ovsdb.UUID {
+	k := groupKey(dps)
+	if id, ok := w.s.sbIndex.groups[k]; ok {
 		return id
 	}
-	id := w.b.Insert("Logical_DP_Group", map[string]ovsdb.Datum{"datapaths": ovsdb.Set(dps...)})
+	if id, ok := w.newGroups[k]; ok {
+		return id
+	}
+	id := w.b.Insert("Logical_DP_Group", map[string]ovsdb.Datum{"datapaths": dps})
 	w.ops++
-	w.groups[key] = id
+	w.newGroups[k] = id
 	return id
 }
