@@ -281,7 +281,24 @@ func (s *subject) countSB(ctx context.Context) error {
 		return err
 	}
 	s.rep.DPGroups, err = s.sb.count(ctx, "Logical_DP_Group")
-	return err
+	if err != nil {
+		return err
+	}
+	// Groups no flow refers to (ovsdb-server keeps them: the table is a
+	// root table).
+	flows, err := s.sb.selectRows(ctx, "Logical_Flow", nil, "logical_dp_group")
+	if err != nil {
+		return err
+	}
+	used := make(map[string]bool)
+	for _, f := range flows {
+		var ref []any
+		if json.Unmarshal(f["logical_dp_group"], &ref) == nil && len(ref) == 2 && ref[0] == "uuid" {
+			used[ref[1].(string)] = true
+		}
+	}
+	s.rep.UnusedDPGroups = s.rep.DPGroups - len(used)
+	return nil
 }
 
 // recompute times one inc-engine/recompute: from the command until the

@@ -39,6 +39,8 @@ type SubjectReport struct {
 	FellBack     []string `json:"fell_back_to_recompute"`
 	LogicalFlows int      `json:"logical_flows"`
 	DPGroups     int      `json:"logical_dp_groups"`
+	// UnusedDPGroups are groups no flow refers to.
+	UnusedDPGroups int `json:"unused_logical_dp_groups"`
 	// SBBytes is the Southbound file after compaction, at the end.
 	SBBytes int64 `json:"sb_bytes"`
 	// PeakRSS and CPU are the northd process's at the end; DBPeakRSS and
@@ -137,6 +139,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	row("Logical_Flow rows", func(s *SubjectReport) float64 { return float64(s.LogicalFlows) }, count)
 	row("Logical_DP_Group rows", func(s *SubjectReport) float64 { return float64(s.DPGroups) }, count)
+	row("  of them unused", func(s *SubjectReport) float64 { return float64(s.UnusedDPGroups) }, count)
 	row("SB file compacted", func(s *SubjectReport) float64 { return float64(s.SBBytes) }, mib)
 	row("northd peak RSS", func(s *SubjectReport) float64 { return float64(s.PeakRSS) }, mib)
 	row("northd CPU", func(s *SubjectReport) float64 { return dms(s.CPU) }, ms)
