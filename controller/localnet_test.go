@@ -1,8 +1,14 @@
 package controller
 
 import (
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
 	"testing"
 
+	"github.com/govn/govn/datapath/flow"
 	"github.com/govn/govn/datapath/switchd"
 	"github.com/govn/govn/datapath/xlate"
 	"github.com/govn/govn/ovsdb"
@@ -70,7 +76,7 @@ func checkPackets(t *testing.T, in *Input, cases []packetCase) {
 	p := install(t, out)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			k, err := switchd.ParseFlowSpec(tc.packet)
+			k, err := parsePacket(tc.packet)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -85,6 +91,51 @@ func checkPackets(t *testing.T, in *Input, cases []packetCase) {
 			}
 		})
 	}
+}
+
+// parsePacket reads a packet as ParseFlowSpec does, and a trailing
+// ",icmp=TYPE/CODE", which ParseFlowSpec cannot take (ICMP type and code
+// overlay the transport ports).
+func parsePacket(s string) (flow.Key, error) {
+	spec, icmp, ok := strings.Cut(s, ",icmp=")
+	k, err := switchd.ParseFlowSpec(spec)
+	if err != nil || !ok {
+		return k, err
+	}
+	icmp, nd, _ := strings.Cut(icmp, ",")
+	var ty, code uint64
+	if _, err := fmt.Sscanf(icmp, "%d/%d", &ty, &code); err != nil {
+		return k, fmt.Errorf("icmp=%s: %w", icmp, err)
+	}
+	k.Set(flow.ICMPType, ty)
+	k.Set(flow.ICMPCode, code)
+	// Then the ND fields, which need the ICMP type.
+	for _, kv := range strings.Split(nd, ",") {
+		name, v, _ := strings.Cut(kv, "=")
+		switch name {
+		case "":
+		case "nd_target":
+			ip, err := netip.ParseAddr(v)
+			if err != nil {
+				return k, err
+			}
+			b := ip.As16()
+			k.SetU128(flow.NDTarget, flow.U128{Hi: binary.BigEndian.Uint64(b[:8]), Lo: binary.BigEndian.Uint64(b[8:])})
+		case "nd_sll", "nd_tll":
+			mac, err := net.ParseMAC(v)
+			if err != nil {
+				return k, err
+			}
+			f := flow.NDSLL
+			if name == "nd_tll" {
+				f = flow.NDTLL
+			}
+			k.Set(f, binary.BigEndian.Uint64(append([]byte{0, 0}, mac...)))
+		default:
+			return k, fmt.Errorf("after icmp=: %q", kv)
+		}
+	}
+	return k, nil
 }
 
 func TestTranslateLocalnet(t *testing.T) {

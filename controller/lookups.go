@@ -46,6 +46,7 @@ func (tr *translation) lookups() {
 	tr.neighbors()
 	tr.fdbs()
 	tr.hairpins()
+	tr.portSecurity()
 }
 
 // macBinding is one MAC_Binding or Static_MAC_Binding row.
