@@ -80,6 +80,7 @@ var govnNorthdPasses = map[string]bool{
 // the others only with GOVN_HVTEST_GOVN=1.
 var govnChassisPasses = map[string]bool{
 	"TestLocalnetAndMove": true,
+	"TestRouter":          true,
 }
 
 // govnWanted skips the test unless GOVN_HVTEST_GOVN=1 (before building).
