@@ -183,7 +183,9 @@ func NewEngine(tr *Translator, log *slog.Logger) *Engine {
 	)
 	e.pflowNode = g.AddNode("pflow_output", incproc.NodeFuncs{Compute: e.pflowCompute},
 		incproc.Input{Node: e.runtimeNode}, incproc.Input{Node: e.zonesNode})
-	e.outNode = g.AddNode("flow_output", incproc.NodeFuncs{Compute: e.outCompute, ClearTracked: e.out.clear},
+	// flow_output's tracked changes outlive a Run: Commit takes them, and
+	// the chassis may run the engine more than once before it commits.
+	e.outNode = g.AddNode("flow_output", incproc.NodeFuncs{Compute: e.outCompute},
 		incproc.Input{Node: e.lflowNode, Handler: e.outLflowHandler},
 		incproc.Input{Node: e.pflowNode, Handler: e.outPflowHandler})
 	e.sets.init()
@@ -917,8 +919,8 @@ type flowOutput struct {
 	rules    map[string]flow.Rule
 	groups   map[uint32]flow.GroupDef
 
-	// tracked: the rule keys and groups to bring the datapath in line
-	// with, or all of them.
+	// tracked since the last Commit: the rule keys and groups to bring
+	// the datapath in line with, or all of them.
 	all           bool
 	touched       map[string]bool
 	touchedGroups map[uint32]bool
@@ -1144,6 +1146,7 @@ func (e *Engine) Commit(apply func(flow.Bundle) error) (int, error) {
 	n := len(b.Ops)
 	if n == 0 {
 		in.full = false
+		o.clear()
 		return 0, nil
 	}
 	if err := apply(b); err != nil {
@@ -1165,5 +1168,6 @@ func (e *Engine) Commit(apply func(flow.Bundle) error) (int, error) {
 		}
 	}
 	in.full = false
+	o.clear()
 	return n, nil
 }

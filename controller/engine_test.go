@@ -483,3 +483,45 @@ func TestEngineNoRecompute(t *testing.T) {
 		})
 	}
 }
+
+// Rules computed by a Run that is not followed by a Commit are installed
+// by the next Commit: the chassis runs the engine again (after widening
+// its monitor conditions) before it commits, and a datapath that became
+// local in the first run lost its rules (TestLocalnetAndMove's provider
+// switch had none).
+func TestEngineCommitAfterTwoRuns(t *testing.T) {
+	tr, err := NewTranslator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := providerSwitch(0)
+	vifs := in.VIFs
+	in.VIFs = map[string]uint32{}
+	e := NewEngine(tr, nil)
+	pipe := dp.NewPipeline()
+	apply := func(b flow.Bundle) error { _, err := pipe.Apply(b); return err }
+	e.Load(in)
+	runEngine(t, e)
+	if _, err := e.Commit(apply); err != nil {
+		t.Fatal(err)
+	}
+	// The switch becomes local; then a second run with another change
+	// before the commit.
+	in.VIFs = vifs
+	e.Load(in)
+	runEngine(t, e)
+	in.Hubs = [][]uint32{{20, 21, 22}}
+	e.Load(in)
+	runEngine(t, e)
+	if _, err := e.Commit(apply); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := translated(tr.Translate(in))
+	installed := map[string]string{}
+	for _, r := range pipe.Tables().Dump(flow.NumTables) {
+		installed[ruleKey(&r)] = r.String()
+	}
+	if d := diffMaps(want, installed); len(d) > 0 {
+		t.Fatalf("datapath differs from Translate's:\n%s", strings.Join(d[:min(len(d), 10)], "\n"))
+	}
+}
