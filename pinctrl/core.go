@@ -61,6 +61,7 @@ func NewEngine() (*Engine, error) {
 type Output struct {
 	Packets     []dp.PacketOut
 	MACBindings []MACBinding
+	FDBs        []FDBEntry
 }
 
 // MACBinding is a neighbor learned by put_arp or put_nd: a MAC_Binding
@@ -250,9 +251,22 @@ func (e *Engine) logicalTable(t uint8) (string, int, error) {
 	return "", 0, fmt.Errorf("table %d is in no logical pipeline", t)
 }
 
-// call runs an action without a result: put_arp, put_nd.
+// call runs an action without a result: put_arp, put_nd, put_fdb.
 func (h *handling) call(a *lflow.CallAction) error {
 	switch a.Name {
+	case "put_fdb":
+		if len(a.Args) != 2 {
+			return errors.New("put_fdb: want 2 arguments")
+		}
+		port, err := h.field(a.Args[0].Value)
+		if err != nil {
+			return err
+		}
+		mac, err := h.field(a.Args[1].Value)
+		if err != nil {
+			return err
+		}
+		return h.putFDB(port, mac)
 	case "put_arp", "put_nd":
 		if len(a.Args) != 3 {
 			return fmt.Errorf("%s: want 3 arguments", a.Name)

@@ -55,7 +55,8 @@
 //	                    DNS records
 //	put_nd_ra_opts      the router advertisement answering a solicitation
 //
-// put_arp and put_nd learn a MAC binding (logical port, IP, MAC) to write.
+// put_arp and put_nd learn a MAC binding (logical port, IP, MAC) to write,
+// put_fdb an FDB row (switch, MAC, port); each has its own writer.
 //
 // Periodic router advertisements: every router port whose Port_Binding
 // has ipv6_ra_send_periodic (ovn-northd copies ipv6_ra_configs there) and
@@ -75,6 +76,6 @@
 // Parsed userdata and compiled nested bodies are cached (bounded), since
 // they cost far more than building a packet.
 //
-// Not done yet: IGMP/MLD, put_fdb, service monitor probes, BFD, bind_vport,
+// Not done yet: IGMP/MLD, service monitor probes, BFD, bind_vport,
 // trigger_event, sctp_abort; their packet-ins are counted as errors.
 package pinctrl

@@ -72,6 +72,9 @@ type Pinctrl struct {
 	fixedState *State                   // tests: the state, instead of the Southbound's
 	recent     map[BindingKey]string    // bindings sent to the writer lately
 	bindings   chan MACBinding
+	fdbs       chan FDBEntry
+	recentFDB  map[FDBKey]uint32
+	fdbStats   MACBindingStats
 	outErrors  uint64
 }
 
@@ -95,7 +98,8 @@ type MACBindingStats struct {
 type Stats struct {
 	Kinds        map[string]KindStats
 	MACBindings  MACBindingStats
-	PacketOutErr uint64 // packet-outs the datapath refused
+	FDB          MACBindingStats // put_fdb's, counted alike
+	PacketOutErr uint64          // packet-outs the datapath refused
 }
 
 // New returns a Pinctrl; Run starts it.
@@ -112,16 +116,21 @@ func New(cfg Config) (*Pinctrl, error) {
 	}
 	return &Pinctrl{cfg: cfg, log: cfg.Logger, engine: e, counters: map[string]*KindStats{},
 		buckets: map[string]*bucket{}, recent: map[BindingKey]string{}, ras: map[string]*raSchedule{}, garps: map[string]*garpSchedule{},
-		bindings: make(chan MACBinding, cfg.MACBindingQueue)}, nil
+		bindings: make(chan MACBinding, cfg.MACBindingQueue),
+		fdbs:     make(chan FDBEntry, cfg.MACBindingQueue), recentFDB: map[FDBKey]uint32{}}, nil
 }
 
 // Run handles packet-ins until ctx ends.
 func (p *Pinctrl) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		p.writeBindings(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		p.writeFDBs(ctx)
 	}()
 	defer wg.Wait()
 	ins := p.cfg.Switch.PacketIns()
@@ -290,6 +299,9 @@ func (p *Pinctrl) handle(pi *dp.PacketIn, now time.Time) {
 	}
 	for _, b := range out.MACBindings {
 		p.learn(b, st)
+	}
+	for _, f := range out.FDBs {
+		p.learnFDB(f, st)
 	}
 	p.count(ks, err == nil)
 }
@@ -472,7 +484,7 @@ func (p *Pinctrl) commitBindings(ctx context.Context, batch map[BindingKey]MACBi
 func (p *Pinctrl) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Stats{Kinds: map[string]KindStats{}, MACBindings: p.mb, PacketOutErr: p.outErrors}
+	s := Stats{Kinds: map[string]KindStats{}, MACBindings: p.mb, FDB: p.fdbStats, PacketOutErr: p.outErrors}
 	for k, v := range p.counters {
 		s.Kinds[k] = *v
 	}
@@ -493,6 +505,9 @@ func (s Stats) String() string {
 	}
 	m := s.MACBindings
 	fmt.Fprintf(&b, "mac bindings: learned %d, duplicates %d, queue drops %d, written %d, failed transactions %d\n",
+		m.Learned, m.Duplicates, m.QueueDrops, m.Written, m.WriteFails)
+	m = s.FDB
+	fmt.Fprintf(&b, "fdb: learned %d, duplicates %d, queue drops %d, written %d, failed transactions %d\n",
 		m.Learned, m.Duplicates, m.QueueDrops, m.Written, m.WriteFails)
 	fmt.Fprintf(&b, "packet-out errors: %d\n", s.PacketOutErr)
 	return b.String()

@@ -103,10 +103,33 @@ func TestMACBindingDedup(t *testing.T) {
 // counted as an error, not answered, and does not stop it.
 func TestUnsupportedCounted(t *testing.T) {
 	p, sw := newTestPinctrl(t, Config{})
-	pi := packetIn(`put_fdb(inport, eth.src);`, ethFrame(routerMAC, vmMAC, etherIPv4, nil), 2, 10, nil)
+	pi := packetIn(`igmp;`, ethFrame(routerMAC, vmMAC, etherIPv4, nil), 2, 10, nil)
 	p.handle(pi, time.Unix(1000, 0))
-	if got := p.Stats().Kinds["put_fdb"]; got.Errors != 1 || sw.outs != 0 {
-		t.Errorf("put_fdb counters %+v, %d packet-outs", got, sw.outs)
+	if got := p.Stats().Kinds["igmp"]; got.Errors != 1 || sw.outs != 0 {
+		t.Errorf("igmp counters %+v, %d packet-outs", got, sw.outs)
+	}
+}
+
+// TestPutFDB: put_fdb learns the input port of a MAC on the switch,
+// once; a MAC that moved is learned again.
+func TestPutFDB(t *testing.T) {
+	p, _ := newTestPinctrl(t, Config{})
+	pi := packetIn(`put_fdb(inport, eth.src);`, ethFrame(routerMAC, vmMAC, etherIPv4, nil), 2, 11, nil)
+	pi.Key.Set(flow.EthSrc, 0x505400000001)
+	now := time.Unix(1000, 0)
+	for range 3 {
+		p.handle(pi, now)
+	}
+	p.fixedState.Datapaths[2].PortNames[2] = "sw0-p2"
+	pi.Key.Set(flow.Reg0+14, 2)
+	p.handle(pi, now)
+	s := p.Stats()
+	if s.FDB.Learned != 2 || s.FDB.Duplicates != 2 || s.Kinds["put_fdb"].Handled != 4 {
+		t.Errorf("fdb counters %+v, kind %+v", s.FDB, s.Kinds["put_fdb"])
+	}
+	first := <-p.fdbs
+	if first.Switch != 2 || first.MAC != "50:54:00:00:00:01" || first.PortKey != 1 {
+		t.Errorf("FDB entry %+v", first)
 	}
 }
 

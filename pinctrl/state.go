@@ -21,6 +21,7 @@ import (
 type State struct {
 	Datapaths   map[uint32]*Datapath  // by tunnel key
 	MACBindings map[BindingKey]string // the MAC of each existing MAC_Binding row
+	FDB         map[FDBKey]uint32     // the port of each existing FDB row
 	// RAPorts are the router ports that send periodic router
 	// advertisements onto a switch with a port bound here.
 	RAPorts []RAPort
@@ -75,7 +76,10 @@ type BindingKey struct {
 
 // NewState reads the Southbound cache c for chassis (its name).
 func NewState(c *client.Cache, chassis string) *State {
-	st := &State{Datapaths: map[uint32]*Datapath{}, MACBindings: map[BindingKey]string{}}
+	st := &State{Datapaths: map[uint32]*Datapath{}, MACBindings: map[BindingKey]string{}, FDB: map[FDBKey]uint32{}}
+	for _, f := range client.List[sb.FDB](c) {
+		st.FDB[FDBKey{uint32(f.DPKey), strings.ToLower(f.MAC)}] = uint32(f.PortKey)
+	}
 	byUUID := map[ovsdb.UUID]*Datapath{}
 	for _, d := range client.List[sb.DatapathBinding](c) {
 		_, router := d.ExternalIDs["logical-router"]

@@ -21,6 +21,7 @@ import (
 //   - a DHCPv6 Solicit gets the port's IPv6 address in an Advertise;
 //   - a router port with ipv6_ra_configs send_periodic advertises on its
 //     switch every 3-4 s;
+//   - a port with unknown addresses gets its MAC into FDB (put_fdb);
 //   - a DNS query for a name in the switch's DNS records is answered;
 //   - UDP to a port a reject ACL covers gets ICMP port unreachable;
 //   - TCP to a port a reject ACL covers gets a RST (connection refused,
@@ -188,6 +189,24 @@ while time.time()<end and n<2:
 		got := strings.Fields(string(out))
 		if err != nil || len(got) != 2 || !strings.HasPrefix(got[0], "fe80::") {
 			t.Errorf("periodic router advertisements: %q (%v), want 2 from the router's link-local address", out, err)
+		}
+	})
+
+	t.Run("put-fdb", func(t *testing.T) {
+		// A port with unknown addresses: the switch learns where its MAC
+		// is from its traffic.
+		c.NBCtl(t, "lsp-add", "ls2", "vm4", "--", "lsp-set-addresses", "vm4", "unknown")
+		vm4 := c.AddVM(t, hv, VMSpec{Name: "vm4", LSP: "vm4", MAC: "0a:00:00:00:02:04", Addr: "10.0.2.14/24"})
+		c.WaitPortUp(t, "vm4")
+		if err := vm4.WaitPing(vm2.IP(), 20*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		key := strings.TrimSpace(c.SBCtl(t, "--bare", "--columns=tunnel_key", "find", "Port_Binding", "logical_port=vm4"))
+		if err := waitFor(10*time.Second, "FDB row of vm4", func() bool {
+			out := c.SBCtl(t, "--bare", "--columns=port_key", "find", "FDB", `mac="0a:00:00:00:02:04"`)
+			return strings.TrimSpace(out) == key
+		}); err != nil {
+			t.Error(err)
 		}
 	})
 
