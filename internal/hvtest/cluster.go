@@ -1,11 +1,9 @@
 package hvtest
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -15,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/govn/govn/internal/lab"
 )
 
 // Options say what a Cluster runs. The zero value is two hypervisors with
@@ -145,23 +145,15 @@ func New(t testing.TB, opts Options) *Cluster {
 		t.Logf("ovn-sbctl show (%v):\n%s", err, sb)
 	})
 	c.underlayNS = c.newNS(t, "ul")
-	c.nsRun(t, c.underlayNS, "ip", "link", "add", "br0", "mtu", "9000", "type", "bridge")
-	c.nsRun(t, c.underlayNS, "ip", "link", "set", "br0", "up")
+	must(t, lab.Bridge(c.underlayNS, "br0", lab.UnderlayMTU))
 	if c.physnet = opts.Physnet; c.physnet != "" {
-		c.nsRun(t, c.underlayNS, "ip", "link", "add", physBridge, "type", "bridge")
-		c.nsRun(t, c.underlayNS, "ip", "link", "set", physBridge, "up")
+		must(t, lab.Bridge(c.underlayNS, physBridge, 0))
 	}
 	for i := 1; i <= opts.Hypervisors; i++ {
 		c.HVs = append(c.HVs, c.newHypervisor(t, i, opts.Chassis(i)))
 	}
 	for _, hv := range c.HVs {
-		name := hv.Name
-		if err := waitFor(30*time.Second, "Chassis "+name+" in the Southbound", func() bool {
-			out, err := c.sbctlErr("--bare", "--columns=name", "find", "Chassis", "name="+name)
-			return err == nil && strings.TrimSpace(out) == name
-		}); err != nil {
-			t.Fatal(err)
-		}
+		must(t, lab.WaitChassis(c.Dir, c.SB, hv.Name, 30*time.Second))
 	}
 	return c
 }
@@ -172,26 +164,12 @@ func New(t testing.TB, opts Options) *Cluster {
 func (c *Cluster) newNS(t testing.TB, suffix string) string {
 	t.Helper()
 	name := c.Prefix + "-" + suffix
-	mustRun(t, nil, "ip", "netns", "add", name)
-	t.Cleanup(func() { removeNS(name) })
-	c.nsRun(t, name, "ip", "link", "set", "lo", "up")
-	c.nsRun(t, name, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+	must(t, lab.AddNS(t, name))
 	return name
 }
 
-// removeNS kills every process left in a namespace and deletes it, which
-// deletes its devices too.
-func removeNS(name string) {
-	out, _ := exec.Command("ip", "netns", "pids", name).Output()
-	for _, f := range strings.Fields(string(out)) {
-		if pid, err := strconv.Atoi(f); err == nil {
-			if p, err := os.FindProcess(pid); err == nil {
-				_ = p.Kill()
-			}
-		}
-	}
-	_ = exec.Command("ip", "netns", "del", name).Run()
-}
+// removeNS kills every process left in a namespace and deletes it.
+func removeNS(name string) { lab.RemoveNS(name) }
 
 // Sweep removes the namespaces and directories that an earlier test
 // process, now dead, left behind (a run killed before its cleanups ran);
@@ -212,12 +190,10 @@ func Sweep(t testing.TB) {
 		_, err = os.Stat("/proc/" + pidText)
 		return os.IsNotExist(err)
 	}
-	if ents, err := os.ReadDir("/run/netns"); err == nil {
-		for _, e := range ents {
-			if dead(e.Name()) {
-				t.Logf("hvtest: removing namespace %s left by an earlier run", e.Name())
-				removeNS(e.Name())
-			}
+	for _, ns := range lab.Namespaces("hvt") {
+		if dead(ns) {
+			t.Logf("hvtest: removing namespace %s left by an earlier run", ns)
+			removeNS(ns)
 		}
 	}
 	if ents, err := os.ReadDir(os.TempDir()); err == nil {
@@ -265,34 +241,15 @@ func (c *Cluster) startOVSDB(t testing.TB, name, schema string) string {
 }
 
 // waitSocket waits until a daemon accepts connections on a unix socket
-// path (the file appears at bind, a moment before the daemon listens:
-// ovs-vsctl run in between gets "Connection refused").
+// path.
 func waitSocket(t testing.TB, path string) {
 	t.Helper()
-	if err := waitFor(20*time.Second, "socket "+path, func() bool {
-		c, err := net.DialTimeout("unix", path, time.Second)
-		if err != nil {
-			return false
-		}
-		c.Close()
-		return true
-	}); err != nil {
-		t.Fatal(err)
-	}
+	must(t, lab.WaitSocket(path))
 }
 
 // ovsEnv points the OVS and OVN run, log and database directories of a
-// daemon at dir: the defaults under /var may be missing, and are shared.
-func ovsEnv(dir string) []string {
-	var env []string
-	for _, v := range []string{"OVS_RUNDIR", "OVS_LOGDIR", "OVS_DBDIR", "OVN_RUNDIR", "OVN_LOGDIR", "OVN_DBDIR"} {
-		env = append(env, v+"="+dir)
-	}
-	return env
-}
-
-// ctlTimeout bounds every ovn-nbctl and ovn-sbctl call (their --timeout).
-const ctlTimeout = "--timeout=30"
+// daemon at dir.
+func ovsEnv(dir string) []string { return lab.OVSEnv(dir) }
 
 // NBCtl runs ovn-nbctl on the Northbound and fails the test if it fails.
 func (c *Cluster) NBCtl(t testing.TB, args ...string) string {
@@ -306,7 +263,7 @@ func (c *Cluster) NBCtl(t testing.TB, args ...string) string {
 
 // NBCtlErr runs ovn-nbctl on the Northbound.
 func (c *Cluster) NBCtlErr(args ...string) (string, error) {
-	return run(context.Background(), ovsEnv(c.Dir), append([]string{"ovn-nbctl", "--db=unix:" + c.NB, ctlTimeout}, args...)...)
+	return lab.Ctl(c.Dir, "ovn-nbctl", c.NB, args...)
 }
 
 // SBCtl runs ovn-sbctl on the Southbound and fails the test if it fails.
@@ -320,7 +277,7 @@ func (c *Cluster) SBCtl(t testing.TB, args ...string) string {
 }
 
 func (c *Cluster) sbctlErr(args ...string) (string, error) {
-	return run(context.Background(), ovsEnv(c.Dir), append([]string{"ovn-sbctl", "--db=unix:" + c.SB, ctlTimeout}, args...)...)
+	return lab.Ctl(c.Dir, "ovn-sbctl", c.SB, args...)
 }
 
 // WaitHV runs `ovn-nbctl --wait=hv sync`: it returns once every chassis

@@ -1,14 +1,13 @@
 package hvtest
 
 import (
-	"context"
-	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
+
+	"github.com/govn/govn/internal/lab"
 )
 
 // Hypervisor is one hypervisor namespace on the underlay.
@@ -110,45 +109,16 @@ func (c *Cluster) newHypervisor(t testing.TB, i int, ch Chassis) *Hypervisor {
 	base[3] += byte(10 + i)
 	hv.EncapIP = netip.AddrFrom4(base)
 
-	// The underlay link: ul0 in the hypervisor, hvN on the bridge. The
-	// kernel sees every frame on ul0 although OVS owns it: with ARP on it
-	// would answer for the encap IP with ul0's MAC, racing br-phy, and a
-	// tunnel neighbour with that MAC black-holes Geneve.
-	mustRun(t, nil, "ip", "link", "add", "ul0", "netns", hv.NS, "type", "veth", "peer", "name", hv.Name, "netns", c.underlayNS)
-	c.nsRun(t, c.underlayNS, "ip", "link", "set", hv.Name, "mtu", "9000", "master", "br0", "up")
-	c.nsRun(t, hv.NS, "sysctl", "-qw", "net.ipv4.conf.ul0.arp_ignore=1")
-	c.nsRun(t, hv.NS, "ip", "link", "set", "ul0", "mtu", "9000", "arp", "off", "up")
-	txOff(t, c.underlayNS, hv.Name)
-	txOff(t, hv.NS, "ul0")
+	// The underlay link: ul0 in the hypervisor, hvN on the bridge.
+	must(t, lab.UnderlayLink(c.underlayNS, "br0", hv.NS, hv.Name))
 
 	ch.Start(t, hv)
-	hv.Vsctl(t, "--", "--may-exist", "add-br", "br-phy",
-		"--", "set", "Bridge", "br-phy", "datapath_type=netdev",
-		"--", "--may-exist", "add-port", "br-phy", "ul0",
-		"--", "set", "Interface", "br-phy", "mtu_request=9000")
-	if err := waitFor(20*time.Second, hv.Name+": device br-phy", func() bool {
-		_, err := run(context.Background(), nil, inNS(hv.NS, "ip", "link", "show", "br-phy")...)
-		return err == nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	c.nsRun(t, hv.NS, "ip", "addr", "add", fmt.Sprintf("%s/%d", hv.EncapIP, c.underlay.Bits()), "dev", "br-phy")
-	c.nsRun(t, hv.NS, "ip", "link", "set", "br-phy", "up")
-	hv.Vsctl(t, "--", "--may-exist", "add-br", "br-int",
-		"--", "set", "Bridge", "br-int", "datapath_type=netdev", "fail-mode=secure",
-		"other-config:disable-in-band=true")
+	vsctl := lab.VsctlOn(hv.Dir, hv.DB)
+	must(t, lab.ChassisBridges(vsctl, hv.NS, netip.PrefixFrom(hv.EncapIP, c.underlay.Bits())))
 	if c.physnet != "" {
 		c.physnetLink(t, hv)
-		hv.Vsctl(t, "set", "Open_vSwitch", ".", "external_ids:ovn-bridge-mappings="+c.physnet+":br-ex")
 	}
-	hv.Vsctl(t, "set", "Open_vSwitch", ".",
-		"external_ids:system-id="+hv.Name,
-		"external_ids:hostname="+hv.Name,
-		"external_ids:ovn-remote=unix:"+c.SB,
-		"external_ids:ovn-encap-type=geneve",
-		"external_ids:ovn-encap-ip="+hv.EncapIP.String(),
-		"external_ids:ovn-bridge=br-int",
-		"external_ids:ovn-bridge-datapath-type=netdev")
+	must(t, lab.ChassisIDs(vsctl, hv.Name, c.SB, hv.EncapIP))
 	return hv
 }
 
@@ -160,22 +130,15 @@ const physBridge = "br-phys"
 // has no address, so the kernel answers nothing on it.
 func (c *Cluster) physnetLink(t testing.TB, hv *Hypervisor) {
 	t.Helper()
-	peer := "px" + hv.Name
-	mustRun(t, nil, "ip", "link", "add", "px0", "netns", hv.NS, "type", "veth", "peer", "name", peer, "netns", c.underlayNS)
-	c.nsRun(t, c.underlayNS, "ip", "link", "set", peer, "master", physBridge, "up")
-	c.nsRun(t, hv.NS, "ip", "link", "set", "px0", "up")
-	txOff(t, c.underlayNS, peer)
-	txOff(t, hv.NS, "px0")
-	hv.Vsctl(t, "--", "--may-exist", "add-br", "br-ex",
-		"--", "set", "Bridge", "br-ex", "datapath_type=netdev",
-		"--", "--may-exist", "add-port", "br-ex", "px0")
+	must(t, lab.BridgePort(c.underlayNS, physBridge, "px"+hv.Name, hv.NS, "px0"))
+	must(t, lab.ProviderBridge(lab.VsctlOn(hv.Dir, hv.DB), "px0", c.physnet))
 }
 
 // txOff turns off transmit checksum offload on a veth end: OVS's userspace
 // conntrack marks packets with partial checksums invalid.
 func txOff(t testing.TB, ns, dev string) {
 	t.Helper()
-	mustRun(t, nil, inNS(ns, "ethtool", "-K", dev, "tx", "off")...)
+	must(t, lab.TxOff(ns, dev))
 }
 
 // Vsctl runs ovs-vsctl on the hypervisor's local database and fails the
@@ -191,7 +154,7 @@ func (hv *Hypervisor) Vsctl(t testing.TB, args ...string) string {
 
 // VsctlErr runs ovs-vsctl on the hypervisor's local database.
 func (hv *Hypervisor) VsctlErr(args ...string) (string, error) {
-	return run(context.Background(), ovsEnv(hv.Dir), append([]string{"ovs-vsctl", "--db=unix:" + hv.DB, "--timeout=30"}, args...)...)
+	return lab.VsctlOn(hv.Dir, hv.DB)(args...)
 }
 
 // Run runs args inside the hypervisor's namespace with its daemons'

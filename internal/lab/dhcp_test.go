@@ -1,4 +1,4 @@
-package hvtest
+package lab
 
 import (
 	"bytes"
