@@ -695,19 +695,31 @@ func (c *ctx) selectByHash(id uint32) {
 	}
 	r := flow.FieldRange{Field: flow.DPHash, Bits: hashSlotBits}
 	slot := c.readField(r, fmt.Sprintf("select group %d", id)).Lo
-	c.runBucket(g, slot*0x9e3779b97f4a7c15)
+	// The slots are shared out in proportion to the weights, so that
+	// every bucket gets its share of them (a hash of 64 slots modulo the
+	// total weight gave one of OVN's three 100-weight buckets one slot).
+	if total := groupWeight(g); total > 0 {
+		c.runPick(g, slot*total>>hashSlotBits)
+	}
 }
 
-// runBucket runs the bucket that h selects by weight.
-func (c *ctx) runBucket(g *flow.GroupDef, h uint64) {
+func groupWeight(g *flow.GroupDef) uint64 {
 	total := uint64(0)
 	for _, b := range g.Buckets {
 		total += uint64(b.Weight)
 	}
-	if total == 0 {
-		return
+	return total
+}
+
+// runBucket runs the bucket that h selects by weight.
+func (c *ctx) runBucket(g *flow.GroupDef, h uint64) {
+	if total := groupWeight(g); total > 0 {
+		c.runPick(g, (h>>16)%total)
 	}
-	pick := (h >> 16) % total
+}
+
+// runPick runs the bucket whose share of the total weight holds pick.
+func (c *ctx) runPick(g *flow.GroupDef, pick uint64) {
 	for i, b := range g.Buckets {
 		if pick < uint64(b.Weight) {
 			c.step(Step{Table: c.table, Note: fmt.Sprintf("group:%d bucket %d", g.ID, i)})

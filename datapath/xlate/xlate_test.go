@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -198,6 +199,44 @@ func TestGroups(t *testing.T) {
 	}
 	if !seen["10"] || !seen["11"] {
 		t.Errorf("dp_hash select used %v", seen)
+	}
+}
+
+// TestSelectHashShares: a dp_hash select group shares the hash slots out
+// in proportion to its buckets' weights, as OVN's load balancers make
+// them (weight 100 each) and with uneven weights.
+func TestSelectHashShares(t *testing.T) {
+	for _, weights := range [][]uint16{{100, 100, 100}, {1, 1}, {100, 100, 100, 100, 100}, {3, 1}} {
+		ts := program(t, ruleSpec{0, 10, matchAll, []flow.Action{flow.Group{ID: 1}}})
+		var buckets []flow.Bucket
+		total := 0
+		for i, w := range weights {
+			buckets = append(buckets, flow.Bucket{Weight: w, Actions: []flow.Action{flow.Output{Port: uint32(10 + i)}}})
+			total += int(w)
+		}
+		var b flow.Bundle
+		b.AddGroup(flow.GroupDef{ID: 1, Method: flow.SelectHash, Buckets: buckets})
+		if _, err := ts.Apply(b); err != nil {
+			t.Fatal(err)
+		}
+		tr := New(ts)
+		k := tcpKey(1, 80)
+		res := tr.Translate(&k, Options{})
+		rid := res.Actions[1].(flow.DPRecirc).ID
+		count := map[string]int{}
+		const slots = 1 << hashSlotBits
+		for h := uint64(0); h < slots; h++ {
+			k.Set(flow.RecircID, uint64(rid))
+			k.Set(flow.DPHash, h)
+			count[flow.DPActionsString(tr.Translate(&k, Options{}).Actions)]++
+		}
+		for i, w := range weights {
+			port := strconv.Itoa(10 + i)
+			// Each bucket's share of the slots, to within one slot.
+			if want := slots * int(w) / total; count[port] < want || count[port] > want+1 {
+				t.Errorf("weights %v: bucket %d has %d of %d slots, want %d", weights, i, count[port], slots, want)
+			}
+		}
 	}
 }
 
