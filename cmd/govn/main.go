@@ -98,6 +98,8 @@ func rootCommand() *command {
 			lflowCommand(),
 			switchCommand(),
 			chassisCommand(),
+			sandboxCommand(),
+			labToolCommand(),
 			appctlCommand(),
 			benchCommand(),
 			versionCommand(),
