@@ -97,7 +97,11 @@ func labToolCommand() *command {
 		minArgs: 1,
 		maxArgs: -1,
 		setup: noFlags(func(ctx context.Context, s stdio, args []string) error {
-			return lab.RunTool(ctx, args, s.out)
+			err := lab.RunTool(ctx, args, s.out)
+			if errors.Is(err, lab.ErrToolUsage) {
+				return fmt.Errorf("%w: %v", errUsage, err)
+			}
+			return err
 		}),
 	}
 }

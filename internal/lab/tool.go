@@ -17,6 +17,9 @@ import (
 	"github.com/govn/govn/datapath/systest/traffic"
 )
 
+// ErrToolUsage is wrapped by RunTool's errors about its arguments.
+var ErrToolUsage = errors.New("lab tool usage")
+
 // RunTool runs one of lab's tools, for Tool to run inside a namespace:
 //
 //	http-serve ADDR BODY   answer every HTTP request with BODY and a newline,
@@ -26,13 +29,16 @@ import (
 //	dhcp4 DEV              get a DHCPv4 lease on DEV; print "ADDR/BITS ROUTER
 //	                       DNS MTU" (ROUTER, DNS "-" and MTU 0 if none);
 //	                       configures nothing
+//
+// A tool not named, unknown or with the wrong number of arguments is an
+// error that wraps ErrToolUsage.
 func RunTool(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("lab tool: none named")
+		return fmt.Errorf("%w: no tool named", ErrToolUsage)
 	}
 	need := func(n int) error {
 		if len(args)-1 != n {
-			return fmt.Errorf("lab tool %s: want %d arguments, have %d", args[0], n, len(args)-1)
+			return fmt.Errorf("%w: %s wants %d arguments, has %d", ErrToolUsage, args[0], n, len(args)-1)
 		}
 		return nil
 	}
@@ -67,7 +73,7 @@ func RunTool(ctx context.Context, args []string, out io.Writer) error {
 		_, err = fmt.Fprintln(out, l.Addr, router, dns, l.MTU)
 		return err
 	}
-	return fmt.Errorf("lab tool: unknown %q", args[0])
+	return fmt.Errorf("%w: unknown tool %q", ErrToolUsage, args[0])
 }
 
 func httpServe(ctx context.Context, addr, body string) error {
