@@ -7,7 +7,8 @@
 // namespaces hv1, hv2, ... each running govn chassis with its encap
 // address on the underlay; it then builds the demo (see [demo]): VMs as
 // namespaces plugged into br-int of their hypervisor, logical switches, a
-// router, a load balancer whose backends serve HTTP, an ACL. [Sandbox.Check]
+// router, a load balancer whose backends serve HTTP, an ACL, a VM that
+// gets its address by DHCP. [Sandbox.Check]
 // runs the demo's checks (pings within a switch and across hypervisors,
 // routed pings, the VIP reaching every backend, what the ACL blocks), and
 // [Sandbox.Describe] prints what was built and the real OVN and OVS

@@ -39,6 +39,9 @@ type Options struct {
 	// Progress receives a line per step as the sandbox is built and
 	// checked (default: none).
 	Progress io.Writer
+	// Gateway adds a provider network and the demo's gateway part (see
+	// buildGateway), which govn chassis does not pass yet.
+	Gateway bool
 }
 
 // Sandbox is a running sandbox.
@@ -50,6 +53,8 @@ type Sandbox struct {
 	DBCtl, NorthdCtl string
 	HVs              []*Hypervisor
 	VMs              []*VM
+	// Externals are hosts on the provider network (no HV).
+	externals []*VM
 
 	opts     Options
 	cl       lab.Stack
@@ -296,7 +301,13 @@ func (s *Sandbox) build(ctx context.Context) error {
 		if err := lab.AddNS(&s.cl, s.underlay); err != nil {
 			return err
 		}
-		return lab.Bridge(s.underlay, "br0", lab.UnderlayMTU)
+		if err := lab.Bridge(s.underlay, "br0", lab.UnderlayMTU); err != nil {
+			return err
+		}
+		if !s.opts.Gateway {
+			return nil
+		}
+		return lab.Bridge(s.underlay, providerBridge, 0)
 	}); err != nil {
 		return err
 	}
@@ -377,7 +388,46 @@ func (s *Sandbox) startHypervisor(hv *Hypervisor) error {
 	if err := lab.ChassisBridges(vsctl, hv.NS, netip.PrefixFrom(hv.EncapIP, underlayNet.Bits())); err != nil {
 		return err
 	}
+	if s.opts.Gateway {
+		if err := lab.BridgePort(s.underlay, providerBridge, "px"+hv.Name, hv.NS, "px0"); err != nil {
+			return err
+		}
+		if err := lab.ProviderBridge(vsctl, "px0", physnet); err != nil {
+			return err
+		}
+	}
 	return lab.ChassisIDs(vsctl, hv.Name, s.SB, hv.EncapIP)
+}
+
+// The provider network: a Linux bridge in the underlay namespace that
+// every hypervisor reaches through its br-ex (ovn-bridge-mappings
+// physnet:br-ex), for localnet ports, and where external hosts sit.
+const (
+	providerBridge = "br-provider"
+	physnet        = "physnet"
+)
+
+// addExternal makes a host namespace on the provider network, outside
+// every hypervisor.
+func (s *Sandbox) addExternal(name, mac string, addr netip.Prefix) (*VM, error) {
+	ext := &VM{Name: name, NS: Prefix + name, MAC: mac, Addr: addr, Port: "ext-" + name}
+	if err := lab.AddNS(&s.cl, ext.NS); err != nil {
+		return nil, err
+	}
+	if err := lab.Veth(s.underlay, ext.Port, ext.NS, "eth0"); err != nil {
+		return nil, err
+	}
+	if _, err := lab.NSRun(s.underlay, "ip", "link", "set", ext.Port, "master", providerBridge); err != nil {
+		return nil, err
+	}
+	if err := lab.Configure(ext.NS, "eth0", mac, s.underlay, ext.Port); err != nil {
+		return nil, err
+	}
+	if err := lab.SetAddr(ext.NS, "eth0", addr, ""); err != nil {
+		return nil, err
+	}
+	s.externals = append(s.externals, ext)
+	return ext, nil
 }
 
 // NBCtl runs ovn-nbctl on the sandbox's Northbound.
@@ -481,19 +531,17 @@ func (s *Sandbox) Describe(w io.Writer) {
 	for _, vm := range s.VMs {
 		p("  %-6s %-15s on %s, %s (%s), on %s as %s", vm.Name, vm.NS, vm.Switch, vm.Addr, vm.MAC, vm.HV.Name, vm.Port)
 	}
-	hv := s.HVs[0]
-	vm := s.VMs[0]
+	hv, vm, dst := s.HVs[0], s.vm("vm1"), s.vm("web3")
 	p("Reach it:")
 	p("  ovn-nbctl --db=unix:%s show", s.NB)
 	p("  ovn-sbctl --db=unix:%s show", s.SB)
 	p("  ovs-vsctl --db=unix:%s show", hv.DB)
-	p("  ip netns exec %s ping %s", vm.NS, s.VMs[len(s.VMs)-1].IP())
+	p("  ip netns exec %s ping %s", vm.NS, dst.IP())
 	p("  ip netns exec %s bash          (a shell in %s)", vm.NS, vm.Name)
 	p("Look at it:")
 	p("  ovn-sbctl --db=unix:%s lflow-list                  (logical flows)", s.SB)
 	p("  ovs-appctl -t %s dump-flows          (%s's datapath rules, every bridge)", hv.Ctl, hv.Name)
 	p("  ovs-appctl -t %s dpctl/dump-flows    (its megaflows)", hv.Ctl)
-	dst := s.VMs[len(s.VMs)-1]
 	if out, err := s.Vsctl(hv)("get", "Interface", vm.Port, "ofport"); err == nil {
 		p("  ovs-appctl -t %s ofproto/trace br-int in_port=%s,icmp,dl_src=%s,dl_dst=%s,nw_src=%s,nw_dst=%s,nw_ttl=64",
 			hv.Ctl, strings.TrimSpace(out), vm.MAC, routerMAC(vm.Switch), vm.IP(), dst.IP())

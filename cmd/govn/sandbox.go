@@ -16,7 +16,7 @@ import (
 const sandboxDetails = `As root: starts govn db (Northbound and Southbound) and govn northd in a namespace, three
 hypervisor namespaces running govn chassis on an underlay bridge, and a demo network: VMs
 as namespaces on two logical switches joined by a router, a load balancer whose three
-backends serve HTTP, an ACL. It checks that packets go where they should, prints what it
+backends serve HTTP, an ACL, a VM that gets its address by DHCP. It checks that packets go where they should, prints what it
 built and the real ovn-nbctl, ovn-sbctl, ovs-vsctl and ovs-appctl command lines that reach
 it, and removes everything it made when it ends, is interrupted or fails. One sandbox at a
 time: it refuses while another one's namespaces (govnsb-*) or directory are there.`
@@ -26,12 +26,13 @@ func sandboxCommand() *command {
 	return &command{
 		name:    "sandbox",
 		summary: "a virtual network of govn daemons in namespaces, with a demo and its checks (root)",
-		usage:   "[--check] [--keep] [--clean] [--dir=DIR]",
+		usage:   "[--check] [--keep] [--clean] [--gateway] [--dir=DIR]",
 		details: sandboxDetails,
 		setup: func(fs *flag.FlagSet) leaf {
 			check := fs.Bool("check", false, "run the checks and exit non-zero if any fails; print no description")
 			keep := fs.Bool("keep", false, "stay up after the checks until interrupted (Ctrl-C, SIGTERM)")
 			clean := fs.Bool("clean", false, "only remove what a sandbox whose process died left behind")
+			gateway := fs.Bool("gateway", false, "also build a gateway router with SNAT to a host on a provider network (govn chassis does not pass its checks yet)")
 			dir := fs.String("dir", sandbox.DefaultDir(), "keep databases, sockets and logs in `DIR` (must not exist)")
 			return leaf{run: func(ctx context.Context, s stdio, _ []string) error {
 				if *clean {
@@ -41,19 +42,20 @@ func sandboxCommand() *command {
 					}
 					return err
 				}
-				return runSandbox(ctx, s, *dir, *check, *keep)
+				return runSandbox(ctx, s, sandbox.Options{Dir: *dir, Gateway: *gateway}, *check, *keep)
 			}}
 		},
 	}
 }
 
-func runSandbox(ctx context.Context, s stdio, dir string, check, keep bool) error {
+func runSandbox(ctx context.Context, s stdio, opts sandbox.Options, check, keep bool) error {
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("finding govn's binary: %w", err)
 	}
 	begin := time.Now()
-	sb, err := sandbox.Start(ctx, sandbox.Options{Govn: self, Dir: dir, Progress: s.out})
+	opts.Govn, opts.Progress = self, s.out
+	sb, err := sandbox.Start(ctx, opts)
 	if err != nil {
 		if errors.Is(ctx.Err(), context.Canceled) {
 			fmt.Fprintln(s.out, "Interrupted; everything the sandbox made is removed.")
@@ -63,7 +65,7 @@ func runSandbox(ctx context.Context, s stdio, dir string, check, keep bool) erro
 	defer func() {
 		fmt.Fprintln(s.out, "Removing the sandbox ...")
 		sb.Close()
-		fmt.Fprintf(s.out, "Removed (namespaces, processes, %s). Total %.1fs.\n", dir, time.Since(begin).Seconds())
+		fmt.Fprintf(s.out, "Removed (namespaces, processes, %s). Total %.1fs.\n", opts.Dir, time.Since(begin).Seconds())
 	}()
 	fmt.Fprintf(s.out, "Built in %.1fs.\n", time.Since(begin).Seconds())
 	failed := sb.Check(ctx)
