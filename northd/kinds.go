@@ -29,6 +29,7 @@ const (
 	kindNAT
 	kindRouterNAT
 	kindRouterRoutes
+	kindStaticRoute
 
 	// kindMemo owners compute memos (memo.go); they are not in ownerKinds
 	// and produce no output.
@@ -57,6 +58,7 @@ func ownerKinds() []ownerKindInfo {
 		kindNAT:              {"nat", nb.NATTable, genNAT},
 		kindRouterNAT:        {"router-nat", nb.LogicalRouterTable, genRouterNAT},
 		kindRouterRoutes:     {"router-routes", nb.LogicalRouterTable, genRouterRoutes},
+		kindStaticRoute:      {"static-route", nb.LogicalRouterStaticRouteTable, genStaticRoute},
 	}
 }
 
