@@ -111,9 +111,9 @@ func (tr *translation) neighbors() {
 		} else {
 			ipMatch, proto = fmt.Sprintf("xxreg0=0x%x", ip.As16()), "icmp6,icmp_code=0"
 		}
-		tr.rule("table=%d,priority=%d,metadata=%d,reg15=%d,%s actions=set_field:%s->eth_dst,load:1->reg10[%d]",
+		tr.rowRule(b.what, "table=%d,priority=%d,metadata=%d,reg15=%d,%s actions=set_field:%s->eth_dst,load:1->reg10[%d]",
 			getARP, b.priority, dk, pk, ipMatch, mac, flag)
-		tr.rule("table=%d,priority=%d,%s,metadata=%d,reg14=%d,%s,dl_src=%s actions=load:1->reg10[%d]",
+		tr.rowRule(b.what, "table=%d,priority=%d,%s,metadata=%d,reg14=%d,%s,dl_src=%s actions=load:1->reg10[%d]",
 			lookupARP, b.priority, proto, dk, pk, ipMatch, mac, flag)
 	}
 }
@@ -159,8 +159,9 @@ func (tr *translation) fdbs() {
 			continue // one MAC, two ports: the lower-sorted row wins
 		}
 		seen[key] = true
-		tr.rule("table=%d,priority=100,metadata=%d,dl_dst=%s actions=set_field:%d->reg15", getFDB, f.DPKey, mac, f.PortKey)
-		tr.rule("table=%d,priority=100,metadata=%d,reg14=%d,dl_src=%s actions=load:1->reg10[%d]", lookupFDB, f.DPKey, f.PortKey, mac, flag)
+		what := "FDB " + f.UUID.String()
+		tr.rowRule(what, "table=%d,priority=100,metadata=%d,dl_dst=%s actions=set_field:%d->reg15", getFDB, f.DPKey, mac, f.PortKey)
+		tr.rowRule(what, "table=%d,priority=100,metadata=%d,reg14=%d,dl_src=%s actions=load:1->reg10[%d]", lookupFDB, f.DPKey, f.PortKey, mac, flag)
 	}
 }
 
@@ -273,6 +274,7 @@ func (tr *translation) hairpins() {
 			snatIP, _ = netip.ParseAddr(strings.Fields(s)[0])
 		}
 		cookie := cookieOf(lb.UUID)
+		what := "Load_Balancer " + lb.Name
 		for _, v := range vips {
 			vip := v.vip.Addr()
 			four := vip.Is4()
@@ -282,14 +284,14 @@ func (tr *translation) hairpins() {
 				if orig {
 					vipMatch = fmt.Sprintf("reg1=0x%x", ip4Uint(vip))
 				} else {
-					vipMatch = "ct_state=+trk+dnat,ct_nw_dst=" + vip.String()
+					vipMatch = "ct_state=+trk-inv+dnat,ct_nw_dst=" + vip.String()
 				}
 			} else {
 				ipType, srcField, dstField = "ipv6", "ipv6_src", "ipv6_dst"
 				if orig {
 					vipMatch = fmt.Sprintf("xxreg1=0x%x", vip.As16())
 				} else {
-					vipMatch = "ct_state=+trk+dnat,ct_ipv6_dst=" + vip.String()
+					vipMatch = "ct_state=+trk-inv+dnat,ct_ipv6_dst=" + vip.String()
 				}
 			}
 			portMatch := ""
@@ -322,7 +324,7 @@ func (tr *translation) hairpins() {
 					continue // another load balancer with this VIP and backend
 				}
 				chkSeen[bm] = true
-				tr.rule("table=%d,priority=100,cookie=0x%x,ct_mark=0x2/0x2,%s actions=load:1->reg10[%d],%s", chk, cookie, bm, flag, learn)
+				tr.rowRule(what, "table=%d,priority=100,cookie=0x%x,ct_mark=0x2/0x2,%s actions=load:1->reg10[%d],%s", chk, cookie, bm, flag, learn)
 			}
 			// One SNAT rule per VIP (load balancers sharing a VIP SNAT
 			// alike), per datapath for those with their own
@@ -338,7 +340,7 @@ func (tr *translation) hairpins() {
 						m := fmt.Sprintf("metadata=%d,%s", d.TunnelKey, sm)
 						if !snatSeen[m] {
 							snatSeen[m] = true
-							tr.rule("table=%d,priority=%d,cookie=0x%x,%s actions=ct(commit,zone=NXM_NX_REG12[0..15],nat(src=%s))", snat, prio+100, cookie, m, natAddr(snatIP))
+							tr.rowRule(what, "table=%d,priority=%d,cookie=0x%x,%s actions=ct(commit,zone=NXM_NX_REG12[0..15],nat(src=%s))", snat, prio+100, cookie, m, natAddr(snatIP))
 						}
 					}
 				}
@@ -346,7 +348,7 @@ func (tr *translation) hairpins() {
 			}
 			if !snatSeen[sm] {
 				snatSeen[sm] = true
-				tr.rule("table=%d,priority=%d,cookie=0x%x,%s actions=ct(commit,zone=NXM_NX_REG12[0..15],nat(src=%s))", snat, prio, cookie, sm, natAddr(vip))
+				tr.rowRule(what, "table=%d,priority=%d,cookie=0x%x,%s actions=ct(commit,zone=NXM_NX_REG12[0..15],nat(src=%s))", snat, prio, cookie, sm, natAddr(vip))
 			}
 		}
 	}

@@ -140,7 +140,7 @@ func (tr *translation) portSecRules(p *sb.PortBinding, all []portSecAddrs) {
 			return
 		}
 		seen[key] = true
-		tr.rule("table=%d,priority=%d,%s actions=%s", table, prio, match, acts)
+		tr.rowRule("port "+p.LogicalPort+" port_security", "table=%d,priority=%d,%s actions=%s", table, prio, match, acts)
 	}
 	// Defaults: everything from the port is denied; ARP and ND are
 	// judged in the next table, where ARP and NA are denied and NS is

@@ -282,19 +282,34 @@ func isVIF(p *sb.PortBinding) bool {
 // rule parses one physical rule written in ovs-ofctl's syntax. The
 // rules are built by this package, so a failure is a bug.
 func (tr *translation) rule(format string, args ...any) {
+	if err := tr.addRule(format, args...); err != nil {
+		panic("controller: " + err.Error())
+	}
+}
+
+// rowRule is rule for a rule made of a Southbound row's values (what
+// names the row): one that does not parse is reported and left out.
+func (tr *translation) rowRule(what, format string, args ...any) {
+	if err := tr.addRule(format, args...); err != nil {
+		tr.problem("%s: %v", what, err)
+	}
+}
+
+func (tr *translation) addRule(format string, args ...any) error {
 	s := fmt.Sprintf(format, args...)
 	if r, ok := tr.parsed[s]; ok {
 		tr.out.Rules = append(tr.out.Rules, r)
-		return
+		return nil
 	}
 	r, err := parseRule(s)
 	if err != nil {
-		panic(fmt.Sprintf("controller: physical rule %q: %v", s, err))
+		return fmt.Errorf("physical rule %q: %w", s, err)
 	}
 	if tr.parsed != nil {
 		tr.parsed[s] = r
 	}
 	tr.out.Rules = append(tr.out.Rules, r)
+	return nil
 }
 
 // fixedRules are the stages' default rules.
