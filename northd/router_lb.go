@@ -20,33 +20,6 @@ import (
 // routerLBFactsOf, so that a VIP's change regenerates only its load
 // balancer unless it changes the router's set of VIP addresses.
 
-// lbRouters returns the routers a load balancer is on, directly or through
-// a load balancer group, each once, sorted.
-func lbRouters(g *gen, lb ovsdb.UUID) []ovsdb.UUID {
-	return lbDatapaths(g, nb.LogicalRouterTable, lb)
-}
-
-// routerLoadBalancers returns the load balancers on a router, directly or
-// through its groups, each once, sorted.
-func routerLoadBalancers(g *gen, lr ovsdb.UUID) []ovsdb.UUID {
-	seen := map[ovsdb.UUID]bool{}
-	var out []ovsdb.UUID
-	add := func(ids []ovsdb.UUID) {
-		for _, id := range ids {
-			if !seen[id] {
-				seen[id] = true
-				out = append(out, id)
-			}
-		}
-	}
-	add(g.Members(NB, nb.LogicalRouterTable, lr, "load_balancer"))
-	for _, grp := range g.Members(NB, nb.LogicalRouterTable, lr, "load_balancer_group") {
-		add(g.Members(NB, nb.LoadBalancerGroupTable, grp, "load_balancer"))
-	}
-	sortUUIDs(out)
-	return out
-}
-
 // routerLBFacts are what a router's load balancers make of the router as a
 // whole.
 type routerLBFacts struct {
@@ -59,7 +32,6 @@ type routerLBFacts struct {
 func routerLBFactsOf(g *gen, lr ovsdb.UUID) routerLBFacts {
 	return g.Memo("router-lb/"+lr.String(), func(g *gen) any {
 		var f routerLBFacts
-		seen := map[netip.Addr]bool{}
 		// Only VIPs in a subnet of one of the router's ports are
 		// answered for (ovn-northd's "reachable" VIPs).
 		var nets []netip.Prefix
@@ -71,27 +43,17 @@ func routerLBFactsOf(g *gen, lr ovsdb.UUID) routerLBFacts {
 		reachable := func(a netip.Addr) bool {
 			return slices.ContainsFunc(nets, func(n netip.Prefix) bool { return n.Contains(a) })
 		}
-		for _, lb := range lbFactsAll(g, routerLoadBalancers(g, lr)) {
-			if len(lb.valid) == 0 {
+		lbs := datapathLBFacts(g, nb.LogicalRouterTable, lr)
+		f.hasVIP = len(lbs.valid) > 0
+		f.skipSNAT = lbs.skipSNAT
+		for _, ip := range lbs.valid {
+			if !reachable(ip) {
 				continue
 			}
-			f.hasVIP = true
-			if lb.skipSNAT {
-				f.skipSNAT = true
-			}
-			for _, ip := range lb.valid {
-				if seen[ip] {
-					continue
-				}
-				seen[ip] = true
-				if !reachable(ip) {
-					continue
-				}
-				if ip.Is4() {
-					f.v4 = append(f.v4, ip)
-				} else {
-					f.v6 = append(f.v6, ip)
-				}
+			if ip.Is4() {
+				f.v4 = append(f.v4, ip)
+			} else {
+				f.v6 = append(f.v6, ip)
 			}
 		}
 		slices.SortFunc(f.v4, netip.Addr.Compare)
@@ -255,7 +217,7 @@ type lbRouterTarget struct {
 // Routers alike in all that (ovn-kubernetes's gateway routers, one a node)
 // get their flows built once.
 func lbOnRouters(g *gen, lb *nb.LoadBalancer, vips []lbVIP, proto string, down map[lbEndpoint]bool) {
-	routers := lbRouters(g, lb.UUID)
+	routers := lbRouterList(g, lb.UUID)
 	if len(routers) == 0 || len(vips) == 0 {
 		return
 	}
@@ -266,8 +228,8 @@ func lbOnRouters(g *gen, lb *nb.LoadBalancer, vips []lbVIP, proto string, down m
 	}
 	var targets []*lbRouterTarget
 	byClass := map[class]*lbRouterTarget{}
-	for _, id := range routers {
-		rf := routerLBTargetOf(g, id)
+	for _, r := range routers {
+		rf := r.target
 		if !rf.enabled {
 			continue
 		}
@@ -279,7 +241,7 @@ func lbOnRouters(g *gen, lb *nb.LoadBalancer, vips []lbVIP, proto string, down m
 		if t.chassis {
 			nat := []byte(strings.Repeat("0", len(vips)))
 			for i := range vips {
-				if vips[i].vip.port != 0 && routerNATIPs(g, id)[vips[i].vip.ip] {
+				if vips[i].vip.port != 0 && r.nat[vips[i].vip.ip] {
 					nat[i] = '1'
 				}
 			}
@@ -287,10 +249,10 @@ func lbOnRouters(g *gen, lb *nb.LoadBalancer, vips []lbVIP, proto string, down m
 			c.natVIP = t.natVIP
 		}
 		if same := byClass[c]; same != nil {
-			same.dps = append(same.dps, g.Datapath(id))
+			same.dps = append(same.dps, g.Datapath(r.id))
 			continue
 		}
-		t.dps = []dpID{g.Datapath(id)}
+		t.dps = []dpID{g.Datapath(r.id)}
 		byClass[c] = &t
 		targets = append(targets, &t)
 	}

@@ -48,28 +48,6 @@ func switchACLs(g *gen, ls *nb.LogicalSwitch) []nb.ACL {
 	return ReadAll[nb.ACL](g, NB, ids)
 }
 
-// switchLoadBalancers returns the facts of the load balancers on a
-// switch, directly or through its load balancer groups, each once, in UUID
-// order.
-func switchLoadBalancers(g *gen, ls *nb.LogicalSwitch) []lbFacts {
-	seen := map[ovsdb.UUID]bool{}
-	var ids []ovsdb.UUID
-	add := func(lbs []ovsdb.UUID) {
-		for _, id := range lbs {
-			if !seen[id] {
-				seen[id] = true
-				ids = append(ids, id)
-			}
-		}
-	}
-	add(g.Members(NB, nb.LogicalSwitchTable, ls.UUID, "load_balancer"))
-	for _, grp := range g.Members(NB, nb.LogicalSwitchTable, ls.UUID, "load_balancer_group") {
-		add(g.Members(NB, nb.LoadBalancerGroupTable, grp, "load_balancer"))
-	}
-	sortUUIDs(ids)
-	return lbFactsAll(g, ids)
-}
-
 // readSwitchFacts computes a switch's facts, recording what it read.
 func readSwitchFacts(g *gen, ls *nb.LogicalSwitch) switchFacts {
 	var f switchFacts
@@ -82,11 +60,7 @@ func readSwitchFacts(g *gen, ls *nb.LogicalSwitch) switchFacts {
 			f.hasStatelessACL = true
 		}
 	}
-	for _, lb := range switchLoadBalancers(g, ls) {
-		if lb.anyVIP {
-			f.hasLBVIP = true
-		}
-	}
+	f.hasLBVIP = datapathLBFacts(g, nb.LogicalSwitchTable, ls.UUID).anyVIP
 	return f
 }
 

@@ -87,12 +87,8 @@ func readRouterPeer(g *gen, name string) *routerPeer {
 			}
 		}
 		p.nats = ReadAll[nb.NAT](g, NB, g.Members(NB, nb.LogicalRouterTable, id, "nat"))
-		lbs := g.Members(NB, nb.LogicalRouterTable, id, "load_balancer")
-		for _, grp := range g.Members(NB, nb.LogicalRouterTable, id, "load_balancer_group") {
-			lbs = append(lbs, g.Members(NB, nb.LoadBalancerGroupTable, grp, "load_balancer")...)
-		}
-		sortUUIDs(lbs)
-		for _, lb := range lbFactsAll(g, slices.Compact(lbs)) {
+		{
+			lb := datapathLBFacts(g, nb.LogicalRouterTable, id)
 			for _, vip := range lb.vipKeys {
 				ip := vip
 				if ap, err := netip.ParseAddrPort(vip); err == nil {
