@@ -374,6 +374,10 @@ func (s *subject) change(ctx context.Context, kind string, i int) error {
 		}
 		seq = w["seq"]
 	}
+	cpu0, err := runtime(s.northd.pid())
+	if err != nil {
+		return err
+	}
 	took, err := s.nbctl.run(ctx, append([]string{"--wait=sb"}, s.changer.args(kind, i)...)...)
 	if err != nil {
 		return err
@@ -389,7 +393,11 @@ func (s *subject) change(ctx context.Context, kind string, i int) error {
 			l.inside = append(l.inside, Duration(time.Duration(w["nb-to-sb-usec"])*time.Microsecond))
 		}
 	}
-	_, _, err = busyUntilIdle(ctx, s.northd.pid(), time.Now(), 100*time.Millisecond, 10*time.Minute)
+	if _, _, err = busyUntilIdle(ctx, s.northd.pid(), time.Now(), 100*time.Millisecond, 10*time.Minute); err != nil {
+		return err
+	}
+	cpu1, err := runtime(s.northd.pid())
+	l.cpu = append(l.cpu, Duration(cpu1-cpu0))
 	return err
 }
 

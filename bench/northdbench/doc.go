@@ -29,7 +29,8 @@
 //     persistent ovn-nbctl daemon, p50 and p90; for govn northd also the
 //     time from the Northbound update's arrival to the Southbound commit's
 //     reply (its northd/last-write); between changes the northd is left
-//     to go idle. The engine counters (inc-engine/show-stats) before and
+//     to go idle, and its CPU time per change is taken too (robust on a
+//     busy machine). The engine counters (inc-engine/show-stats) before and
 //     after each kind name the kinds that fell back to a full recompute;
 //   - Logical_Flow and Logical_DP_Group rows, the Southbound file after
 //     compaction (in each server's own format), and the northd's peak RSS

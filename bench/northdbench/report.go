@@ -59,18 +59,24 @@ type SubjectReport struct {
 // and, for govn northd, from the Northbound update's arrival to the
 // Southbound commit's reply inside northd.
 type Latency struct {
-	P50        Duration `json:"p50_ms"`
-	P90        Duration `json:"p90_ms"`
-	InsideP50  Duration `json:"inside_p50_ms,omitempty"`
-	InsideP90  Duration `json:"inside_p90_ms,omitempty"`
+	P50       Duration `json:"p50_ms"`
+	P90       Duration `json:"p90_ms"`
+	InsideP50 Duration `json:"inside_p50_ms,omitempty"`
+	InsideP90 Duration `json:"inside_p90_ms,omitempty"`
+	// CPUP50 and CPUP90 are the northd's CPU time per change, until it
+	// is idle again: what the change cost it, whatever else the machine
+	// runs.
+	CPUP50     Duration `json:"cpu_p50_ms"`
+	CPUP90     Duration `json:"cpu_p90_ms"`
 	Recomputes int      `json:"recomputes"`
 
-	samples, inside []Duration
+	samples, inside, cpu []Duration
 }
 
 func (l *Latency) finish() {
 	l.P50, l.P90 = percentile(l.samples, 50), percentile(l.samples, 90)
 	l.InsideP50, l.InsideP90 = percentile(l.inside, 50), percentile(l.inside, 90)
+	l.CPUP50, l.CPUP90 = percentile(l.cpu, 50), percentile(l.cpu, 90)
 }
 
 // WriteTable prints the report as a table, each subject against ovn-northd
@@ -135,6 +141,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 		row(k+" p90", func(s *SubjectReport) float64 { return dms(s.Changes[k].P90) }, ms)
 		row("  inside p50 (govn)", func(s *SubjectReport) float64 { return dms(s.Changes[k].InsideP50) }, ms)
 		row("  inside p90 (govn)", func(s *SubjectReport) float64 { return dms(s.Changes[k].InsideP90) }, ms)
+		row("  northd CPU p50", func(s *SubjectReport) float64 { return dms(s.Changes[k].CPUP50) }, ms)
+		row("  northd CPU p90", func(s *SubjectReport) float64 { return dms(s.Changes[k].CPUP90) }, ms)
 		row("  recomputes", func(s *SubjectReport) float64 { return float64(s.Changes[k].Recomputes) }, count)
 	}
 	row("Logical_Flow rows", func(s *SubjectReport) float64 { return float64(s.LogicalFlows) }, count)
