@@ -90,7 +90,9 @@ func icmp4Error(f *frame, typ, code uint8, mtu uint64) ([]byte, error) {
 	icmp[0], icmp[1] = typ, code
 	binary.BigEndian.PutUint16(icmp[6:], uint16(mtu))
 	icmp = append(icmp, quote...)
-	return append(f.ethHeader(f.dst, f.src, etherIPv4), ipPacket(f.ipSrc, f.ipDst, protoICMP, 255, icmp, 2)...), nil
+	ip := ipPacket(f.ipSrc, f.ipDst, protoICMP, 255, icmp, 2)
+	setDF(ip) // as ovn-controller's (TestICMPDifferential)
+	return append(f.ethHeader(f.dst, f.src, etherIPv4), ip...), nil
 }
 
 // icmp6Error is icmp6 { }'s starting packet; mtu fills "packet too big"
@@ -174,3 +176,10 @@ func reject(f *frame) ([]byte, error) {
 }
 
 var _ = net.HardwareAddr(nil)
+
+// setDF sets an IPv4 header's don't-fragment flag, fixing its checksum.
+func setDF(ip []byte) {
+	binary.BigEndian.PutUint16(ip[6:], 0x4000)
+	binary.BigEndian.PutUint16(ip[10:], 0)
+	binary.BigEndian.PutUint16(ip[10:], fold(onesSum(0, ip[:20])))
+}
