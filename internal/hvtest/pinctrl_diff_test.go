@@ -191,7 +191,7 @@ func TestICMPDifferential(t *testing.T) {
 		f := map[string]string{
 			"ip.version/ihl": fmt.Sprintf("%02x", p[0]), "ip.tos": fmt.Sprint(p[1]), "ip.total_length": fmt.Sprint(int(p[2])<<8 | int(p[3])),
 			"ip.flags/frag": hex.EncodeToString(p[6:8]), "ip.ttl": fmt.Sprint(p[8]), "ip.proto": fmt.Sprint(p[9]),
-			"ip.src": fmt.Sprintf("%d.%d.%d.%d", p[12], p[13], p[14], p[15]),
+			"ip.src":         fmt.Sprintf("%d.%d.%d.%d", p[12], p[13], p[14], p[15]),
 			"icmp.type/code": hex.EncodeToString(p[hl : hl+2]), "icmp.unused": hex.EncodeToString(p[hl+4 : hl+8]),
 			"quoted bytes": fmt.Sprint(len(p) - hl - 8),
 		}
