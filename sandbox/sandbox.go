@@ -233,18 +233,23 @@ func (s *Sandbox) start(dir, ns, name string, env []string, args ...string) erro
 	return nil
 }
 
-// waitSocket waits for a daemon's socket, giving up early if a daemon
+// waitSocket waits for a daemon's socket, giving up as soon as a daemon
 // exits.
 func (s *Sandbox) waitSocket(path string) error {
-	if err := lab.WaitSocket(path); err != nil {
-		return err
-	}
-	for _, d := range s.daemons {
-		if done, err := d.Exited(); done {
-			return fmt.Errorf("%s ended: %v", d.Name, err)
+	var ended *lab.Daemon
+	err := lab.WaitFor(lab.SocketTimeout, "socket "+path, func() bool {
+		for _, d := range s.daemons {
+			if done, _ := d.Exited(); done {
+				ended = d
+				return true
+			}
 		}
+		return lab.Accepting(path)
+	})
+	if ended != nil {
+		return fmt.Errorf("%s ended (%v) before %s answered", ended.Name, ended.Err(), path)
 	}
-	return nil
+	return err
 }
 
 func (s *Sandbox) build(ctx context.Context) error {

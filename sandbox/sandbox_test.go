@@ -259,3 +259,31 @@ func TestRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestFailureCleansUp: when a step fails half way (here every govn
+// chassis exits at once, after govn db, govn northd and the underlay are
+// up), Start says which step failed, with the end of the daemon's log,
+// and removes all it made.
+func TestFailureCleansUp(t *testing.T) {
+	needSandbox(t)
+	bin := buildGovn(t)
+	wrapper := filepath.Join(filepath.Dir(bin), "govn-no-chassis")
+	script := "#!/bin/sh\nif [ \"$1\" = chassis ]; then echo 'no chassis today' >&2; exit 1; fi\nexec " + bin + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(filepath.Dir(bin), "sb")
+	before := takeSnapshot(t)
+	var progress bytes.Buffer
+	sb, err := Start(context.Background(), Options{Govn: wrapper, Dir: dir, Progress: &progress})
+	t.Logf("progress:\n%s", progress.String())
+	if err == nil {
+		sb.Close()
+		t.Fatal("Start succeeded without a chassis")
+	}
+	t.Logf("Start: %v", err)
+	if !strings.Contains(err.Error(), "govn chassis hv1") || !strings.Contains(err.Error(), "no chassis today") {
+		t.Errorf("the error does not name the failed step and the chassis' last words: %v", err)
+	}
+	checkNothingLeft(t, bin, dir, before)
+}

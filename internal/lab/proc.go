@@ -163,14 +163,18 @@ const SocketTimeout = 20 * time.Second
 // path (the file appears at bind, a moment before the daemon listens: a
 // client in between gets "Connection refused").
 func WaitSocket(path string) error {
-	return WaitFor(SocketTimeout, "socket "+path, func() bool {
-		c, err := net.DialTimeout("unix", path, time.Second)
-		if err != nil {
-			return false
-		}
-		c.Close()
-		return true
-	})
+	return WaitFor(SocketTimeout, "socket "+path, func() bool { return Accepting(path) })
+}
+
+// Accepting reports whether a daemon accepts connections on the unix
+// socket path.
+func Accepting(path string) bool {
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 // OVSEnv points the OVS and OVN run, log and database directories of a
