@@ -42,13 +42,17 @@ type depKey struct {
 // depIndex maps each depKey to the owners that read it.
 type depIndex map[depKey]map[*owner]struct{}
 
-func (x depIndex) add(k depKey, o *owner) {
+// add records that o reads k and says whether it was not recorded yet.
+func (x depIndex) add(k depKey, o *owner) bool {
 	s := x[k]
 	if s == nil {
 		s = make(map[*owner]struct{}, 1)
 		x[k] = s
+	} else if _, ok := s[o]; ok {
+		return false
 	}
 	s[o] = struct{}{}
+	return true
 }
 
 func (x depIndex) remove(k depKey, o *owner) {

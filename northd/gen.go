@@ -19,8 +19,10 @@ type gen struct {
 func (g *gen) ID() ovsdb.UUID { return g.o.key.id }
 
 func (g *gen) dep(k depKey) {
-	g.o.deps = append(g.o.deps, k)
-	g.s.deps.add(k, g.o)
+	// Each once: a generator reads the same row many times.
+	if g.s.deps.add(k, g.o) {
+		g.o.deps = append(g.o.deps, k)
+	}
 }
 
 // Row returns a row of db's table and makes the owner depend on its

@@ -15,6 +15,7 @@ import "reflect"
 
 // memoState is a memo's current value and how to compute it again.
 type memoState struct {
+	key     string
 	value   any
 	compute func(g *gen) any
 }
@@ -23,16 +24,17 @@ type memoState struct {
 // compute) if it is not known yet, and makes the owner depend on it. Every
 // caller must pass the same compute function for the same key.
 func (g *gen) Memo(key string, compute func(g *gen) any) any {
-	dk := depKey{kind: depDerived, name: key}
-	g.dep(dk)
 	m := g.s.memos[key]
 	if m == nil {
 		o := &owner{key: ownerKey{kind: kindMemo}, memo: key}
-		m = &memoState{compute: compute}
+		m = &memoState{key: key, compute: compute}
 		g.s.memos[key] = m
 		g.s.memoOwners[key] = o
 		m.value = g.s.computeMemo(o, m)
 	}
+	// The memo's own copy of the key: every reader's dependency shares
+	// it, instead of holding the string its caller just built.
+	g.dep(depKey{kind: depDerived, name: m.key})
 	return m.value
 }
 
