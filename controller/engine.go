@@ -181,8 +181,10 @@ func NewEngine(tr *Translator, log *slog.Logger) *Engine {
 		incproc.Input{Node: e.setsNode, Handler: e.lflowHandler(lfInputs, 3, e.lflowRefsChanged("as:", &e.sets.changed))},
 		incproc.Input{Node: e.pgsNode, Handler: e.lflowHandler(lfInputs, 4, e.lflowRefsChanged("pg:", &e.pgs.changed))},
 	)
+	// pflow_output reads the datapath groups too: a load balancer names
+	// its datapaths by group.
 	e.pflowNode = g.AddNode("pflow_output", incproc.NodeFuncs{Compute: e.pflowCompute},
-		incproc.Input{Node: e.runtimeNode}, incproc.Input{Node: e.zonesNode})
+		incproc.Input{Node: e.runtimeNode}, incproc.Input{Node: e.zonesNode}, incproc.Input{Node: e.dpGroups.node})
 	// flow_output's tracked changes outlive a Run: Commit takes them, and
 	// the chassis may run the engine more than once before it commits.
 	e.outNode = g.AddNode("flow_output", incproc.NodeFuncs{Compute: e.outCompute},
@@ -891,6 +893,7 @@ func (e *Engine) pflowCompute(r *incproc.Run) error {
 	p := *e.rt.tr
 	in := *p.in
 	in.Zones = e.zones
+	in.DPGroups = e.dpGroups.sorted()
 	p.in, p.out = &in, &Output{}
 	if e.pf.parsed == nil || len(e.pf.parsed) > 4*len(e.pf.rules)+1024 {
 		e.pf.parsed = map[string]flow.Rule{}

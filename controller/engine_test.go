@@ -525,3 +525,35 @@ func TestEngineCommitAfterTwoRuns(t *testing.T) {
 		t.Fatalf("datapath differs from Translate's:\n%s", strings.Join(d[:min(len(d), 10)], "\n"))
 	}
 }
+
+// A load balancer on a datapath group gets its hairpin rules from the
+// engine as from Translate (the engine's physical stage had no groups,
+// and TestLogicalSwitch's hairpin failed on govn chassis).
+func TestEngineLoadBalancerGroup(t *testing.T) {
+	tr, err := NewTranslator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := lookupSwitch("ip4", "next;", "1")
+	g, tcp := id(41), "tcp"
+	in.DPGroups = []sb.LogicalDPGroup{{UUID: g, Datapaths: []ovsdb.UUID{in.Datapaths[0].UUID}}}
+	in.LoadBalancers = []sb.LoadBalancer{{UUID: id(40), Name: "lb0", DatapathGroup: &g, Protocol: &tcp,
+		VIPs: map[string]string{"172.16.0.100:80": "10.0.0.11:80"}, Options: map[string]string{"hairpin_orig_tuple": "true"}}}
+	e := NewEngine(tr, nil)
+	e.Load(in)
+	runEngine(t, e)
+	want, _ := translated(tr.Translate(in))
+	got, _ := engineState(e)
+	if d := diffMaps(want, got); len(d) > 0 {
+		t.Fatalf("engine differs from Translate:\n%s", strings.Join(d, "\n"))
+	}
+	hairpin := 0
+	for k := range got {
+		if strings.HasPrefix(k, fmt.Sprintf("%d/", lookupTable("chk_lb_hairpin"))) {
+			hairpin++
+		}
+	}
+	if hairpin != 1 {
+		t.Errorf("%d hairpin rules, want 1", hairpin)
+	}
+}

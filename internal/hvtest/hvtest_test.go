@@ -79,6 +79,7 @@ var govnNorthdPasses = map[string]bool{
 // mixed with real hypervisors (with the real ovn-northd): they run always;
 // the others only with GOVN_HVTEST_GOVN=1.
 var govnChassisPasses = map[string]bool{
+	"TestLogicalSwitch":   true,
 	"TestLocalnetAndMove": true,
 	"TestRouter":          true,
 }
