@@ -6,6 +6,7 @@ import (
 
 	"github.com/govn/govn/ovsdb"
 	"github.com/govn/govn/schema/nb"
+	"github.com/govn/govn/schema/sb"
 )
 
 // The multicast groups every logical switch may have, with the fixed
@@ -80,6 +81,10 @@ func switchMulticast(g *gen, sw *logicalSwitch) {
 	})
 
 	groups := map[string][]ovsdb.UUID{}
+	var mrouters map[string]bool
+	if c.snoop {
+		mrouters = switchMrouterPorts(g, sw.nb.UUID)
+	}
 	for _, port := range ReadAll[nb.LogicalSwitchPort](g, NB, g.Members(NB, nb.LogicalSwitchTable, sw.nb.UUID, "ports")) {
 		if !lspEnabled(&port) {
 			continue
@@ -96,7 +101,8 @@ func switchMulticast(g *gen, sw *logicalSwitch) {
 		if hasAddress(port.Addresses, "unknown") {
 			add(mcUnknown)
 		}
-		if port.Options["mcast_flood_reports"] == "true" || relaysMulticast(g, &port) {
+		if port.Options["mcast_flood_reports"] == "true" || relaysMulticast(g, &port) ||
+			(mrouters[port.Name] && port.Options["mcast_flood"] != "true") {
 			add(mcMrouterFlood)
 		}
 		if port.Options["mcast_flood"] == "true" {
@@ -118,6 +124,31 @@ func switchMulticast(g *gen, sw *logicalSwitch) {
 			"ports":      dUUIDs(ports),
 		})
 	}
+}
+
+// switchMrouterPorts returns the ports of a snooping switch that chassis
+// report multicast routers on (IGMP_Group rows with address "mrouters"):
+// IGMP and MLD reports go to them too (a memo, so that the switch depends
+// only on that set, not on every group).
+func switchMrouterPorts(g *gen, ls ovsdb.UUID) map[string]bool {
+	return g.Memo("switch-mrouters/"+ls.String(), func(g *gen) any {
+		out := map[string]bool{}
+		for _, id := range g.All(SB, "IGMP_Group") {
+			ig, ok := Read[sb.IGMPGroup](g, SB, id)
+			if !ok || ig.Address != "mrouters" || ig.Datapath == nil {
+				continue
+			}
+			if nbID, ok := datapathNBID(g.s.sb, g.Row(SB, "Datapath_Binding", *ig.Datapath)); !ok || nbID != ls {
+				continue
+			}
+			for _, pb := range ig.Ports {
+				if r := g.Row(SB, "Port_Binding", pb); r != nil {
+					out[stringColumn(g.s.sb, "Port_Binding", r, "logical_port")] = true
+				}
+			}
+		}
+		return out
+	}).(map[string]bool)
 }
 
 // relaysMulticast says whether a switch port is a router port whose

@@ -5,7 +5,7 @@
 # one switch, a second relaying router on a distributed gateway port, and
 # IGMP_Group rows in the Southbound as chassis write them
 # when hosts join groups (IPv4, routable and link-local IPv6, a local
-# 224.0.0.x group, one group on two chassis).
+# 224.0.0.x group, one group on two chassis, multicast routers ports).
 set -euo pipefail
 n=ovn-nbctl
 $n ls-add s1 -- ls-add s2 -- ls-add s3
@@ -55,3 +55,7 @@ group 239.2.2.2 s2 hv1 b1
 group 239.3.3.3 s3 hv3 c1
 group ff02::1:1 s2 hv2 b2
 group ff0e::1:1 s1 hv1 a1
+# A multicast router (IGMP queries seen) behind b2 and behind a2, which
+# floods already.
+$s create IGMP_Group address=mrouters datapath=$(dp s2) chassis=$(ch hv2) ports="[$(pb b2)]" >/dev/null
+$s create IGMP_Group address=mrouters datapath=$(dp s1) chassis=$(ch hv2) ports="[$(pb a2)]" >/dev/null
