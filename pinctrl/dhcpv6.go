@@ -135,7 +135,9 @@ func (h *handling) putDHCPv6Opts(a *lflow.CallAction) ([]byte, error) {
 	}
 	if iana, ok := req.options[opt6IANA]; ok && len(iana) >= 12 && iaAddr != nil && req.typ != dhcp6InfoRequest {
 		addr := append(iaAddr, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff) // preferred, valid: infinite
-		ia := append(append([]byte(nil), iana[:4]...), 0, 0, 0, 0, 0, 0, 0, 0) // IAID, T1 = T2 = 0: the client chooses
+		// IAID; T1 and T2 infinite, as ovn-controller sends them
+		// (TestIPv6Differential).
+		ia := append(append([]byte(nil), iana[:4]...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
 		ia = appendOpt6(ia, opt6IAAddr, addr)
 		msg = appendOpt6(msg, opt6IANA, ia)
 	}

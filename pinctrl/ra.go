@@ -15,7 +15,7 @@ import (
 const (
 	icmp6RouterSolicit = 133
 	icmp6RouterAdvert  = 134
-	raRouterLifetime   = 1800 // seconds, OVN's default
+	raRouterLifetime   = 0xffff // seconds, as ovn-controller 23.03 sends it (TestIPv6Differential)
 	ndOptSLL           = 1
 	ndOptPrefix        = 3
 	ndOptMTU           = 5
@@ -107,7 +107,7 @@ func routerAdvertisement(o raOptions) ([]byte, error) {
 	}
 	switch o.mode {
 	case "dhcpv6_stateful":
-		ra[5] |= 0xc0 // managed, other
+		ra[5] |= 0x80 // managed (ovn-controller sets no "other" flag)
 	case "dhcpv6_stateless":
 		ra[5] |= 0x40 // other
 	case "slaac", "":
