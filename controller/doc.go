@@ -18,7 +18,8 @@
 //	       (metadata), the input port (reg14) and its conntrack zone
 //	       (reg13) and goes to the ingress pipeline; a packet from a
 //	       tunnel takes datapath, input and output port from the Geneve
-//	       header and goes to table 40
+//	       header and goes to table 40; a frame from a provider network's
+//	       bridge enters the localnet port of its VLAN (localnet.go)
 //	8-36   logical ingress pipeline (lflow.Compiler)
 //	37-38  output stages without rules of their own: on to 39
 //	39     remote output: a port bound to another chassis, or a
@@ -31,7 +32,16 @@
 //	64     flags.loopback lets a packet leave by its input port
 //	65     logical to physical: a VIF's port number, or a patch port's
 //	       peer, which re-enters the ingress pipeline of the peer's
-//	       datapath
+//	       datapath, or a localnet port's bridge (VLAN tag pushed)
+//	66-75  the lookup tables of get_arp, lookup_arp, chk_lb_hairpin,
+//	       ct_snat_to_vip, get_fdb, lookup_fdb and port security, from
+//	       MAC_Binding, Static_MAC_Binding, Load_Balancer, FDB and
+//	       Port_Binding.port_security (lookups.go, portsec.go)
+//
+// Gateway ports (gateway.go): an l3gateway port is a patch port on its
+// gateway chassis and remote elsewhere; a chassisredirect port belongs to
+// the highest-priority gateway chassis with a Chassis row (no BFD yet),
+// which claims it and runs its distributed port's egress pipeline there.
 //
 // # Geneve
 //
