@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"reflect"
 	"slices"
@@ -183,7 +184,7 @@ func NewEngine(tr *Translator, log *slog.Logger) *Engine {
 	)
 	// pflow_output reads the datapath groups too: a load balancer names
 	// its datapaths by group.
-	e.pflowNode = g.AddNode("pflow_output", incproc.NodeFuncs{Compute: e.pflowCompute},
+	e.pflowNode = g.AddNode("pflow_output", incproc.NodeFuncs{Compute: e.pflowCompute, ClearTracked: e.pf.clear},
 		incproc.Input{Node: e.runtimeNode}, incproc.Input{Node: e.zonesNode}, incproc.Input{Node: e.dpGroups.node})
 	// flow_output's tracked changes outlive a Run: Commit takes them, and
 	// the chassis may run the engine more than once before it commits.
@@ -451,14 +452,14 @@ func (e *Engine) pgsHandler(r *incproc.Run) (bool, error) {
 // local, which ports resident, their keys, the chassis' tunnels).
 
 type runtimeData struct {
-	tr    *translation
-	dps   map[ovsdb.UUID]dpFacts
-	ports map[string]portFacts
+	tr  *translation
+	dps map[ovsdb.UUID]dpFacts
 	// tracked: everything changed (a recompute), or the local datapaths
 	// added, removed or changed and the logical ports whose facts did.
 	all          bool
 	changedDPs   map[ovsdb.UUID]bool
-	changedPorts map[string]bool
+	changedPorts map[string]bool // residency or locality
+	changedKeys  map[string]bool
 }
 
 // dpFacts are what the compilation of a local datapath's flows reads of
@@ -468,18 +469,11 @@ type dpFacts struct {
 	router bool
 }
 
-// portFacts are what the compilation of flows reads of a logical port
-// (or multicast group): its keys, residency and locality.
-type portFacts struct {
-	keys     string // "DP=KEY " for each datapath where the name has a key
-	resident bool
-	local    bool // dpEnv.IsLocalPort
-}
-
 func (d *runtimeData) clear() {
 	d.all = false
 	clear(d.changedDPs)
 	clear(d.changedPorts)
+	clear(d.changedKeys)
 }
 
 // reindex rebuilds the index and records what changed for the flows.
@@ -500,29 +494,9 @@ func (e *Engine) reindex() {
 			dps[id] = dpFacts{key: d.TunnelKey, router: isRouter(d)}
 		}
 	}
-	ports := map[string]portFacts{}
-	keys := map[string][]string{}
-	for dp, m := range tr.portKeys {
-		if !tr.local[dp] {
-			continue
-		}
-		for name, k := range m {
-			keys[name] = append(keys[name], fmt.Sprintf("%s=%d ", dp, k))
-		}
-	}
-	env := &dpEnv{tr: tr}
-	for name, ks := range keys {
-		sort.Strings(ks)
-		ports[name] = portFacts{keys: fmt.Sprint(ks), resident: tr.resident[name], local: env.IsLocalPort(name)}
-	}
-	for name := range tr.resident {
-		if _, ok := ports[name]; !ok {
-			ports[name] = portFacts{resident: true, local: env.IsLocalPort(name)}
-		}
-	}
 	rt := &e.rt
 	if rt.changedDPs == nil {
-		rt.changedDPs, rt.changedPorts = map[ovsdb.UUID]bool{}, map[string]bool{}
+		rt.changedDPs, rt.changedPorts, rt.changedKeys = map[ovsdb.UUID]bool{}, map[string]bool{}, map[string]bool{}
 	}
 	for id, f := range dps {
 		if old, ok := rt.dps[id]; !ok || old != f {
@@ -534,17 +508,50 @@ func (e *Engine) reindex() {
 			rt.changedDPs[id] = true
 		}
 	}
-	for name, f := range ports {
-		if old, ok := rt.ports[name]; !ok || old != f {
-			rt.changedPorts[name] = true
+	if old := rt.tr; old != nil {
+		// Keys on the datapaths local before and after (a datapath
+		// that changed is compiled again whole).
+		for dp := range dps {
+			if _, was := rt.dps[dp]; !was || rt.changedDPs[dp] {
+				continue
+			}
+			now, before := tr.portKeys[dp], old.portKeys[dp]
+			for name, k := range now {
+				if bk, ok := before[name]; !ok || bk != k {
+					rt.changedKeys[name] = true
+				}
+			}
+			for name := range before {
+				if _, ok := now[name]; !ok {
+					rt.changedKeys[name] = true
+				}
+			}
+		}
+		for name := range tr.resident {
+			if !old.resident[name] {
+				rt.changedPorts[name] = true
+			}
+		}
+		for name := range old.resident {
+			if !tr.resident[name] {
+				rt.changedPorts[name] = true
+			}
 		}
 	}
-	for name := range rt.ports {
-		if _, ok := ports[name]; !ok {
-			rt.changedPorts[name] = true
+	// Whether a port is local (dpEnv.IsLocalPort) also follows its
+	// existence and type.
+	for name := range rt.changedKeys {
+		rt.changedPorts[name] = true
+	}
+	for id, old := range e.ports.old {
+		if old != nil {
+			rt.changedPorts[old.LogicalPort] = true
+		}
+		if p := e.ports.rows[id]; p != nil {
+			rt.changedPorts[p.LogicalPort] = true
 		}
 	}
-	rt.tr, rt.dps, rt.ports = tr, dps, ports
+	rt.tr, rt.dps = tr, dps
 }
 
 func (e *Engine) runtimeCompute(r *incproc.Run) error {
@@ -635,7 +642,7 @@ func (r *recordingEnv) PortGroup(name string) ([]string, bool) {
 }
 
 func (r *recordingEnv) PortKey(name string) (uint32, bool) {
-	r.refs = append(r.refs, "port:"+name)
+	r.refs = append(r.refs, "key:"+name)
 	return r.dpEnv.PortKey(name)
 }
 
@@ -826,6 +833,11 @@ func (e *Engine) lflowRuntimeChanged() bool {
 			e.lf.pendKeys[key] = true
 		}
 	}
+	for name := range e.rt.changedKeys {
+		for key := range e.lf.byRef["key:"+name] {
+			e.lf.pendKeys[key] = true
+		}
+	}
 	return true
 }
 
@@ -880,32 +892,84 @@ func sortedUUIDs(m map[ovsdb.UUID]bool) []ovsdb.UUID {
 // pflow_output: the physical stages' rules.
 
 type pflowData struct {
-	rules []flow.Rule
-	// parsed memoizes the parsing of physical rules, which mostly stay
-	// the same from one compute to the next.
-	parsed map[string]flow.Rule
+	// rules are the physical rules by their text (the ovs-ofctl form
+	// physical() writes them in); the map memoizes their parsing.
+	rules map[string]flow.Rule
+	// tracked: the texts added and removed since the readers last saw
+	// the node.
+	added, removed map[string]bool
+}
+
+func (p *pflowData) clear() {
+	clear(p.added)
+	clear(p.removed)
 }
 
 func (e *Engine) pflowCompute(r *incproc.Run) error {
 	if e.rt.tr == nil {
 		return nil
 	}
+	pf := &e.pf
+	if pf.rules == nil {
+		pf.rules, pf.added, pf.removed = map[string]flow.Rule{}, map[string]bool{}, map[string]bool{}
+	}
+	before := make(map[string]bool, len(pf.rules))
+	for t := range pf.rules {
+		before[t] = true
+	}
 	p := *e.rt.tr
 	in := *p.in
 	in.Zones = e.zones
 	in.DPGroups = e.dpGroups.sorted()
-	p.in, p.out = &in, &Output{}
-	if e.pf.parsed == nil || len(e.pf.parsed) > 4*len(e.pf.rules)+1024 {
-		e.pf.parsed = map[string]flow.Rule{}
-	}
-	p.parsed = e.pf.parsed
+	var texts []string
+	p.in, p.out, p.parsed, p.texts = &in, &Output{}, pf.rules, &texts
 	p.fixedRules()
 	p.physical()
 	p.lookups()
-	e.pf.rules = p.out.Rules
 	e.setProblems("pflow_output", p.out.Problems)
-	r.SetUpdated()
+	if len(texts) != len(p.out.Rules) {
+		return fmt.Errorf("physical rules: %d of %d were not written by translation.rule", len(p.out.Rules)-len(texts), len(p.out.Rules))
+	}
+	now := make(map[string]bool, len(texts))
+	for _, t := range texts {
+		now[t] = true
+	}
+	for t := range before {
+		if now[t] {
+			continue
+		}
+		delete(pf.rules, t)
+		if pf.added[t] {
+			delete(pf.added, t)
+		} else {
+			pf.removed[t] = true
+		}
+	}
+	for t := range now {
+		if before[t] {
+			continue
+		}
+		if pf.removed[t] {
+			delete(pf.removed, t)
+		} else {
+			pf.added[t] = true
+		}
+	}
+	if len(pf.added) > 0 || len(pf.removed) > 0 {
+		r.SetUpdated()
+	}
 	return nil
+}
+
+// physicalSource is the flow_output source of one physical rule: its
+// text's hash, as the datapath half of a flowKey whose flow is zero, so
+// that physical rules come before logical ones as in Translate.
+func physicalSource(text string) flowKey {
+	h := fnv.New128a()
+	h.Write([]byte(text))
+	var b [16]byte
+	copy(b[:], h.Sum(nil))
+	return flowKey{dp: ovsdb.UUIDFromBytes(b)}
 }
 
 // flow_output: the rules and groups wanted in the datapath, merged from
@@ -1031,8 +1095,6 @@ func (o *flowOutput) settle() {
 	}
 }
 
-var physicalSource = flowKey{}
-
 func (e *Engine) outCompute(r *incproc.Run) error {
 	o := &e.out
 	for k := range o.rules {
@@ -1045,7 +1107,9 @@ func (e *Engine) outCompute(r *incproc.Run) error {
 	clear(o.keysOf)
 	clear(o.groupsOf)
 	clear(o.groups)
-	o.add(physicalSource, e.pf.rules, nil)
+	for t, r := range e.pf.rules {
+		o.add(physicalSource(t), []flow.Rule{r}, nil)
+	}
 	for key, c := range e.lf.compiled {
 		o.add(key, c.rules, c.groups)
 	}
@@ -1075,10 +1139,16 @@ func (e *Engine) outLflowHandler(r *incproc.Run) (bool, error) {
 
 func (e *Engine) outPflowHandler(r *incproc.Run) (bool, error) {
 	o := &e.out
-	o.remove(physicalSource)
-	o.add(physicalSource, e.pf.rules, nil)
+	for t := range e.pf.removed {
+		o.remove(physicalSource(t))
+	}
+	for t := range e.pf.added {
+		o.add(physicalSource(t), []flow.Rule{e.pf.rules[t]}, nil)
+	}
 	o.settle()
-	r.SetUpdated()
+	if len(o.touched) > 0 {
+		r.SetUpdated()
+	}
 	return true, nil
 }
 

@@ -189,7 +189,7 @@ func (w *world) addFlow() {
 func (w *world) step() string {
 	in := w.in
 	r := w.rng
-	switch r.Intn(13) {
+	switch r.Intn(15) {
 	case 0, 1:
 		w.addFlow()
 		return "add flow"
@@ -255,6 +255,31 @@ func (w *world) step() string {
 			in.AddressSets = append(in.AddressSets, sb.AddressSet{UUID: w.uuid(), Name: "missing", Addresses: []string{"10.9.9.9"}})
 		}
 		return "add address set"
+	case 12:
+		// A MAC binding learnt, or forgotten.
+		if len(in.MACBindings) > 0 && r.Intn(2) == 0 {
+			in.MACBindings = in.MACBindings[1:]
+			return "forget a MAC binding"
+		}
+		n := 1 + r.Intn(6)
+		in.MACBindings = append(slices.Clone(in.MACBindings), sb.MACBinding{UUID: w.uuid(), Datapath: w.port(n).Datapath,
+			LogicalPort: fmt.Sprintf("vm%d", n), IP: fmt.Sprintf("10.0.3.%d", r.Intn(5)), MAC: fmt.Sprintf("0a:00:00:00:03:%02x", r.Intn(200))})
+		return "learn a MAC binding"
+	case 13:
+		// A localnet port on switch 2, mapped here or not.
+		if i := slices.IndexFunc(in.Ports, func(p sb.PortBinding) bool { return p.Type == "localnet" }); i >= 0 && r.Intn(2) == 0 {
+			in.Ports = slices.Delete(in.Ports, i, i+1)
+		} else if i < 0 {
+			in.Ports = append(in.Ports, sb.PortBinding{UUID: w.uuid(), LogicalPort: "ln2", Datapath: uid(wLS2), Type: "localnet",
+				TunnelKey: 20, Options: map[string]string{"network_name": "physnet1"}})
+		}
+		if r.Intn(2) == 0 {
+			in.Physnets = nil
+		} else {
+			in.Physnets = map[string][]uint32{"physnet1": {30, 31}}
+		}
+		w.fixMulticast()
+		return "localnet"
 	default:
 		n := 1 + r.Intn(6)
 		w.in.Zones[fmt.Sprintf("vm%d", n)] = uint16(100 + r.Intn(50))
@@ -294,6 +319,7 @@ func (w *world) snapshot() *Input {
 	in.AddressSets = slices.Clone(in.AddressSets)
 	in.PortGroups = slices.Clone(in.PortGroups)
 	in.DPGroups = slices.Clone(in.DPGroups)
+	in.MACBindings = slices.Clone(in.MACBindings)
 	in.VIFs = maps2u(in.VIFs)
 	in.Zones = maps2(in.Zones)
 	return &in

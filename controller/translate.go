@@ -133,8 +133,10 @@ type translation struct {
 	// rule with both conjunction actions, as OVN's ofctrl merges them.
 	merged map[string]int
 	ids    *idSpace
-	// parsed, if not nil, memoizes rule's parsing (the Engine's).
+	// parsed, if not nil, memoizes rule's parsing, and texts collects
+	// the rules' texts (the Engine's).
 	parsed map[string]flow.Rule
+	texts  *[]string
 	ctx    lflow.Context
 	res    lflow.Result
 }
@@ -297,6 +299,9 @@ func (tr *translation) rowRule(what, format string, args ...any) {
 
 func (tr *translation) addRule(format string, args ...any) error {
 	s := fmt.Sprintf(format, args...)
+	if tr.texts != nil {
+		*tr.texts = append(*tr.texts, s)
+	}
 	if r, ok := tr.parsed[s]; ok {
 		tr.out.Rules = append(tr.out.Rules, r)
 		return nil
