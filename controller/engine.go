@@ -1244,3 +1244,44 @@ func (e *Engine) Commit(apply func(flow.Bundle) error) (int, error) {
 	o.clear()
 	return n, nil
 }
+
+// Verify compares the engine's wanted rules with Translate's for the
+// same input and with installed, the datapath's rules, and returns the
+// differences (none: all three agree). It is inc-engine/verify, a
+// self-check of govn chassis that ovn-controller does not have.
+func (e *Engine) Verify(installed []flow.Rule) []string {
+	in := e.local
+	in.Datapaths, in.Ports, in.Multicast = e.datapaths.sorted(), e.ports.sorted(), e.multicast.sorted()
+	in.AllChassis, in.Encaps = e.chassis.sorted(), e.encaps.sorted()
+	in.Flows, in.DPGroups = e.flows.sorted(), e.dpGroups.sorted()
+	in.AddressSets, in.PortGroups = e.addrSets.sorted(), e.portGroups.sorted()
+	in.Zones = e.zones
+	want := map[string]string{}
+	for _, r := range e.tr.Translate(&in).Rules {
+		want[ruleKey(&r)] = r.String()
+	}
+	have := map[string]string{}
+	for _, r := range installed {
+		r.Stats = nil
+		have[ruleKey(&r)] = r.String()
+	}
+	var diffs []string
+	compare := func(what string, other map[string]string) {
+		for k, r := range e.out.rules {
+			if o, ok := other[k]; !ok {
+				diffs = append(diffs, fmt.Sprintf("not %s: %s", what, r.String()))
+			} else if o != r.String() {
+				diffs = append(diffs, fmt.Sprintf("differs from %s: %s (%s: %s)", what, r.String(), what, o))
+			}
+		}
+		for k, o := range other {
+			if _, ok := e.out.rules[k]; !ok {
+				diffs = append(diffs, fmt.Sprintf("only %s: %s", what, o))
+			}
+		}
+	}
+	compare("in Translate's", want)
+	compare("installed", have)
+	sort.Strings(diffs)
+	return diffs
+}

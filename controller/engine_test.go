@@ -410,8 +410,13 @@ func TestEngineEqualsTranslate(t *testing.T) {
 			in := w.snapshot()
 			e.Load(in)
 			runEngine(t, e)
-			if _, err := e.Commit(apply); err != nil {
-				t.Fatalf("seed %d step %d (%s): commit: %v", seed, step, what, err)
+			// govn chassis may run the engine more than once before it
+			// commits (when new datapaths become local).
+			committed := w.rng.Intn(3) > 0
+			if committed {
+				if _, err := e.Commit(apply); err != nil {
+					t.Fatalf("seed %d step %d (%s): commit: %v", seed, step, what, err)
+				}
 			}
 			ref := tr.Translate(w.snapshot())
 			wantRules, wantGroups := translated(ref)
@@ -429,6 +434,9 @@ func TestEngineEqualsTranslate(t *testing.T) {
 			sort.Strings(wantProblems)
 			if got := e.Problems(); !slices.Equal(got, wantProblems) {
 				t.Fatalf("seed %d step %d (%s): problems\n got %q\nwant %q", seed, step, what, got, wantProblems)
+			}
+			if !committed {
+				continue
 			}
 			installed := map[string]string{}
 			for _, r := range pipe.Tables().Dump(flow.NumTables) {

@@ -145,6 +145,9 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		cmds["ct-zone-list"] = c.ctZoneList
 		cmds["pinctrl/show"] = func([]string) (string, error) { return pc.Stats().String(), nil }
+		cmds["inc-engine/verify"] = func([]string) (string, error) {
+			return strings.Join(c.eng.Verify(c.sw.Pipeline().Tables().Dump(flow.NumTables)), "\n") + "\n", nil
+		}
 		for name, cmd := range c.eng.Commands(c.wake) {
 			cmds[name] = cmd
 		}
