@@ -135,8 +135,7 @@ func genLoadBalancer(g *gen) {
 	vips := parseVIPs(g, &lb)
 	proto := lbProtocol(&lb)
 	switches := lbSwitches(g, lb.UUID)
-	glob, _ := nbGlobal(g)
-	svcMAC := glob.Options["svc_monitor_mac"]
+	svcMAC := nbOptions(g)["svc_monitor_mac"]
 
 	// The Southbound row, for the chassis (hairpin, affinity and
 	// health checks are theirs).

@@ -47,8 +47,7 @@ func switchPipeline(g *gen, sw *logicalSwitch) {
 	dp := sw.dp
 	facts := factsOf(g, sw.nb.UUID)
 	ct := ctNamesFor(g.Features())
-	glob, _ := nbGlobal(g)
-	defaultDrop := glob.Options["default_acl_drop"] == "true"
+	defaultDrop := nbOptions(g)["default_acl_drop"] == "true"
 
 	// Admission and port security.
 	g.Flow(dp, LSInCheckPortSec, 100, "eth.src[40]", "drop;")
