@@ -2,6 +2,8 @@ package northdbench
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -112,8 +114,8 @@ func strs(v []string) []any {
 
 func omap(m map[string]string) []any {
 	var pairs []any
-	for k, v := range m {
-		pairs = append(pairs, []any{k, v})
+	for _, k := range slices.Sorted(maps.Keys(m)) { // the same text every time
+		pairs = append(pairs, []any{k, m[k]})
 	}
 	return []any{"map", pairs}
 }
@@ -152,11 +154,12 @@ func (o *Ops) lsp(id, name, typ string, addresses []string, options map[string]s
 }
 
 // Northbound returns the operations that build the whole cluster's
-// Northbound in one transaction, on an empty database. NB_Global's nb_cfg
-// is 1, so a northd has compiled it when sb_cfg is 1.
+// Northbound in one transaction, on an empty database (NB_Global, if
+// there is one, is replaced). NB_Global's nb_cfg is 1, so a northd has
+// compiled it when sb_cfg is 1.
 func (s Shape) Northbound() Ops {
 	s = s.withDefaults()
-	var o Ops
+	o := Ops{{"op": "delete", "table": "NB_Global", "where": []any{}}}
 	o.insert("NB_Global", "", map[string]any{"nb_cfg": 1, "options": omap(map[string]string{
 		"mac_prefix": "0a:58:0a", "svc_monitor_mac": "0a:58:0a:ff:ff:fe", "max_tunid": "16711680"})})
 

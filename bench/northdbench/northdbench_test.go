@@ -17,6 +17,9 @@ func TestNorthboundNames(t *testing.T) {
 		seen := make(map[string]bool)
 		counts := make(map[string]int)
 		for _, op := range ops {
+			if op["op"] != "insert" {
+				continue
+			}
 			table := op["table"].(string)
 			counts[table]++
 			row := op["row"].(map[string]any)
