@@ -8,6 +8,34 @@
 // packets go. Package-level I/O (the databases, the datapath's ports) lives
 // in Run.
 //
+// # Incremental processing
+//
+// Run does not call Translate: it keeps an Engine (engine.go, on package
+// incproc), Translate made incremental, and feeds it the Southbound rows
+// that changed (the client's OnChange) and the local state. Its nodes,
+// named as ovn-controller's where one matches (inc-engine/show-stats):
+//
+//	SB_*, OVS_interface, ct_zones  inputs: rows by UUID; the chassis,
+//	                 interfaces, tunnel, bridges and the tables without a
+//	                 node of their own
+//	addr_sets, port_groups  parsed per row, changed names tracked
+//	runtime_data     Translate's index (local datapaths, resident ports,
+//	                 keys, tunnels), rebuilt on a change without compiling;
+//	                 tracks the datapaths and ports whose facts changed
+//	lflow_output     each logical flow compiled per local datapath and
+//	                 cached with what it read (address sets, port groups,
+//	                 ports' keys and residency); only those are recompiled
+//	pflow_output     physical(), lookups(): recomputed (no parsing, the
+//	                 rules are memoized by text), changed texts tracked
+//	flow_output      the rules merged as Translate merges them; Commit
+//	                 installs the difference (add, modify, delete)
+//
+// Conjunction and group ids start at a hash of (flow, datapath) in both
+// Translate and the Engine, so the two agree rule for rule
+// (TestEngineEqualsTranslate; inc-engine/verify on a running chassis).
+// The chassis monitors the big Southbound tables by local datapath
+// (monitor.go) unless external_ids:ovn-monitor-all=true.
+//
 // # Table layout
 //
 // The datapath tables follow OVN 23.03's (ovn-architecture(7), "Architectural
