@@ -15,6 +15,12 @@ type actionCompiler struct {
 	res      *Result
 	pipeline string
 	table    int
+	// forceSNAT and skipSNAT: the actions so far set flags.force_snat_for_lb
+	// or flags.skip_snat_for_lb to 1, which a following ct_lb_mark commits
+	// into the connection's ct_mark (ovn-northd 23.03 writes the flag, not
+	// ct_lb_mark's force_snat argument, and matches ct_mark.force_snat on
+	// the connection's later packets).
+	forceSNAT, skipSNAT bool
 }
 
 func (ac *actionCompiler) nextTable() (uint8, error) {
@@ -85,6 +91,14 @@ func (ac *actionCompiler) assign(out []flow.Action, a *AssignAction) ([]flow.Act
 	}
 	if a.Value.Masked {
 		return loadMasked(out, dst, a.Value.Value, a.Value.Mask), nil
+	}
+	if one := a.Value.Value.And(Ones(int(dst.Width()))) == (U128{Lo: 1}); one {
+		switch a.Dst.Sym.Name {
+		case "flags.force_snat_for_lb":
+			ac.forceSNAT = true
+		case "flags.skip_snat_for_lb":
+			ac.skipSNAT = true
+		}
 	}
 	// As in OVN, bits beyond the destination are dropped (reg0[0] = 2).
 	return append(out, flow.Load{Dst: dst, Value: toFlow(a.Value.Value.And(Ones(int(dst.Width()))))}), nil
@@ -421,6 +435,7 @@ func (ac *actionCompiler) ctLB(out []flow.Action, a *CallAction, next uint8) ([]
 	if len(backends) == 0 {
 		return append(out, flow.CT{ZoneField: zone, Table: next, NAT: &flow.NAT{}}), nil
 	}
+	forceSNAT, skipSNAT = forceSNAT || ac.forceSNAT, skipSNAT || ac.skipSNAT
 	id := ac.ctx.NextGroupID
 	ac.ctx.NextGroupID++
 	g := flow.GroupDef{ID: id, Type: flow.GroupSelect, Method: flow.SelectHash}

@@ -145,6 +145,31 @@ func TestCompileRouterZone(t *testing.T) {
 	}
 }
 
+// ovn-northd 23.03 sets flags.force_snat_for_lb (or skip_snat_for_lb)
+// before ct_lb_mark rather than giving it force_snat: the committed
+// connection's ct_mark records the choice either way, which the
+// connection's later packets are matched on (ct_mark.force_snat).
+func TestCompileLBSNATFlags(t *testing.T) {
+	st, c := testCompiler(t)
+	env := newTestEnv(t, st)
+	for _, tc := range []struct{ actions, want string }{
+		{"ct_lb_mark(backends=10.0.0.1:80);", "exec(load:0x1->ct_mark[1])"},
+		{"flags.force_snat_for_lb = 1; ct_lb_mark(backends=10.0.0.1:80);", "exec(load:0x1->ct_mark[1],load:0x1->ct_mark[3])"},
+		{"ct_lb_mark(backends=10.0.0.1:80; force_snat);", "exec(load:0x1->ct_mark[1],load:0x1->ct_mark[3])"},
+		{"flags.skip_snat_for_lb = 1; ct_lb_mark(backends=10.0.0.1:80);", "exec(load:0x1->ct_mark[1],load:0x1->ct_mark[2])"},
+		{"flags.force_snat_for_lb = 0; ct_lb_mark(backends=10.0.0.1:80);", "exec(load:0x1->ct_mark[1])"},
+	} {
+		var res Result
+		lf := Lflow{Pipeline: "ingress", Table: 7, Match: "ip4", Actions: tc.actions}
+		if err := c.Compile(&lf, &Context{Env: env, Router: true, NextGroupID: 1}, &res); err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(res.Groups[0].Buckets[0].Actions); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: bucket %s, want %s", tc.actions, got, tc.want)
+		}
+	}
+}
+
 func TestCompileErrors(t *testing.T) {
 	st, c := testCompiler(t)
 	env := newTestEnv(t, st)
