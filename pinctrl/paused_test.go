@@ -206,12 +206,18 @@ func TestDNSLookup(t *testing.T) {
 				t.Fatalf("reply header % x", msg)
 			}
 			an := int(binary.BigEndian.Uint16(msg[6:]))
-			p := 12 + len(query(tc.qname, tc.qtype)) - 12
+			qb := query(tc.qname, tc.qtype)
+			name := qb[12 : len(qb)-4] // each answer repeats the question's name
+			p := len(qb)
 			var got [][]byte
 			for range an {
-				n := int(binary.BigEndian.Uint16(msg[p+10:]))
-				got = append(got, msg[p+12:p+12+n])
-				p += 12 + n
+				if !bytes.Equal(msg[p:p+len(name)], name) {
+					t.Fatalf("answer name % x, want % x", msg[p:p+len(name)], name)
+				}
+				p += len(name)
+				n := int(binary.BigEndian.Uint16(msg[p+8:]))
+				got = append(got, msg[p+10:p+10+n])
+				p += 10 + n
 			}
 			if tc.qtype == dnsTypePTR {
 				if an != 2 {

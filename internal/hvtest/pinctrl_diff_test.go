@@ -374,3 +374,58 @@ func TestIPv6Differential(t *testing.T) {
 		compare(t, f[1], f[2])
 	})
 }
+
+// dnsQueryPy sends a DNS query of type argv[2] for argv[1] to 10.0.0.254
+// and prints the reply in hex.
+const dnsQueryPy = `import socket,struct,sys
+s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(1)
+q=struct.pack('>HHHHHH',0x1234,0x100,1,0,0,0)+b''.join(bytes([len(l)])+l.encode() for l in sys.argv[1].split('.'))+b'\x00'+struct.pack('>HH',int(sys.argv[2]),1)
+for i in range(10):
+    s.sendto(q,('10.0.0.254',53))
+    try: print(s.recv(512).hex());sys.exit(0)
+    except socket.timeout: pass
+sys.exit(1)`
+
+// TestDNSDifferential: the answers govn chassis and the real
+// ovn-controller give to the same DNS queries (A, AAAA, PTR) for the
+// same Southbound are the same bytes.
+func TestDNSDifferential(t *testing.T) {
+	python(t)
+	c := govnChassisMix(t, 2, 2)
+	c.NBCtl(t, "ls-add", "ls0")
+	dns := strings.TrimSpace(c.NBCtl(t, "create", "DNS", `records={"vm9.ovn.org"="10.0.0.19 aef0::19", "19.0.0.10.in-addr.arpa"="vm9.ovn.org"}`))
+	c.NBCtl(t, "add", "Logical_Switch", "ls0", "dns_records", dns)
+	vms := map[int]*VM{}
+	for i := 1; i <= 2; i++ {
+		name, mac, ip := fmt.Sprintf("vm%d", i), fmt.Sprintf("0a:00:00:00:00:0%d", i), fmt.Sprintf("10.0.0.1%d", i)
+		c.NBCtl(t, "lsp-add", "ls0", name, "--", "lsp-set-addresses", name, mac+" "+ip)
+		vms[i] = c.AddVM(t, c.Hypervisor(i), VMSpec{Name: name, LSP: name, MAC: mac, Addr: ip + "/24"})
+		// No one answers ARP for the "server" address: the switch
+		// answers the query itself, whatever its destination.
+		if out, err := vms[i].Command(context.Background(), "ip", "neigh", "add", "10.0.0.254", "lladdr", "0a:00:00:00:00:fe", "dev", "eth0").CombinedOutput(); err != nil {
+			t.Fatalf("static neighbour: %v: %s", err, out)
+		}
+	}
+	c.WaitPortUp(t, "vm1")
+	c.WaitPortUp(t, "vm2")
+	c.NBCtl(t, "--wait=hv", "sync")
+	for _, q := range []struct{ name, qtype string }{
+		{"vm9.ovn.org", "1"}, {"VM9.ovn.org", "28"}, {"19.0.0.10.in-addr.arpa", "12"},
+	} {
+		t.Run(q.name+"/"+q.qtype, func(t *testing.T) {
+			replies := map[int]string{}
+			for i, vm := range vms {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				out, err := vm.Command(ctx, "python3", "-c", dnsQueryPy, q.name, q.qtype).CombinedOutput()
+				cancel()
+				if err != nil {
+					t.Fatalf("query from %s: %v: %s", vm.Name, err, out)
+				}
+				replies[i] = strings.TrimSpace(string(out))
+			}
+			if replies[1] != replies[2] {
+				t.Errorf("govn chassis answers\n  %s\novn-controller\n  %s", replies[1], replies[2])
+			}
+		})
+	}
+}
