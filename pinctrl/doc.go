@@ -76,6 +76,19 @@
 // Parsed userdata and compiled nested bodies are cached (bounded), since
 // they cost far more than building a packet.
 //
+// # Agreement with ovn-controller
+//
+// internal/hvtest's differential tests run govn chassis and the real
+// ovn-controller side by side on one Southbound and compare what they
+// send field by field: DHCPv4 offers (TestDHCPDifferential), the
+// router's time exceeded (TestICMPDifferential), DHCPv6 advertises and
+// router advertisements (TestIPv6Differential), DNS answers
+// (TestDNSDifferential). Where ovn-controller differs from the RFCs and
+// a client still understands it (DF on ICMP errors, router lifetime
+// 0xffff, infinite T1/T2, no AA in DNS answers), govn does as it does;
+// one difference is kept on purpose: ovn-controller 23.03 writes a
+// DHCPv6 domain search list as a single label, govn as DNS names.
+//
 // Not done yet: IGMP/MLD, service monitor probes, BFD, bind_vport,
 // trigger_event, sctp_abort; their packet-ins are counted as errors.
 package pinctrl
