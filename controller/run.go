@@ -198,6 +198,16 @@ func (c *chassis) stopSB() {
 
 // iterate brings everything in line with the two databases once.
 func (c *chassis) iterate(ctx context.Context) error {
+	// How long each step took, at debug level: where a port's time to
+	// ovn-installed goes.
+	start := time.Now()
+	var steps []any
+	step := func(name string) { steps = append(steps, name, time.Since(start)) }
+	defer func() {
+		if len(steps) > 0 {
+			c.log.Debug("iteration", steps...)
+		}
+	}()
 	lc := c.local.Cache()
 	ovs := client.List[vswitch.OpenVSwitch](lc)
 	if len(ovs) == 0 {
@@ -234,7 +244,9 @@ func (c *chassis) iterate(ctx context.Context) error {
 		}
 	}
 	zones, zonesChanged := allocateZones(root.ExternalIDs, c.sb, ifaceIDs)
-	if err := c.reconcilePorts(ctx, lc, root, zonesChanged, zones); err != nil {
+	err := c.reconcilePorts(ctx, lc, root, zonesChanged, zones)
+	step("ports")
+	if err != nil {
 		return err
 	}
 	ifaceList := make([]string, 0, len(ifaceIDs))
@@ -271,13 +283,17 @@ func (c *chassis) iterate(ctx context.Context) error {
 	if err := c.compute(ctx, name, chUUID, zones, ifaceList, monitorAll); err != nil {
 		return err
 	}
+	step("engine")
 	for _, p := range c.eng.Problems() {
 		c.problemOnce(p)
 	}
 	if _, err := c.eng.Commit(func(b flow.Bundle) error { _, err := c.sw.Pipeline().Apply(b); return err }); err != nil {
 		return fmt.Errorf("installing flows: %w", err)
 	}
-	return c.writeBack(ctx, name, chUUID, c.eng.Bind())
+	step("install")
+	err = c.writeBack(ctx, name, chUUID, c.eng.Bind())
+	step("writeback")
+	return err
 }
 
 // compute runs the engine on the Southbound's changes and the local
@@ -514,6 +530,7 @@ func (c *chassis) reconcilePorts(ctx context.Context, lc *client.Cache, root vsw
 		var p port.Port
 		var tap *port.TAP
 		var err error
+		opening := time.Now()
 		switch li.row.Type {
 		case "internal":
 			if tap, err = port.NewInternal(name); err == nil {
@@ -528,12 +545,14 @@ func (c *chassis) reconcilePorts(ctx context.Context, lc *client.Cache, root vsw
 			err = fmt.Errorf("interface type %q is not supported", li.row.Type)
 		}
 		if err == nil {
+			opened := time.Since(opening)
 			no := c.allocPort()
 			if err = c.sw.Datapath().AddPort(no, p); err != nil {
 				p.Close()
 			} else {
 				c.ifaces[name] = &iface{no: no, tap: tap}
-				c.log.Info("port added", "interface", name, "bridge", li.bridge, "port", no)
+				c.log.Info("port added", "interface", name, "bridge", li.bridge, "port", no,
+					"open", opened, "add", time.Since(opening)-opened)
 				continue
 			}
 		}
