@@ -44,11 +44,15 @@ type Config struct {
 const integrationBridge = "br-int"
 
 // features are the Chassis other_config features govn chassis
-// supports: conntrack marks and labels without masks, and reporting a
-// port up in Port_Binding.up once its flows are in.
+// supports: conntrack marks and labels without masks, reporting a port
+// up in Port_Binding.up once its flows are in, and ct_lb_mark's options
+// with NAT of related traffic (ct_commit_nat). ovn-northd writes the
+// newer forms of its flows only when every chassis has a feature, so a
+// real chassis next to govn's gets them too.
 var features = map[string]string{
 	"ct-no-masked-label": "true",
 	"port-up-notif":      "true",
+	"ovn-ct-lb-related":  "true",
 }
 
 // chassis is the running state of Run.

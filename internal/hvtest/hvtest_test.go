@@ -82,6 +82,7 @@ var govnChassisPasses = map[string]bool{
 	"TestLogicalSwitch":   true,
 	"TestLocalnetAndMove": true,
 	"TestRouter":          true,
+	"TestGatewayRouter":   true,
 }
 
 // govnWanted skips the test unless GOVN_HVTEST_GOVN=1 (before building).
