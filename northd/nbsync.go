@@ -27,6 +27,72 @@ type nbSync struct {
 	// stampedCfg is the nb_cfg whose nb_cfg_timestamp has been written.
 	stampedCfg int64
 	stamped    bool
+	// ports are the switch ports whose up column may be stale since the
+	// last WriteNB; unless portsSynced, every port's may be (at the
+	// start, after ResyncNB, after a Chassis change). tagsSynced says no
+	// container port changed since writeTags last ran. So a write costs
+	// what changed, not every port of the cluster.
+	ports       map[ovsdb.UUID]bool
+	portsSynced bool
+	tagsSynced  bool
+}
+
+// ResyncNB makes the next WriteNB look at every switch port again (the
+// last Northbound transaction failed).
+func (s *State) ResyncNB() {
+	s.nbw.portsSynced, s.nbw.tagsSynced = false, false
+}
+
+// noteNB records what a change means for WriteNB's ports.
+func (s *State) noteNB(ev Event) {
+	w := &s.nbw
+	if w.ports == nil {
+		w.ports = make(map[ovsdb.UUID]bool)
+	}
+	rows := []*ovsdb.Row{ev.Old, ev.New}
+	switch {
+	case ev.DB == NB && ev.Table == nb.LogicalSwitchPortTable:
+		t := s.nb.table(ev.Table)
+		for _, r := range rows {
+			if r == nil {
+				continue
+			}
+			w.ports[r.UUID] = true
+			if p := r.Get(t.Column("parent_name")); len(p.Keys) == 1 && p.Keys[0].Str() != "" {
+				w.tagsSynced = false
+			}
+		}
+	case ev.DB == NB && ev.Table == nb.LogicalSwitchTable:
+		// The ports that joined or left the switch.
+		col := s.nb.table(ev.Table).Column("ports")
+		var before, after ovsdb.Datum
+		if ev.Old != nil {
+			before = ev.Old.Get(col)
+		}
+		if ev.New != nil {
+			after = ev.New.Get(col)
+		}
+		for _, a := range before.Difference(after).Keys {
+			w.ports[a.UUID()] = true
+		}
+		for _, a := range after.Difference(before).Keys {
+			w.ports[a.UUID()] = true
+		}
+	case ev.DB == SB && ev.Table == sb.PortBindingTable:
+		t := s.sb.table(ev.Table)
+		for _, r := range rows {
+			if r == nil {
+				continue
+			}
+			if name := r.Get(t.Column("logical_port")); len(name.Keys) == 1 {
+				for _, id := range s.nb.names[nb.LogicalSwitchPortTable][name.Keys[0].Str()] {
+					w.ports[id] = true
+				}
+			}
+		}
+	case ev.DB == SB && ev.Table == sb.ChassisTable:
+		w.portsSynced = false // is-remote decides for every port bound there
+	}
 }
 
 func (w *nbSync) clock() time.Time {
@@ -113,9 +179,10 @@ const maxVLANTag = 4095
 // the same tags.
 func (s *State) writeTags(b TxnBuilder) int {
 	t := s.nb.table(nb.LogicalSwitchPortTable)
-	if t == nil {
+	if t == nil || s.nbw.tagsSynced {
 		return 0
 	}
+	s.nbw.tagsSynced = true
 	parentCol := t.Column("parent_name")
 	var containers []*ovsdb.Row
 	for _, r := range s.nb.rows[nb.LogicalSwitchPortTable] {
@@ -287,7 +354,18 @@ func (s *State) writePortsUp(b TxnBuilder) int {
 		return false
 	}
 	ops := 0
-	for _, r := range s.nb.rows[nb.LogicalSwitchPortTable] {
+	rows := s.nb.rows[nb.LogicalSwitchPortTable]
+	if s.nbw.portsSynced {
+		rows = make(map[ovsdb.UUID]*ovsdb.Row, len(s.nbw.ports))
+		for id := range s.nbw.ports {
+			if r := s.nb.rows[nb.LogicalSwitchPortTable][id]; r != nil {
+				rows[id] = r
+			}
+		}
+	}
+	clear(s.nbw.ports)
+	s.nbw.portsSynced = true
+	for _, r := range rows {
 		if len(s.nb.referrers[refKey{nb.LogicalSwitchTable, "ports", r.UUID}]) == 0 {
 			continue // on no switch: no Port_Binding, nothing to report
 		}

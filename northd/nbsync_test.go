@@ -158,6 +158,24 @@ func TestWriteNBPortsUp(t *testing.T) {
 	if up := h.lspUp("vif"); up == nil || !*up {
 		t.Errorf("port its chassis reports up: up = %v, want true", up)
 	}
+	// Down again, and the Northbound transaction fails: after ResyncNB
+	// the next WriteNB writes it again.
+	h.sb.Update(sb.PortBindingTable, pbID, map[string]ovsdb.Datum{"up": ovsdb.Set(ovsdb.Boolean(false))})
+	h.s.Apply(h.sb.commit())
+	if n := h.s.WriteNB(h.nb); n != 1 {
+		t.Fatalf("port down: %d operations, want 1", n)
+	}
+	h.nb.ops = nil // the transaction failed
+	if n := h.s.WriteNB(h.nb); n != 0 {
+		t.Errorf("nothing changed since: %d operations, want 0", n)
+	}
+	h.s.ResyncNB()
+	if n := h.writeNB(); n != 1 {
+		t.Errorf("after ResyncNB: %d operations, want 1", n)
+	}
+	if up := h.lspUp("vif"); up == nil || *up {
+		t.Errorf("port its chassis reports down: up = %v, want false", up)
+	}
 }
 
 // BenchmarkWriteNB measures WriteNB with nothing to write, which the

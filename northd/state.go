@@ -115,6 +115,7 @@ func (s *State) Apply(events []Event) {
 	for _, ev := range events {
 		d := s.db(ev.DB)
 		d.apply(ev.Table, ev.Old, ev.New, s.touch)
+		s.noteNB(ev)
 		if ev.DB == SB {
 			s.sbIndex.apply(ev.Table, ev.Old, ev.New)
 			if ev.Table == "Chassis" {

@@ -400,6 +400,7 @@ func (d *Daemon) iterate(ctx context.Context) (wait time.Duration, again bool) {
 				return 0, false
 			}
 			d.log.Warn("northbound transaction failed", "ops", n, "err", err)
+			d.state.ResyncNB()
 			return d.failed()
 		}
 	}
