@@ -62,6 +62,7 @@ type Output struct {
 	Packets     []dp.PacketOut
 	MACBindings []MACBinding
 	FDBs        []FDBEntry
+	SvcReplies  []SvcReply // for the service monitors' prober
 }
 
 // MACBinding is a neighbor learned by put_arp or put_nd: a MAC_Binding
@@ -267,6 +268,15 @@ func (h *handling) call(a *lflow.CallAction) error {
 			return err
 		}
 		return h.putFDB(port, mac)
+	case "handle_svc_check":
+		if len(a.Args) != 1 {
+			return errors.New("handle_svc_check: want 1 argument")
+		}
+		port, err := h.field(a.Args[0].Value)
+		if err != nil {
+			return err
+		}
+		return h.handleSvcCheck(port)
 	case "put_arp", "put_nd":
 		if len(a.Args) != 3 {
 			return fmt.Errorf("%s: want 3 arguments", a.Name)

@@ -73,6 +73,19 @@
 // its MAC — at once, then after 1, 2, 4, 8 and 16 s, and again when the
 // entry changes.
 //
+// Service monitors (load-balancer health checks): every Service_Monitor
+// row whose logical_port is bound here is probed every interval (options
+// interval, timeout, success_count, failure_count; defaults 5 s, 20 s,
+// 3, 3): a TCP SYN, or a UDP datagram, from src_mac and src_ip, sent out
+// of the switch to the port (its egress pipeline lets the monitor MAC
+// by). Replies to the monitor MAC come back by handle_svc_check(inport):
+// a SYN-ACK is a success (and is answered with a RST), a RST a failure;
+// for UDP an ICMP unreachable is a failure and silence until the timeout
+// a success, for TCP silence is a failure. success_count successes in a
+// row make the service online, failure_count failures offline; status is
+// written only when it differs from the Southbound's ("error" for a row
+// that cannot be probed).
+//
 // Parsed userdata and compiled nested bodies are cached (bounded), since
 // they cost far more than building a packet.
 //
@@ -89,6 +102,6 @@
 // one difference is kept on purpose: ovn-controller 23.03 writes a
 // DHCPv6 domain search list as a single label, govn as DNS names.
 //
-// Not done yet: IGMP/MLD, service monitor probes, BFD, bind_vport,
+// Not done yet: IGMP/MLD, BFD, bind_vport,
 // trigger_event, sctp_abort; their packet-ins are counted as errors.
 package pinctrl

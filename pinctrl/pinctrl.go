@@ -76,6 +76,7 @@ type Pinctrl struct {
 	recentFDB  map[FDBKey]uint32
 	fdbStats   MACBindingStats
 	outErrors  uint64
+	svc        *svcProber // the service monitors' state, on the runner's goroutine
 }
 
 // KindStats count one kind of controller action.
@@ -117,16 +118,20 @@ func New(cfg Config) (*Pinctrl, error) {
 	return &Pinctrl{cfg: cfg, log: cfg.Logger, engine: e, counters: map[string]*KindStats{},
 		buckets: map[string]*bucket{}, recent: map[BindingKey]string{}, ras: map[string]*raSchedule{}, garps: map[string]*garpSchedule{},
 		bindings: make(chan MACBinding, cfg.MACBindingQueue),
-		fdbs:     make(chan FDBEntry, cfg.MACBindingQueue), recentFDB: map[FDBKey]uint32{}}, nil
+		fdbs:     make(chan FDBEntry, cfg.MACBindingQueue), recentFDB: map[FDBKey]uint32{}, svc: newSvcProber()}, nil
 }
 
 // Run handles packet-ins until ctx ends.
 func (p *Pinctrl) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		p.writeBindings(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		p.writeServiceStatus(ctx)
 	}()
 	go func() {
 		defer wg.Done()
@@ -136,6 +141,8 @@ func (p *Pinctrl) Run(ctx context.Context) error {
 	ins := p.cfg.Switch.PacketIns()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	svcTicker := time.NewTicker(svcTick)
+	defer svcTicker.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -145,6 +152,8 @@ func (p *Pinctrl) Run(ctx context.Context) error {
 		case now := <-tick.C:
 			p.sendRAs(now)
 			p.sendGARPs(now)
+		case now := <-svcTicker.C:
+			p.probeServices(now)
 		}
 	}
 }
@@ -303,6 +312,7 @@ func (p *Pinctrl) handle(pi *dp.PacketIn, now time.Time) {
 	for _, f := range out.FDBs {
 		p.learnFDB(f, st)
 	}
+	p.svcReplies(out.SvcReplies, now)
 	p.count(ks, err == nil)
 }
 

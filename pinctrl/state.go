@@ -28,6 +28,8 @@ type State struct {
 	// Announcements are the addresses this chassis announces with
 	// gratuitous ARPs on localnet ports (Port_Binding nat_addresses).
 	Announcements []Announcement
+	// ServiceMonitors are the Service_Monitor rows of ports bound here.
+	ServiceMonitors []ServiceMonitor
 }
 
 // Announcement is one nat_addresses entry resident here: a MAC and its
@@ -119,6 +121,7 @@ func NewState(c *client.Cache, chassis string) *State {
 			PeerKey: uint32(peer.TunnelKey), Options: p.Options})
 	}
 	sort.Slice(st.RAPorts, func(i, j int) bool { return st.RAPorts[i].Name < st.RAPorts[j].Name })
+	st.ServiceMonitors = localServiceMonitors(c, me, byName, byUUID)
 	localnets := map[ovsdb.UUID][]uint32{}
 	for _, p := range ports {
 		if p.Type == "localnet" {
