@@ -414,6 +414,7 @@ func probeID(m *ServiceMonitor, n uint64) (uint16, uint32) {
 type svcProber struct {
 	checks  map[ovsdb.UUID]*svcCheck
 	mons    map[ovsdb.UUID]ServiceMonitor // as last seen
+	byKey   map[svcKey]ovsdb.UUID         // the monitor a reply is for
 	writes  chan svcStatus
 	pending map[ovsdb.UUID]pendingStatus // statuses handed to the writer
 }
@@ -436,7 +437,7 @@ type svcStatus struct {
 }
 
 func newSvcProber() *svcProber {
-	return &svcProber{checks: map[ovsdb.UUID]*svcCheck{}, mons: map[ovsdb.UUID]ServiceMonitor{},
+	return &svcProber{checks: map[ovsdb.UUID]*svcCheck{}, mons: map[ovsdb.UUID]ServiceMonitor{}, byKey: map[svcKey]ovsdb.UUID{},
 		writes: make(chan svcStatus, 256), pending: map[ovsdb.UUID]pendingStatus{}}
 }
 
@@ -467,7 +468,11 @@ func (p *Pinctrl) probeServices(now time.Time) {
 				}
 				sp.checks[m.UUID] = c
 			}
+			if old, ok := sp.mons[m.UUID]; ok && sp.byKey[old.key()] == m.UUID {
+				delete(sp.byKey, old.key())
+			}
 			sp.mons[m.UUID] = *m
+			sp.byKey[m.key()] = m.UUID
 			c.expire(now)
 			if c.due(now) {
 				sport, seq := probeID(m, c.sent)
@@ -492,6 +497,9 @@ func (p *Pinctrl) probeServices(now time.Time) {
 	}
 	for id := range sp.checks {
 		if !seen[id] {
+			if sp.byKey[sp.mons[id].key()] == id {
+				delete(sp.byKey, sp.mons[id].key())
+			}
 			delete(sp.checks, id)
 			delete(sp.mons, id)
 			delete(sp.pending, id)
@@ -505,17 +513,16 @@ func (p *Pinctrl) svcReplies(rs []SvcReply, now time.Time) {
 	sp := p.svc
 	for i := range rs {
 		r := &rs[i]
-		for id, c := range sp.checks {
+		id, ok := sp.byKey[r.key()]
+		c := sp.checks[id]
+		if !ok || c == nil || !c.answer(r, now) {
+			continue // not ours, or late
+		}
+		if r.Kind == svcSynAck {
 			m := sp.mons[id]
-			if m.key() != r.key() || !c.answer(r, now) {
-				continue
+			if err := p.cfg.Switch.Execute(p.engine.svcPacketOut(&m, svcResetFrame(&m, c.sport, r.Ack))); err != nil {
+				p.log.Debug("pinctrl: service monitor reset", "port", m.Port, "err", err)
 			}
-			if r.Kind == svcSynAck {
-				if err := p.cfg.Switch.Execute(p.engine.svcPacketOut(&m, svcResetFrame(&m, c.sport, r.Ack))); err != nil {
-					p.log.Debug("pinctrl: service monitor reset", "port", m.Port, "err", err)
-				}
-			}
-			break
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package hvtest
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -52,21 +53,56 @@ func TestGovnChassisServiceMonitor(t *testing.T) {
 		"options:interval=1", "options:timeout=1", "options:success_count=1", "options:failure_count=2",
 		"--", "add", "Load_Balancer", "lb0", "health_check", "@hc")
 	c.NBCtl(t, "--wait=hv", "ls-lb-add", "ls0", "lb0")
+	// A UDP service: vm2 answers on 5353, vm3 has nothing there (its
+	// kernel answers ICMP port unreachable).
+	_, err = tl.UDPServe(t, c.Dir, vms["vm2"].NS, "vm-vm2/udp-5353", 5353, "vm2")
+	must(t, err)
+	c.NBCtl(t, "lb-add", "lb1", "172.16.0.100:53", "10.0.0.12:5353,10.0.0.13:5353", "udp")
+	c.NBCtl(t, "set", "load_balancer", "lb1",
+		`ip_port_mappings:10.0.0.12=vm2:10.0.0.254`, `ip_port_mappings:10.0.0.13=vm3:10.0.0.254`)
+	c.NBCtl(t, "--id=@hc", "create", "Load_Balancer_Health_Check", `vip="172.16.0.100:53"`,
+		"options:interval=1", "options:timeout=1", "options:success_count=1", "options:failure_count=2",
+		"--", "add", "Load_Balancer", "lb1", "health_check", "@hc")
+	c.NBCtl(t, "--wait=hv", "ls-lb-add", "ls0", "lb1")
 
-	status := func(ip string) string {
-		return strings.TrimSpace(c.SBCtl(t, "--bare", "--columns=status", "find", "Service_Monitor", "ip="+ip))
+	statusOf := func(ip, proto string) string {
+		return strings.TrimSpace(c.SBCtl(t, "--bare", "--columns=status", "find", "Service_Monitor", "ip="+ip, "protocol="+proto))
 	}
-	waitStatus := func(ip, want string) {
+	status := func(ip string) string { return statusOf(ip, "tcp") }
+	waitFor := func(ip, proto, want string) {
 		t.Helper()
 		start := time.Now()
-		if err := lab.WaitFor(30*time.Second, "Service_Monitor "+ip+" "+want, func() bool { return status(ip) == want }); err != nil {
-			t.Fatalf("%v (status %q; Service_Monitor:\n%s)", err, status(ip), c.SBCtl(t, "list", "Service_Monitor"))
+		if err := lab.WaitFor(30*time.Second, "Service_Monitor "+ip+" "+proto+" "+want, func() bool { return statusOf(ip, proto) == want }); err != nil {
+			t.Fatalf("%v (status %q; Service_Monitor:\n%s)", err, statusOf(ip, proto), c.SBCtl(t, "list", "Service_Monitor"))
 		}
-		t.Logf("Service_Monitor %s %s after %v", ip, want, time.Since(start).Round(10*time.Millisecond))
+		t.Logf("Service_Monitor %s %s %s after %v", ip, proto, want, time.Since(start).Round(10*time.Millisecond))
 		c.NBCtl(t, "--wait=hv", "sync") // northd has seen the status, the chassis its flows
 	}
+	waitStatus := func(ip, want string) { t.Helper(); waitFor(ip, "tcp", want) }
 	waitStatus("10.0.0.12", "online")
 	waitStatus("10.0.0.13", "online")
+	waitFor("10.0.0.12", "udp", "online")
+	waitFor("10.0.0.13", "udp", "offline")
+	// Each SYN-ACK was answered with a RST: no half-open connection is
+	// left on the backends (one may be caught between its SYN-ACK and
+	// the RST: look thrice; without RSTs they stay for a minute).
+	for _, vm := range []string{"vm2", "vm3"} {
+		var out string
+		for range 3 {
+			var err error
+			out, err = run(context.Background(), nil, inNS(vms[vm].NS, "ss", "-Htn", "state", "syn-recv")...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.TrimSpace(out) == "" {
+				break
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+		if strings.TrimSpace(out) != "" {
+			t.Errorf("%s has half-open connections:\n%s", vm, out)
+		}
+	}
 	if missing := curlUntilAll(t, vms["vm1"], "http://172.16.0.100/", []string{"vm2", "vm3"}); len(missing) > 0 {
 		t.Fatalf("backends %v never answered the VIP", missing)
 	}

@@ -26,6 +26,7 @@ var ErrToolUsage = errors.New("lab tool usage")
 //	                       except GET /ip: the client's address, and GET
 //	                       /peer: BODY, a space and the client's address
 //	http-get URL           one GET on a new connection; print the body
+//	udp-serve ADDR BODY    answer every UDP datagram with BODY
 //	dhcp4 DEV              get a DHCPv4 lease on DEV; print "ADDR/BITS ROUTER
 //	                       DNS MTU" (ROUTER, DNS "-" and MTU 0 if none);
 //	                       configures nothing
@@ -48,6 +49,11 @@ func RunTool(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 		return httpServe(ctx, args[1], args[2])
+	case "udp-serve":
+		if err := need(2); err != nil {
+			return err
+		}
+		return udpServe(ctx, args[1], args[2])
 	case "http-get":
 		if err := need(1); err != nil {
 			return err
@@ -110,6 +116,28 @@ func httpServe(ctx context.Context, addr, body string) error {
 	return nil
 }
 
+func udpServe(ctx context.Context, addr, body string) error {
+	c, err := net.ListenPacket("udp4", addr)
+	if err != nil {
+		return fmt.Errorf("udp-serve: %w", err)
+	}
+	go func() {
+		<-ctx.Done()
+		_ = c.Close()
+	}()
+	buf := make([]byte, 65536)
+	for {
+		_, from, err := c.ReadFrom(buf)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("udp-serve: %w", err)
+		}
+		_, _ = c.WriteTo([]byte(body), from) // a lost answer is the client's to retry
+	}
+}
+
 func httpGet(ctx context.Context, url string, out io.Writer) error {
 	client := &http.Client{
 		Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil},
@@ -155,21 +183,31 @@ func (tl Tool) Command(ctx context.Context, ns string, args ...string) *exec.Cmd
 // newline, except for path /ip, which answers the client's address as the
 // server sees it (to check NAT). It returns once the server listens.
 func (tl Tool) HTTPServe(cl Cleaner, dir, ns, name string, port uint16, body string) (*Daemon, error) {
-	args := append(append([]string{}, tl.Argv...), "http-serve", fmt.Sprintf("0.0.0.0:%d", port), body)
+	return tl.serve(cl, dir, ns, name, "tcp", port, "http-serve", body)
+}
+
+// UDPServe starts udp-serve on port inside ns, answering with body, and
+// returns once it listens.
+func (tl Tool) UDPServe(cl Cleaner, dir, ns, name string, port uint16, body string) (*Daemon, error) {
+	return tl.serve(cl, dir, ns, name, "udp", port, "udp-serve", body)
+}
+
+func (tl Tool) serve(cl Cleaner, dir, ns, name, network string, port uint16, tool, body string) (*Daemon, error) {
+	args := append(append([]string{}, tl.Argv...), tool, fmt.Sprintf("0.0.0.0:%d", port), body)
 	d, err := Start(cl, dir, ns, name, tl.Env, args...)
 	if err != nil {
 		return nil, err
 	}
-	if err := WaitFor(20*time.Second, name+": HTTP server on port "+strconv.Itoa(int(port)), func() bool {
+	if err := WaitFor(20*time.Second, name+": "+tool+" on port "+strconv.Itoa(int(port)), func() bool {
 		if done, _ := d.Exited(); done {
 			return true
 		}
-		return traffic.Listening(d.Pid(), "tcp", port)
+		return traffic.Listening(d.Pid(), network, port)
 	}); err != nil {
 		return nil, err
 	}
 	if done, err := d.Exited(); done {
-		return nil, fmt.Errorf("%s: HTTP server ended (%v): %s", name, err, Tail(d.Log, 5))
+		return nil, fmt.Errorf("%s: %s ended (%v): %s", name, tool, err, Tail(d.Log, 5))
 	}
 	return d, nil
 }

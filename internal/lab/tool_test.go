@@ -14,6 +14,7 @@ func TestRunToolArguments(t *testing.T) {
 		{"no-such-tool"},
 		{"http-serve", "127.0.0.1:0"},
 		{"http-get"},
+		{"udp-serve", "127.0.0.1:0"},
 		{"dhcp4", "eth0", "extra"},
 	} {
 		if err := RunTool(context.Background(), args, &bytes.Buffer{}); err == nil {
@@ -59,5 +60,41 @@ func TestHTTPTools(t *testing.T) {
 	}
 	if err := httpGet(context.Background(), "http://"+addr+"/", &out); err == nil {
 		t.Errorf("GET after the server stopped: no error")
+	}
+}
+
+// TestUDPServe: every datagram to udp-serve is answered with its body.
+func TestUDPServe(t *testing.T) {
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := pc.LocalAddr().String()
+	pc.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- udpServe(ctx, addr, "backend-8") }()
+	c, err := net.Dial("udp4", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, 64)
+	got := ""
+	for i := 0; i < 50 && got == ""; i++ { // until the server listens
+		c.Write([]byte("ping"))
+		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if n, err := c.Read(buf); err == nil {
+			got = string(buf[:n])
+		} else {
+			time.Sleep(20 * time.Millisecond) // refused: not yet listening
+		}
+	}
+	if got != "backend-8" {
+		t.Errorf("answer %q, want backend-8", got)
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Errorf("udp-serve: %v", err)
 	}
 }
