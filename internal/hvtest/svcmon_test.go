@@ -9,19 +9,22 @@ import (
 	"github.com/govn/govn/internal/lab"
 )
 
-// TestGovnChassisServiceMonitor: a switch load balancer with a health
-// check and two backends on two govn chassis. Each chassis probes its
-// backend and writes the Service_Monitor status; a backend whose server
-// stops goes offline and the VIP reaches only the other; started again,
-// it is online and the VIP reaches both. The time each change took is
-// logged.
-func TestGovnChassisServiceMonitor(t *testing.T) {
-	c := govnChassisCluster(t, 2)
+// svcLab is a switch with a router, a client vm1 on hypervisor 1 and
+// backends vm2 (hypervisor 1) and vm3 (hypervisor 2), each serving HTTP on
+// 80; load balancers with health checks (interval 1 s, timeout 1 s,
+// success_count 1, failure_count 2) are added by healthChecked.
+type svcLab struct {
+	c   *Cluster
+	tl  lab.Tool
+	vms map[string]*VM
+}
+
+func newSvcLab(t *testing.T, c *Cluster) *svcLab {
 	c.NBCtl(t, "ls-add", "ls0")
 	c.NBCtl(t, "lr-add", "lr0", "--", "lrp-add", "lr0", "lr0-ls0", "0a:00:00:00:00:fe", "10.0.0.1/24")
 	c.NBCtl(t, "lsp-add", "ls0", "ls0-lr0", "--", "lsp-set-type", "ls0-lr0", "router",
 		"--", "lsp-set-addresses", "ls0-lr0", "router", "--", "lsp-set-options", "ls0-lr0", "router-port=lr0-ls0")
-	vms := map[string]*VM{}
+	l := &svcLab{c: c, vms: map[string]*VM{}}
 	for _, vm := range []struct {
 		name, mac, ip string
 		hv            int
@@ -31,66 +34,67 @@ func TestGovnChassisServiceMonitor(t *testing.T) {
 		{"vm3", "0a:00:00:00:00:03", "10.0.0.13", 2},
 	} {
 		c.NBCtl(t, "lsp-add", "ls0", vm.name, "--", "lsp-set-addresses", vm.name, vm.mac+" "+vm.ip)
-		vms[vm.name] = c.AddVM(t, c.Hypervisor(vm.hv), VMSpec{Name: vm.name, LSP: vm.name, MAC: vm.mac, Addr: vm.ip + "/24", Gateway: "10.0.0.1"})
+		l.vms[vm.name] = c.AddVM(t, c.Hypervisor(vm.hv), VMSpec{Name: vm.name, LSP: vm.name, MAC: vm.mac, Addr: vm.ip + "/24", Gateway: "10.0.0.1"})
 	}
 	for _, vm := range []string{"vm1", "vm2", "vm3"} {
 		c.WaitPortUp(t, vm)
 	}
-	tl, err := vmTool()
+	var err error
+	l.tl, err = vmTool()
 	must(t, err)
-	serve := func(vm *VM, name string) *lab.Daemon {
-		t.Helper()
-		d, err := tl.HTTPServe(t, c.Dir, vm.NS, "vm-"+vm.Name+"/"+name, 80, vm.Name)
-		must(t, err)
-		return d
-	}
-	vm2Server := serve(vms["vm2"], "http-80")
-	serve(vms["vm3"], "http-80")
-	c.NBCtl(t, "lb-add", "lb0", "172.16.0.100:80", "10.0.0.12:80,10.0.0.13:80", "tcp")
-	c.NBCtl(t, "set", "load_balancer", "lb0",
-		`ip_port_mappings:10.0.0.12=vm2:10.0.0.254`, `ip_port_mappings:10.0.0.13=vm3:10.0.0.254`)
-	c.NBCtl(t, "--id=@hc", "create", "Load_Balancer_Health_Check", `vip="172.16.0.100:80"`,
-		"options:interval=1", "options:timeout=1", "options:success_count=1", "options:failure_count=2",
-		"--", "add", "Load_Balancer", "lb0", "health_check", "@hc")
-	c.NBCtl(t, "--wait=hv", "ls-lb-add", "ls0", "lb0")
-	// A UDP service: vm2 answers on 5353, vm3 has nothing there (its
-	// kernel answers ICMP port unreachable).
-	_, err = tl.UDPServe(t, c.Dir, vms["vm2"].NS, "vm-vm2/udp-5353", 5353, "vm2")
-	must(t, err)
-	c.NBCtl(t, "lb-add", "lb1", "172.16.0.100:53", "10.0.0.12:5353,10.0.0.13:5353", "udp")
-	c.NBCtl(t, "set", "load_balancer", "lb1",
-		`ip_port_mappings:10.0.0.12=vm2:10.0.0.254`, `ip_port_mappings:10.0.0.13=vm3:10.0.0.254`)
-	c.NBCtl(t, "--id=@hc", "create", "Load_Balancer_Health_Check", `vip="172.16.0.100:53"`,
-		"options:interval=1", "options:timeout=1", "options:success_count=1", "options:failure_count=2",
-		"--", "add", "Load_Balancer", "lb1", "health_check", "@hc")
-	c.NBCtl(t, "--wait=hv", "ls-lb-add", "ls0", "lb1")
+	return l
+}
 
-	statusOf := func(ip, proto string) string {
-		return strings.TrimSpace(c.SBCtl(t, "--bare", "--columns=status", "find", "Service_Monitor", "ip="+ip, "protocol="+proto))
+// serveHTTP starts vm's HTTP server on 80 (name: its log's).
+func (l *svcLab) serveHTTP(t *testing.T, vm, name string) *lab.Daemon {
+	t.Helper()
+	d, err := l.tl.HTTPServe(t, l.c.Dir, l.vms[vm].NS, "vm-"+vm+"/"+name, 80, vm)
+	must(t, err)
+	return d
+}
+
+// healthChecked adds load balancer name on ls0 for vip (with port) and
+// backends vm2 and vm3 at port, health-checked from 10.0.0.254.
+func (l *svcLab) healthChecked(t *testing.T, name, vip, port, proto string) {
+	t.Helper()
+	l.c.NBCtl(t, "lb-add", name, vip, "10.0.0.12:"+port+",10.0.0.13:"+port, proto)
+	l.c.NBCtl(t, "set", "load_balancer", name,
+		`ip_port_mappings:10.0.0.12=vm2:10.0.0.254`, `ip_port_mappings:10.0.0.13=vm3:10.0.0.254`)
+	l.c.NBCtl(t, "--id=@hc", "create", "Load_Balancer_Health_Check", `vip="`+vip+`"`,
+		"options:interval=1", "options:timeout=1", "options:success_count=1", "options:failure_count=2",
+		"--", "add", "Load_Balancer", name, "health_check", "@hc")
+	l.c.NBCtl(t, "--wait=hv", "ls-lb-add", "ls0", name)
+}
+
+func (l *svcLab) status(t *testing.T, ip, proto string) string {
+	return strings.TrimSpace(l.c.SBCtl(t, "--bare", "--columns=status", "find", "Service_Monitor", "ip="+ip, "protocol="+proto))
+}
+
+// waitStatus waits for the monitor of ip and proto to show want, then for
+// northd and the chassis to have acted on it; it returns how long the
+// status took.
+func (l *svcLab) waitStatus(t *testing.T, ip, proto, want string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	if err := lab.WaitFor(30*time.Second, "Service_Monitor "+ip+" "+proto+" "+want, func() bool { return l.status(t, ip, proto) == want }); err != nil {
+		t.Fatalf("%v (status %q; Service_Monitor:\n%s)", err, l.status(t, ip, proto), l.c.SBCtl(t, "list", "Service_Monitor"))
 	}
-	status := func(ip string) string { return statusOf(ip, "tcp") }
-	waitFor := func(ip, proto, want string) {
-		t.Helper()
-		start := time.Now()
-		if err := lab.WaitFor(30*time.Second, "Service_Monitor "+ip+" "+proto+" "+want, func() bool { return statusOf(ip, proto) == want }); err != nil {
-			t.Fatalf("%v (status %q; Service_Monitor:\n%s)", err, statusOf(ip, proto), c.SBCtl(t, "list", "Service_Monitor"))
-		}
-		t.Logf("Service_Monitor %s %s %s after %v", ip, proto, want, time.Since(start).Round(10*time.Millisecond))
-		c.NBCtl(t, "--wait=hv", "sync") // northd has seen the status, the chassis its flows
-	}
-	waitStatus := func(ip, want string) { t.Helper(); waitFor(ip, "tcp", want) }
-	waitStatus("10.0.0.12", "online")
-	waitStatus("10.0.0.13", "online")
-	waitFor("10.0.0.12", "udp", "online")
-	waitFor("10.0.0.13", "udp", "offline")
-	// Each SYN-ACK was answered with a RST: no half-open connection is
-	// left on the backends (one may be caught between its SYN-ACK and
-	// the RST: look thrice; without RSTs they stay for a minute).
-	for _, vm := range []string{"vm2", "vm3"} {
+	took := time.Since(start).Round(10 * time.Millisecond)
+	t.Logf("Service_Monitor %s %s %s after %v", ip, proto, want, took)
+	l.c.NBCtl(t, "--wait=hv", "sync")
+	return took
+}
+
+// noHalfOpen checks that every SYN-ACK the backends sent was answered
+// with a RST: no SYN-RECV connection is left (one may be caught between
+// its SYN-ACK and the RST: look thrice; without RSTs they stay a minute).
+func (l *svcLab) noHalfOpen(t *testing.T, vms ...string) {
+	t.Helper()
+	for _, vm := range vms {
 		var out string
 		for range 3 {
 			var err error
-			out, err = run(context.Background(), nil, inNS(vms[vm].NS, "ss", "-Htn", "state", "syn-recv")...)
+			out, err = run(context.Background(), nil, inNS(l.vms[vm].NS, "ss", "-Htn", "state", "syn-recv")...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,25 +107,91 @@ func TestGovnChassisServiceMonitor(t *testing.T) {
 			t.Errorf("%s has half-open connections:\n%s", vm, out)
 		}
 	}
-	if missing := curlUntilAll(t, vms["vm1"], "http://172.16.0.100/", []string{"vm2", "vm3"}); len(missing) > 0 {
+}
+
+// TestGovnChassisServiceMonitor: a switch load balancer with a health
+// check and two backends on two govn chassis. Each chassis probes its
+// backend and writes the Service_Monitor status; a backend whose server
+// stops goes offline and the VIP reaches only the other; started again,
+// it is online and the VIP reaches both. A UDP health check: the backend
+// that listens is online, the other (ICMP port unreachable) offline.
+func TestGovnChassisServiceMonitor(t *testing.T) {
+	l := newSvcLab(t, govnChassisCluster(t, 2))
+	vm2Server := l.serveHTTP(t, "vm2", "http-80")
+	l.serveHTTP(t, "vm3", "http-80")
+	l.healthChecked(t, "lb0", "172.16.0.100:80", "80", "tcp")
+	_, err := l.tl.UDPServe(t, l.c.Dir, l.vms["vm2"].NS, "vm-vm2/udp-5353", 5353, "vm2")
+	must(t, err)
+	l.healthChecked(t, "lb1", "172.16.0.100:53", "5353", "udp")
+
+	l.waitStatus(t, "10.0.0.12", "tcp", "online")
+	l.waitStatus(t, "10.0.0.13", "tcp", "online")
+	l.waitStatus(t, "10.0.0.12", "udp", "online")
+	l.waitStatus(t, "10.0.0.13", "udp", "offline")
+	l.noHalfOpen(t, "vm2", "vm3")
+	vm1 := l.vms["vm1"]
+	if missing := curlUntilAll(t, vm1, "http://172.16.0.100/", []string{"vm2", "vm3"}); len(missing) > 0 {
 		t.Fatalf("backends %v never answered the VIP", missing)
 	}
 
 	vm2Server.Stop()
-	waitStatus("10.0.0.12", "offline")
-	if got := status("10.0.0.13"); got != "online" {
+	l.waitStatus(t, "10.0.0.12", "tcp", "offline")
+	if got := l.status(t, "10.0.0.13", "tcp"); got != "online" {
 		t.Errorf("vm3's monitor is %q while its server runs", got)
 	}
 	for i := range 10 {
-		body, err := vms["vm1"].Curl("http://172.16.0.100/")
+		body, err := vm1.Curl("http://172.16.0.100/")
 		if err != nil || strings.TrimSpace(body) != "vm3" {
 			t.Errorf("request %d to the VIP with vm2 offline: %q, %v", i+1, body, err)
 		}
 	}
 
-	serve(vms["vm2"], "http-80-again")
-	waitStatus("10.0.0.12", "online")
-	if missing := curlUntilAll(t, vms["vm1"], "http://172.16.0.100/", []string{"vm2", "vm3"}); len(missing) > 0 {
+	l.serveHTTP(t, "vm2", "http-80-again")
+	l.waitStatus(t, "10.0.0.12", "tcp", "online")
+	if missing := curlUntilAll(t, vm1, "http://172.16.0.100/", []string{"vm2", "vm3"}); len(missing) > 0 {
 		t.Fatalf("backends %v never answered the VIP after vm2 came back", missing)
 	}
+}
+
+// TestServiceMonitorDifferential: the same health checks with vm2 on govn
+// chassis and vm3 on the real ovn-controller: both chassis find the same
+// statuses (TCP and UDP, servers up, down, up again), in comparable
+// times, which are logged.
+func TestServiceMonitorDifferential(t *testing.T) {
+	l := newSvcLab(t, govnChassisMix(t, 2, 2)) // hv1 govn chassis, hv2 the real one
+	servers := []*lab.Daemon{l.serveHTTP(t, "vm2", "http-80"), l.serveHTTP(t, "vm3", "http-80")}
+	l.healthChecked(t, "lb0", "172.16.0.100:80", "80", "tcp")
+	l.healthChecked(t, "lb1", "172.16.0.100:53", "5353", "udp") // nobody listens
+	// took waits for both monitors to show want, timing each from the
+	// same start.
+	took := func(want string) {
+		t.Helper()
+		start := time.Now()
+		at := map[string]time.Duration{}
+		err := lab.WaitFor(30*time.Second, "both TCP monitors "+want, func() bool {
+			for _, ip := range []string{"10.0.0.12", "10.0.0.13"} {
+				if _, ok := at[ip]; !ok && l.status(t, ip, "tcp") == want {
+					at[ip] = time.Since(start).Round(10 * time.Millisecond)
+				}
+			}
+			return len(at) == 2
+		})
+		if err != nil {
+			t.Fatalf("%v: %v (Service_Monitor:\n%s)", err, at, l.c.SBCtl(t, "list", "Service_Monitor"))
+		}
+		t.Logf("tcp %s after: govn chassis %v, ovn-controller %v", want, at["10.0.0.12"], at["10.0.0.13"])
+		l.c.NBCtl(t, "--wait=hv", "sync")
+	}
+	took("online")
+	for _, ip := range []string{"10.0.0.12", "10.0.0.13"} {
+		l.waitStatus(t, ip, "udp", "offline")
+	}
+	l.noHalfOpen(t, "vm2")
+	for _, s := range servers {
+		s.Stop()
+	}
+	took("offline")
+	l.serveHTTP(t, "vm2", "http-80-again")
+	l.serveHTTP(t, "vm3", "http-80-again")
+	took("online")
 }
