@@ -102,11 +102,14 @@ func govnHas(t *testing.T, bin, sub string) {
 	}
 }
 
-// forEachDeployment runs scenario once for every pairing of a northd and
-// a chassis: the real ovn-northd and the real ovn-controller with
-// ovs-vswitchd now; govn northd and govn chassis (alone, and mixed with
-// real hypervisors) with GOVN_HVTEST_GOVN=1, once `govn northd --help` or
-// `govn chassis --help` succeed from a fresh build of ./cmd/govn.
+// forEachDeployment runs scenario once for each deployment: the real
+// ovn-northd with the real ovn-controller and ovs-vswitchd; govn northd
+// with the real chassis; the real ovn-northd with govn chassis, alone and
+// mixed with real hypervisors; and govn alone (govn northd and govn
+// chassis). A govn deployment runs always for the scenarios in
+// govnNorthdPasses and govnChassisPasses, otherwise only with
+// GOVN_HVTEST_GOVN=1, and only once `govn northd --help` or `govn chassis
+// --help` succeed from a fresh build of ./cmd/govn.
 func forEachDeployment(t *testing.T, scenario func(t *testing.T, opts Options)) {
 	if why := Available(); why != "" {
 		t.Skip(why)
@@ -124,25 +127,26 @@ func forEachDeployment(t *testing.T, scenario func(t *testing.T, opts Options)) 
 		govnHas(t, bin, "chassis")
 		return GovnChassis{Argv: []string{bin, "chassis"}}
 	}
+	govnNorthd := func(t *testing.T) Northd {
+		if !govnNorthdPasses[strings.Split(t.Name(), "/")[0]] {
+			govnWanted(t, "northd")
+		}
+		bin := govn.get(t)
+		govnHas(t, bin, "northd")
+		return NorthdCommand{Argv: []string{bin, "northd"}}
+	}
+	allGovnChassis := func(t *testing.T) func(int) Chassis {
+		g := govnChassis(t)
+		return func(int) Chassis { return g }
+	}
 	for _, d := range []struct {
 		name    string
 		northd  func(*testing.T) Northd
 		chassis func(*testing.T) func(int) Chassis
 	}{
 		{"ovn-northd/ovn-controller", func(*testing.T) Northd { return RealNorthd() }, realChassis},
-		{"govn-northd/ovn-controller", func(t *testing.T) Northd {
-			if !govnNorthdPasses[strings.Split(t.Name(), "/")[0]] {
-				govnWanted(t, "northd")
-			}
-			bin := govn.get(t)
-			govnHas(t, bin, "northd")
-			return NorthdCommand{Argv: []string{bin, "northd"}}
-		}, realChassis},
-		{"ovn-northd/govn-chassis", func(*testing.T) Northd { return RealNorthd() },
-			func(t *testing.T) func(int) Chassis {
-				g := govnChassis(t)
-				return func(int) Chassis { return g }
-			}},
+		{"govn-northd/ovn-controller", govnNorthd, realChassis},
+		{"ovn-northd/govn-chassis", func(*testing.T) Northd { return RealNorthd() }, allGovnChassis},
 		{"ovn-northd/mixed", func(*testing.T) Northd { return RealNorthd() },
 			func(t *testing.T) func(int) Chassis {
 				g := govnChassis(t)
@@ -153,6 +157,8 @@ func forEachDeployment(t *testing.T, scenario func(t *testing.T, opts Options)) 
 					return RealChassis{}
 				}
 			}},
+		// govn alone: govn northd's Southbound driving govn chassis.
+		{"govn-northd/govn-chassis", govnNorthd, allGovnChassis},
 	} {
 		t.Run(strings.ReplaceAll(d.name, "/", "+"), func(t *testing.T) {
 			scenario(t, Options{Northd: d.northd(t), Chassis: d.chassis(t)})
