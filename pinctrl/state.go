@@ -121,7 +121,7 @@ func NewState(c *client.Cache, chassis string) *State {
 			PeerKey: uint32(peer.TunnelKey), Options: p.Options})
 	}
 	sort.Slice(st.RAPorts, func(i, j int) bool { return st.RAPorts[i].Name < st.RAPorts[j].Name })
-	st.ServiceMonitors = localServiceMonitors(c, me, byName, byUUID)
+	st.ServiceMonitors = localServiceMonitors(client.List[sb.ServiceMonitor](c), me, byName, byUUID)
 	localnets := map[ovsdb.UUID][]uint32{}
 	for _, p := range ports {
 		if p.Type == "localnet" {

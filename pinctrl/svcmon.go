@@ -81,15 +81,15 @@ func parseSvcTiming(o map[string]string) (svcTiming, error) {
 	return svcTiming{time.Duration(iv) * time.Second, time.Duration(to) * time.Second, sc, fc}, nil
 }
 
-// localServiceMonitors reads the Service_Monitor rows whose logical port
+// localServiceMonitors picks the Service_Monitor rows whose logical port
 // is bound to chassis me. A row that cannot be probed (bad address,
 // options) is kept with Problems set: its status is "error".
-func localServiceMonitors(c *client.Cache, me ovsdb.UUID, ports map[string]*sb.PortBinding, dps map[ovsdb.UUID]*Datapath) []ServiceMonitor {
+func localServiceMonitors(rows []sb.ServiceMonitor, me ovsdb.UUID, ports map[string]*sb.PortBinding, dps map[ovsdb.UUID]*Datapath) []ServiceMonitor {
 	if me == (ovsdb.UUID{}) {
 		return nil
 	}
 	var out []ServiceMonitor
-	for _, r := range client.List[sb.ServiceMonitor](c) {
+	for _, r := range rows {
 		pb := ports[r.LogicalPort]
 		if pb == nil || pb.Chassis == nil || *pb.Chassis != me || dps[pb.Datapath] == nil {
 			continue
@@ -447,7 +447,7 @@ const svcTick = 100 * time.Millisecond
 // probeServices sends the probes due, decides those timed out, and
 // hands status changes to the writer.
 func (p *Pinctrl) probeServices(now time.Time) {
-	st := p.currentState(now)
+	st := p.svcState(now)
 	if st == nil {
 		return
 	}
@@ -505,6 +505,16 @@ func (p *Pinctrl) probeServices(now time.Time) {
 			delete(sp.pending, id)
 		}
 	}
+}
+
+// svcState is the state for the prober: the one last built while it is
+// under a second old, since the prober ticks ten times a second and
+// need not rebuild a busy Southbound's state that often.
+func (p *Pinctrl) svcState(now time.Time) *State {
+	if p.fixedState == nil && p.state != nil && p.cfg.SB() == p.stateFrom && now.Sub(p.stateTime) < time.Second {
+		return p.state
+	}
+	return p.currentState(now)
 }
 
 // svcReplies gives replies to their monitors' state machines and closes

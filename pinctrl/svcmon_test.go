@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -330,4 +331,47 @@ func FuzzParseSvcReply(f *testing.F) {
 			t.Errorf("accepted %+v", r)
 		}
 	})
+}
+
+// TestLocalServiceMonitors: only rows of ports bound here are probed,
+// with the port's MAC and place; a row with bad columns is kept with its
+// problems (to be written "error").
+func TestLocalServiceMonitors(t *testing.T) {
+	me, other := ovsdb.UUIDFromBytes([16]byte{9}), ovsdb.UUIDFromBytes([16]byte{8})
+	dpID := ovsdb.UUIDFromBytes([16]byte{7})
+	dps := map[ovsdb.UUID]*Datapath{dpID: {UUID: dpID, Key: 2}}
+	ports := map[string]*sb.PortBinding{
+		"vm2": {LogicalPort: "vm2", Datapath: dpID, TunnelKey: 3, Chassis: &me, MAC: []string{"0a:00:00:00:00:02 10.0.0.12"}},
+		"vm3": {LogicalPort: "vm3", Datapath: dpID, TunnelKey: 4, Chassis: &other, MAC: []string{"0a:00:00:00:00:03 10.0.0.13"}},
+	}
+	udp, offline := "udp", "offline"
+	rows := []sb.ServiceMonitor{
+		{UUID: ovsdb.UUIDFromBytes([16]byte{1}), LogicalPort: "vm2", IP: "10.0.0.12", Port: 80, SrcIP: "10.0.0.254", SrcMAC: "0a:fe:00:00:00:01",
+			Options: map[string]string{"interval": "2"}},
+		{UUID: ovsdb.UUIDFromBytes([16]byte{2}), LogicalPort: "vm2", IP: "10.0.0.12", Port: 53, Protocol: &udp, Status: &offline,
+			SrcIP: "10.0.0.254", SrcMAC: "0a:fe:00:00:00:01"},
+		{UUID: ovsdb.UUIDFromBytes([16]byte{3}), LogicalPort: "vm3", IP: "10.0.0.13", Port: 80, SrcIP: "10.0.0.254", SrcMAC: "0a:fe:00:00:00:01"},
+		{UUID: ovsdb.UUIDFromBytes([16]byte{4}), LogicalPort: "vm2", IP: "10.0.0.x", Port: 0, SrcIP: "10.0.0.254", SrcMAC: "bad",
+			Options: map[string]string{"timeout": "0"}},
+		{UUID: ovsdb.UUIDFromBytes([16]byte{5}), LogicalPort: "gone", IP: "10.0.0.14", Port: 80},
+	}
+	got := localServiceMonitors(rows, me, ports, dps)
+	if len(got) != 3 {
+		t.Fatalf("%d monitors, want 3 (vm2's): %+v", len(got), got)
+	}
+	tcp := got[0]
+	if tcp.Proto != "tcp" || tcp.Switch != 2 || tcp.PortKey != 3 || tcp.MAC.String() != "0a:00:00:00:00:02" || tcp.L4Port != 80 ||
+		tcp.Timing != (svcTiming{2 * time.Second, 20 * time.Second, 3, 3}) || tcp.Problems != "" || tcp.Status != "" {
+		t.Errorf("tcp monitor %+v", tcp)
+	}
+	if u := got[1]; u.Proto != "udp" || u.Status != "offline" || u.Problems != "" {
+		t.Errorf("udp monitor %+v", u)
+	}
+	if b := got[2]; b.Problems == "" || !strings.Contains(b.Problems, "bad ip") || !strings.Contains(b.Problems, "bad src_mac") ||
+		!strings.Contains(b.Problems, "bad port") || !strings.Contains(b.Problems, "bad timeout") {
+		t.Errorf("bad row's problems %q", b.Problems)
+	}
+	if got := localServiceMonitors(rows, ovsdb.UUID{}, ports, dps); got != nil {
+		t.Errorf("without a chassis: %+v", got)
+	}
 }
