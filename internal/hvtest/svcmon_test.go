@@ -115,8 +115,27 @@ func (l *svcLab) noHalfOpen(t *testing.T, vms ...string) {
 // stops goes offline and the VIP reaches only the other; started again,
 // it is online and the VIP reaches both. A UDP health check: the backend
 // that listens is online, the other (ICMP port unreachable) offline.
+//
+// It runs with the real ovn-northd and with govn northd (govn alone).
 func TestGovnChassisServiceMonitor(t *testing.T) {
-	l := newSvcLab(t, govnChassisCluster(t, 2))
+	t.Run("ovn-northd", func(t *testing.T) { serviceMonitorScenario(t, govnChassisCluster(t, 2)) })
+	t.Run("govn-northd", func(t *testing.T) {
+		if why := Available(); why != "" {
+			t.Skip(why)
+		}
+		var govn govnBinary
+		t.Cleanup(govn.remove)
+		bin := govn.get(t)
+		govnHas(t, bin, "chassis")
+		govnHas(t, bin, "northd")
+		g := GovnChassis{Argv: []string{bin, "chassis"}}
+		serviceMonitorScenario(t, New(t, Options{Hypervisors: 2, Northd: NorthdCommand{Argv: []string{bin, "northd"}},
+			Chassis: func(int) Chassis { return g }}))
+	})
+}
+
+func serviceMonitorScenario(t *testing.T, c *Cluster) {
+	l := newSvcLab(t, c)
 	vm2Server := l.serveHTTP(t, "vm2", "http-80")
 	l.serveHTTP(t, "vm3", "http-80")
 	l.healthChecked(t, "lb0", "172.16.0.100:80", "80", "tcp")
