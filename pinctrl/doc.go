@@ -84,7 +84,10 @@
 // a success, for TCP silence is a failure. success_count successes in a
 // row make the service online, failure_count failures offline; status is
 // written only when it differs from the Southbound's ("error" for a row
-// that cannot be probed).
+// that cannot be probed). pinctrl/show counts the monitors by status.
+// internal/hvtest's TestGovnChassisServiceMonitor and
+// TestServiceMonitorDifferential check it against backends that stop and
+// start, and against the real ovn-controller's statuses.
 //
 // Parsed userdata and compiled nested bodies are cached (bounded), since
 // they cost far more than building a packet.

@@ -77,6 +77,7 @@ type Pinctrl struct {
 	fdbStats   MACBindingStats
 	outErrors  uint64
 	svc        *svcProber // the service monitors' state, on the runner's goroutine
+	svcStats   SvcStats
 }
 
 // KindStats count one kind of controller action.
@@ -101,6 +102,7 @@ type Stats struct {
 	MACBindings  MACBindingStats
 	FDB          MACBindingStats // put_fdb's, counted alike
 	PacketOutErr uint64          // packet-outs the datapath refused
+	Services     SvcStats        // the service monitors probed here
 }
 
 // New returns a Pinctrl; Run starts it.
@@ -494,7 +496,7 @@ func (p *Pinctrl) commitBindings(ctx context.Context, batch map[BindingKey]MACBi
 func (p *Pinctrl) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Stats{Kinds: map[string]KindStats{}, MACBindings: p.mb, FDB: p.fdbStats, PacketOutErr: p.outErrors}
+	s := Stats{Kinds: map[string]KindStats{}, MACBindings: p.mb, FDB: p.fdbStats, PacketOutErr: p.outErrors, Services: p.svcStats}
 	for k, v := range p.counters {
 		s.Kinds[k] = *v
 	}
@@ -519,6 +521,8 @@ func (s Stats) String() string {
 	m = s.FDB
 	fmt.Fprintf(&b, "fdb: learned %d, duplicates %d, queue drops %d, written %d, failed transactions %d\n",
 		m.Learned, m.Duplicates, m.QueueDrops, m.Written, m.WriteFails)
+	v := s.Services
+	fmt.Fprintf(&b, "service monitors: online %d, offline %d, undecided %d, error %d\n", v.Online, v.Offline, v.Undecided, v.Error)
 	fmt.Fprintf(&b, "packet-out errors: %d\n", s.PacketOutErr)
 	return b.String()
 }

@@ -441,6 +441,11 @@ func newSvcProber() *svcProber {
 		writes: make(chan svcStatus, 256), pending: map[ovsdb.UUID]pendingStatus{}}
 }
 
+// SvcStats count this chassis' service monitors by the status it found.
+type SvcStats struct {
+	Online, Offline, Undecided, Error int
+}
+
 // svcTick is how often the prober looks for probes due and timed out.
 const svcTick = 100 * time.Millisecond
 
@@ -495,6 +500,23 @@ func (p *Pinctrl) probeServices(now time.Time) {
 		default: // the writer is behind: the next tick tries again
 		}
 	}
+	var counts SvcStats
+	for i := range st.ServiceMonitors {
+		m := &st.ServiceMonitors[i]
+		switch c := sp.checks[m.UUID]; {
+		case m.Problems != "":
+			counts.Error++
+		case c == nil || c.status == "":
+			counts.Undecided++
+		case c.status == sb.ServiceMonitorStatusOnline:
+			counts.Online++
+		default:
+			counts.Offline++
+		}
+	}
+	p.mu.Lock()
+	p.svcStats = counts
+	p.mu.Unlock()
 	for id := range sp.checks {
 		if !seen[id] {
 			if sp.byKey[sp.mons[id].key()] == id {

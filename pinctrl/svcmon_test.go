@@ -270,6 +270,12 @@ func TestProbeServices(t *testing.T) {
 	if len(p.svc.writes) != 0 {
 		t.Error("a pending status was written again")
 	}
+	if got := p.Stats().Services; got != (SvcStats{Online: 1}) {
+		t.Errorf("service stats %+v, want one online", got)
+	}
+	if !strings.Contains(p.Stats().String(), "service monitors: online 1, offline 0, undecided 0, error 0") {
+		t.Errorf("pinctrl/show:\n%s", p.Stats())
+	}
 	p.fixedState.ServiceMonitors[0].Status = sb.ServiceMonitorStatusOnline
 	p.probeServices(now.Add(time.Second))
 	if len(p.svc.writes) != 0 || len(p.svc.pending) != 0 {
@@ -282,6 +288,9 @@ func TestProbeServices(t *testing.T) {
 	p.probeServices(now.Add(2 * time.Second))
 	if s := <-p.svc.writes; s.status != sb.ServiceMonitorStatusError || len(sw.pos) != n || len(p.svc.checks) != 0 {
 		t.Errorf("unprobeable row: wrote %+v, %d probes, %d checks left", s, len(sw.pos)-n, len(p.svc.checks))
+	}
+	if got := p.Stats().Services; got != (SvcStats{Error: 1}) {
+		t.Errorf("service stats %+v, want one error", got)
 	}
 }
 
@@ -373,5 +382,27 @@ func TestLocalServiceMonitors(t *testing.T) {
 	}
 	if got := localServiceMonitors(rows, ovsdb.UUID{}, ports, dps); got != nil {
 		t.Errorf("without a chassis: %+v", got)
+	}
+}
+
+// BenchmarkProbeServices: one prober tick over 1,000 monitors, each
+// probed every second (so a tenth of ticks send each one's probe).
+func BenchmarkProbeServices(b *testing.B) {
+	p, err := New(Config{Switch: &countingSwitch{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.fixedState = testState()
+	for i := range 1000 {
+		m := testMonitor("tcp")
+		m.UUID = ovsdb.UUIDFromBytes([16]byte{byte(i >> 8), byte(i), 1})
+		m.L4Port = uint16(1000 + i)
+		p.fixedState.ServiceMonitors = append(p.fixedState.ServiceMonitors, m)
+	}
+	now := time.Unix(1000, 0)
+	b.ResetTimer()
+	for range b.N {
+		p.probeServices(now)
+		now = now.Add(svcTick)
 	}
 }
