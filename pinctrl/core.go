@@ -63,6 +63,7 @@ type Output struct {
 	MACBindings []MACBinding
 	FDBs        []FDBEntry
 	SvcReplies  []SvcReply // for the service monitors' prober
+	IGMP        []IGMPReport
 }
 
 // MACBinding is a neighbor learned by put_arp or put_nd: a MAC_Binding
@@ -255,6 +256,8 @@ func (e *Engine) logicalTable(t uint8) (string, int, error) {
 // call runs an action without a result: put_arp, put_nd, put_fdb.
 func (h *handling) call(a *lflow.CallAction) error {
 	switch a.Name {
+	case "igmp":
+		return h.igmp()
 	case "put_fdb":
 		if len(a.Args) != 2 {
 			return errors.New("put_fdb: want 2 arguments")

@@ -111,3 +111,24 @@ func FuzzHandle(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseIGMP(f *testing.F) {
+	f.Add(igmpMsg(igmpV2Report, group1))
+	f.Add(igmpMsg(igmpV2Leave, group1))
+	f.Add(igmpMsg(igmpQuery, netip.IPv4Unspecified()))
+	f.Add(v3Report(v3Record(igmpChangeToExclude, group1), v3Record(igmpModeIsInclude, group2, vmIP)))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		changes, query, err := parseIGMP(b)
+		if err != nil {
+			return
+		}
+		if query && len(changes) > 0 {
+			t.Fatalf("a query reported changes")
+		}
+		for _, c := range changes {
+			if !c.Group.Is4() || !c.Group.IsMulticast() || c.Group.IsLinkLocalMulticast() {
+				t.Fatalf("change of %s, not a snooped group", c.Group)
+			}
+		}
+	})
+}

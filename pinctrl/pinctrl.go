@@ -78,6 +78,14 @@ type Pinctrl struct {
 	outErrors  uint64
 	svc        *svcProber // the service monitors' state, on the runner's goroutine
 	svcStats   SvcStats
+
+	// IGMP snooping: snoop and igmpDirty belong to the Run goroutine;
+	// igmpSync carries the latest membership to the writer.
+	snoop      *Snooping
+	igmpDirty  bool
+	igmpFailed bool
+	igmpSync   chan igmpSnapshot
+	igmpStats  IGMPStats
 }
 
 // KindStats count one kind of controller action.
@@ -103,6 +111,7 @@ type Stats struct {
 	FDB          MACBindingStats // put_fdb's, counted alike
 	PacketOutErr uint64          // packet-outs the datapath refused
 	Services     SvcStats        // the service monitors probed here
+	IGMP         IGMPStats
 }
 
 // New returns a Pinctrl; Run starts it.
@@ -120,13 +129,14 @@ func New(cfg Config) (*Pinctrl, error) {
 	return &Pinctrl{cfg: cfg, log: cfg.Logger, engine: e, counters: map[string]*KindStats{},
 		buckets: map[string]*bucket{}, recent: map[BindingKey]string{}, ras: map[string]*raSchedule{}, garps: map[string]*garpSchedule{},
 		bindings: make(chan MACBinding, cfg.MACBindingQueue),
-		fdbs:     make(chan FDBEntry, cfg.MACBindingQueue), recentFDB: map[FDBKey]uint32{}, svc: newSvcProber()}, nil
+		fdbs:     make(chan FDBEntry, cfg.MACBindingQueue), recentFDB: map[FDBKey]uint32{}, svc: newSvcProber(),
+		snoop: NewSnooping(), igmpDirty: true, igmpSync: make(chan igmpSnapshot, 1)}, nil
 }
 
 // Run handles packet-ins until ctx ends.
 func (p *Pinctrl) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() {
 		defer wg.Done()
 		p.writeBindings(ctx)
@@ -134,6 +144,10 @@ func (p *Pinctrl) Run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		p.writeServiceStatus(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		p.writeIGMP(ctx)
 	}()
 	go func() {
 		defer wg.Done()
@@ -154,6 +168,7 @@ func (p *Pinctrl) Run(ctx context.Context) error {
 		case now := <-tick.C:
 			p.sendRAs(now)
 			p.sendGARPs(now)
+			p.tickIGMP(now)
 		case now := <-svcTicker.C:
 			p.probeServices(now)
 		}
@@ -315,6 +330,9 @@ func (p *Pinctrl) handle(pi *dp.PacketIn, now time.Time) {
 		p.learnFDB(f, st)
 	}
 	p.svcReplies(out.SvcReplies, now)
+	if len(out.IGMP) > 0 {
+		p.applyIGMP(out.IGMP, st, now)
+	}
 	p.count(ks, err == nil)
 }
 
@@ -496,7 +514,7 @@ func (p *Pinctrl) commitBindings(ctx context.Context, batch map[BindingKey]MACBi
 func (p *Pinctrl) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Stats{Kinds: map[string]KindStats{}, MACBindings: p.mb, FDB: p.fdbStats, PacketOutErr: p.outErrors, Services: p.svcStats}
+	s := Stats{Kinds: map[string]KindStats{}, MACBindings: p.mb, FDB: p.fdbStats, PacketOutErr: p.outErrors, Services: p.svcStats, IGMP: p.igmpStats}
 	for k, v := range p.counters {
 		s.Kinds[k] = *v
 	}
@@ -523,6 +541,9 @@ func (s Stats) String() string {
 		m.Learned, m.Duplicates, m.QueueDrops, m.Written, m.WriteFails)
 	v := s.Services
 	fmt.Fprintf(&b, "service monitors: online %d, offline %d, undecided %d, error %d\n", v.Online, v.Offline, v.Undecided, v.Error)
+	g := s.IGMP
+	fmt.Fprintf(&b, "igmp: reports %d, ignored %d, groups %d, rows written %d, failed transactions %d\n",
+		g.Reports, g.Ignored, g.Groups, g.Written, g.WriteFails)
 	fmt.Fprintf(&b, "packet-out errors: %d\n", s.PacketOutErr)
 	return b.String()
 }

@@ -103,10 +103,10 @@ func TestMACBindingDedup(t *testing.T) {
 // counted as an error, not answered, and does not stop it.
 func TestUnsupportedCounted(t *testing.T) {
 	p, sw := newTestPinctrl(t, Config{})
-	pi := packetIn(`igmp;`, ethFrame(routerMAC, vmMAC, etherIPv4, nil), 2, 10, nil)
+	pi := packetIn(`sctp_abort { output; };`, ethFrame(routerMAC, vmMAC, etherIPv4, nil), 2, 10, nil)
 	p.handle(pi, time.Unix(1000, 0))
-	if got := p.Stats().Kinds["igmp"]; got.Errors != 1 || sw.outs != 0 {
-		t.Errorf("igmp counters %+v, %d packet-outs", got, sw.outs)
+	if got := p.Stats().Kinds["sctp_abort"]; got.Errors != 1 || sw.outs != 0 {
+		t.Errorf("sctp_abort counters %+v, %d packet-outs", got, sw.outs)
 	}
 }
 

@@ -30,6 +30,8 @@ type State struct {
 	Announcements []Announcement
 	// ServiceMonitors are the Service_Monitor rows of ports bound here.
 	ServiceMonitors []ServiceMonitor
+	// Mcast is the IP_Multicast configuration of each snooping switch.
+	Mcast map[uint32]McastConfig
 }
 
 // Announcement is one nat_addresses entry resident here: a MAC and its
@@ -90,6 +92,7 @@ func NewState(c *client.Cache, chassis string) *State {
 		st.Datapaths[dp.Key] = dp
 		byUUID[d.UUID] = dp
 	}
+	st.Mcast = mcastConfigs(c, byUUID)
 	var me ovsdb.UUID
 	for _, ch := range client.List[sb.Chassis](c) {
 		if ch.Name == chassis {

@@ -1,0 +1,255 @@
+package pinctrl
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/govn/govn/datapath/flow"
+	"github.com/govn/govn/ovsdb"
+	"github.com/govn/govn/ovsdb/client"
+	"github.com/govn/govn/schema/sb"
+)
+
+// IGMP message types (RFC 1112, RFC 2236, RFC 3376).
+const (
+	igmpQuery    = 0x11
+	igmpV1Report = 0x12
+	igmpV2Report = 0x16
+	igmpV2Leave  = 0x17
+	igmpV3Report = 0x22
+)
+
+// IGMPv3 group record types (RFC 3376 4.2.12).
+const (
+	igmpModeIsInclude   = 1
+	igmpModeIsExclude   = 2
+	igmpChangeToInclude = 3
+	igmpChangeToExclude = 4
+	igmpAllowNew        = 5
+	igmpBlockOld        = 6
+)
+
+// groupChange is what one report says of one group: the host joins it
+// (or is still in it) or leaves it.
+type groupChange struct {
+	Group netip.Addr
+	Join  bool
+}
+
+// parseIGMP reads an IGMP message (the IPv4 payload) and returns the
+// membership changes it reports. A query reports none. Snooping keeps no
+// per-source state (as ovn-controller does not): a v3 record that wants
+// any traffic of the group joins it, and only an INCLUDE of no sources
+// (RFC 3376's way to leave) leaves it. Link-local groups (224.0.0.0/24)
+// are always flooded, so they are left out.
+func parseIGMP(b []byte) (changes []groupChange, query bool, err error) {
+	if len(b) < 8 {
+		return nil, false, errTruncated
+	}
+	if fold(onesSum(0, b)) != 0 {
+		return nil, false, errors.New("bad IGMP checksum")
+	}
+	add := func(g [4]byte, join bool) {
+		a := netip.AddrFrom4(g)
+		if a.IsMulticast() && !a.IsLinkLocalMulticast() {
+			changes = append(changes, groupChange{a, join})
+		}
+	}
+	switch b[0] {
+	case igmpQuery:
+		return nil, true, nil
+	case igmpV1Report, igmpV2Report:
+		add([4]byte(b[4:8]), true)
+	case igmpV2Leave:
+		add([4]byte(b[4:8]), false)
+	case igmpV3Report:
+		n := int(binary.BigEndian.Uint16(b[6:]))
+		p := 8
+		for i := range n {
+			if len(b) < p+8 {
+				return nil, false, fmt.Errorf("IGMPv3 record %d: %w", i, errTruncated)
+			}
+			typ, aux, srcs := b[p], int(b[p+1]), int(binary.BigEndian.Uint16(b[p+2:]))
+			g := [4]byte(b[p+4 : p+8])
+			p += 8 + 4*srcs + 4*aux
+			if len(b) < p {
+				return nil, false, fmt.Errorf("IGMPv3 record %d: %w", i, errTruncated)
+			}
+			switch typ {
+			case igmpModeIsInclude, igmpChangeToInclude:
+				add(g, srcs > 0)
+			case igmpModeIsExclude, igmpChangeToExclude, igmpAllowNew:
+				add(g, true)
+			case igmpBlockOld:
+				// Fewer sources of a group still joined: no change.
+			default:
+				// RFC 3376 4.2.12: unknown record types are ignored.
+			}
+		}
+	default:
+		return nil, false, fmt.Errorf("IGMP message type %#x is not a report", b[0])
+	}
+	return changes, false, nil
+}
+
+// IGMPReport is one port's report of one group, from an igmp action.
+type IGMPReport struct {
+	Datapath uint32 // the switch's tunnel key
+	Port     string // the logical port that reported
+	Group    netip.Addr
+	Join     bool
+}
+
+// igmp runs the igmp action: the reports of the packet's port.
+func (h *handling) igmp() error {
+	if h.f == nil || h.f.etype != etherIPv4 || h.f.proto != 2 || h.f.fragment {
+		return errors.New("igmp: not an IGMP packet")
+	}
+	port, ok := h.dp.PortNames[uint32(h.pi.Key.Get(flow.Reg0+14))]
+	if !ok {
+		return fmt.Errorf("igmp: unknown logical port %d", h.pi.Key.Get(flow.Reg0+14))
+	}
+	changes, query, err := parseIGMP(h.f.l4)
+	if err != nil {
+		return fmt.Errorf("igmp: %w", err)
+	}
+	if query {
+		return nil // another querier's: nothing to learn
+	}
+	for _, c := range changes {
+		h.out.IGMP = append(h.out.IGMP, IGMPReport{Datapath: h.dp.Key, Port: port, Group: c.Group, Join: c.Join})
+	}
+	return nil
+}
+
+// McastConfig is a snooping switch's IP_Multicast row, as pinctrl uses it.
+type McastConfig struct {
+	Enabled     bool
+	IdleTimeout time.Duration // a membership not reported again for this long ends
+	TableSize   int           // at most this many groups on the switch
+}
+
+// Defaults of ovn-nb(5)'s mcast_idle_timeout and mcast_table_size.
+const (
+	defaultMcastIdle  = 300 * time.Second
+	defaultMcastTable = 2048
+)
+
+// McastGroup names one multicast group of a switch.
+type McastGroup struct {
+	Datapath uint32
+	Group    netip.Addr
+}
+
+// Snooping is the group membership of this chassis' ports that IGMP
+// reports taught: pure, driven by reports and the clock. It is not safe
+// for concurrent use.
+type Snooping struct {
+	// members: when each port of a group reported it last.
+	members map[McastGroup]map[string]time.Time
+}
+
+// NewSnooping returns a Snooping without members.
+func NewSnooping() *Snooping {
+	return &Snooping{members: map[McastGroup]map[string]time.Time{}}
+}
+
+// Report applies a report received at now, on a switch configured as
+// cfg; it says whether the members of a group changed (a join that only
+// refreshes does not). A new group beyond the switch's table size is
+// dropped.
+func (s *Snooping) Report(r IGMPReport, cfg McastConfig, now time.Time) bool {
+	k := McastGroup{r.Datapath, r.Group}
+	m := s.members[k]
+	if !r.Join {
+		if _, ok := m[r.Port]; !ok {
+			return false
+		}
+		delete(m, r.Port)
+		if len(m) == 0 {
+			delete(s.members, k)
+		}
+		return true
+	}
+	if m == nil {
+		limit := cfg.TableSize
+		if limit <= 0 {
+			limit = defaultMcastTable
+		}
+		n := 0
+		for g := range s.members {
+			if g.Datapath == r.Datapath {
+				n++
+			}
+		}
+		if n >= limit {
+			return false
+		}
+		m = map[string]time.Time{}
+		s.members[k] = m
+	}
+	_, had := m[r.Port]
+	m[r.Port] = now
+	return !had
+}
+
+// Expire ends the memberships not reported for their switch's idle
+// timeout (cfg returns a switch's configuration); it says whether any
+// ended.
+func (s *Snooping) Expire(now time.Time, cfg func(dp uint32) McastConfig) bool {
+	changed := false
+	for k, m := range s.members {
+		idle := cfg(k.Datapath).IdleTimeout
+		if idle <= 0 {
+			idle = defaultMcastIdle
+		}
+		for port, last := range m {
+			if now.Sub(last) >= idle {
+				delete(m, port)
+				changed = true
+			}
+		}
+		if len(m) == 0 {
+			delete(s.members, k)
+		}
+	}
+	return changed
+}
+
+// Groups returns each group's member ports, sorted.
+func (s *Snooping) Groups() map[McastGroup][]string {
+	out := make(map[McastGroup][]string, len(s.members))
+	for k, m := range s.members {
+		ports := make([]string, 0, len(m))
+		for p := range m {
+			ports = append(ports, p)
+		}
+		slices.Sort(ports)
+		out[k] = ports
+	}
+	return out
+}
+
+// mcastConfigs reads the IP_Multicast rows of the switches in byUUID.
+func mcastConfigs(c *client.Cache, byUUID map[ovsdb.UUID]*Datapath) map[uint32]McastConfig {
+	out := map[uint32]McastConfig{}
+	for _, m := range client.List[sb.IPMulticast](c) {
+		dp := byUUID[m.Datapath]
+		if dp == nil {
+			continue
+		}
+		cfg := McastConfig{Enabled: m.Enabled != nil && *m.Enabled, IdleTimeout: defaultMcastIdle, TableSize: defaultMcastTable}
+		if m.IdleTimeout != nil && *m.IdleTimeout > 0 {
+			cfg.IdleTimeout = time.Duration(*m.IdleTimeout) * time.Second
+		}
+		if m.TableSize != nil && *m.TableSize > 0 {
+			cfg.TableSize = int(*m.TableSize)
+		}
+		out[dp.Key] = cfg
+	}
+	return out
+}

@@ -1,0 +1,202 @@
+package pinctrl
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/govn/govn/ovsdb"
+	"github.com/govn/govn/ovsdb/client"
+	"github.com/govn/govn/schema/sb"
+)
+
+// IGMPStats count IGMP snooping's work.
+type IGMPStats struct {
+	Reports    uint64 // group changes reported by local ports
+	Ignored    uint64 // reports on a switch without snooping enabled
+	Groups     int    // groups with members here, at the last sync
+	Written    uint64 // IGMP_Group rows inserted, updated or deleted
+	WriteFails uint64 // transactions that failed
+}
+
+// igmpSnapshot is the membership to mirror into the IGMP_Group rows of
+// this chassis.
+type igmpSnapshot map[McastGroup][]string
+
+// applyIGMP applies the reports of one packet-in; only the Run goroutine
+// calls it.
+func (p *Pinctrl) applyIGMP(reports []IGMPReport, st *State, now time.Time) {
+	for _, r := range reports {
+		cfg, ok := st.Mcast[r.Datapath]
+		p.mu.Lock()
+		if !ok || !cfg.Enabled {
+			p.igmpStats.Ignored++
+			p.mu.Unlock()
+			continue
+		}
+		p.igmpStats.Reports++
+		p.mu.Unlock()
+		if p.snoop.Report(r, cfg, now) {
+			p.igmpDirty = true
+		}
+	}
+	p.syncIGMP()
+}
+
+// tickIGMP expires idle memberships and retries a failed sync.
+func (p *Pinctrl) tickIGMP(now time.Time) {
+	if st := p.currentState(now); st != nil {
+		if p.snoop.Expire(now, func(dp uint32) McastConfig { return st.Mcast[dp] }) {
+			p.igmpDirty = true
+		}
+	}
+	p.mu.Lock()
+	if p.igmpFailed {
+		p.igmpFailed, p.igmpDirty = false, true
+	}
+	p.mu.Unlock()
+	p.syncIGMP()
+}
+
+// syncIGMP hands the membership to the writer if it changed. The writer
+// takes the latest snapshot only: changes made while it writes collapse
+// into one transaction.
+func (p *Pinctrl) syncIGMP() {
+	if !p.igmpDirty {
+		return
+	}
+	snap := igmpSnapshot(p.snoop.Groups())
+	select {
+	case <-p.igmpSync: // replace a snapshot not yet taken
+	default:
+	}
+	p.igmpSync <- snap // cannot block: only this goroutine sends
+	p.igmpDirty = false
+}
+
+// writeIGMP mirrors each snapshot into the Southbound.
+func (p *Pinctrl) writeIGMP(ctx context.Context) {
+	for {
+		var snap igmpSnapshot
+		select {
+		case <-ctx.Done():
+			return
+		case snap = <-p.igmpSync:
+		}
+		n, err := p.commitIGMP(ctx, snap)
+		p.mu.Lock()
+		if err != nil {
+			p.igmpStats.WriteFails++
+			p.igmpFailed = true
+		} else {
+			p.igmpStats.Written += uint64(n)
+			p.igmpStats.Groups = len(snap)
+		}
+		p.mu.Unlock()
+		if err != nil && ctx.Err() == nil {
+			p.log.Warn("pinctrl: writing IGMP groups", "err", err)
+		}
+	}
+}
+
+// igmpRowKey names an IGMP_Group row of this chassis.
+type igmpRowKey struct {
+	datapath ovsdb.UUID
+	address  string
+}
+
+// commitIGMP makes this chassis' IGMP_Group rows say snap: one row per
+// group with members, their Port_Bindings as ports; rows of groups
+// without members go. It returns how many rows it changed.
+func (p *Pinctrl) commitIGMP(ctx context.Context, snap igmpSnapshot) (int, error) {
+	c := p.cfg.SB()
+	if c == nil {
+		return 0, errors.New("no southbound")
+	}
+	name := ""
+	if p.cfg.Chassis != nil {
+		name = p.cfg.Chassis()
+	}
+	n := 0
+	_, err := c.Do(ctx, func(t *client.Txn) error {
+		n = 0
+		want, me, err := igmpRows(c.Cache(), name, snap)
+		if err != nil {
+			return err
+		}
+		for _, g := range client.List[sb.IGMPGroup](c.Cache()) {
+			if g.Chassis == nil || *g.Chassis != me || g.Datapath == nil {
+				continue
+			}
+			k := igmpRowKey{*g.Datapath, g.Address}
+			row, ok := want[k]
+			switch {
+			case !ok:
+				t.Delete(sb.IGMPGroupTable, g.UUID)
+			case slices.Equal(sortedUUIDs(g.Ports), row.Ports):
+				delete(want, k)
+				continue
+			default:
+				t.UpdateModel(&row, g.UUID, "ports")
+				delete(want, k)
+			}
+			n++
+		}
+		for _, row := range want {
+			t.InsertModel(&row)
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
+// igmpRows are the IGMP_Group rows snap asks for, and the chassis' UUID.
+func igmpRows(c *client.Cache, chassis string, snap igmpSnapshot) (map[igmpRowKey]sb.IGMPGroup, ovsdb.UUID, error) {
+	var me ovsdb.UUID
+	for _, ch := range client.List[sb.Chassis](c) {
+		if ch.Name == chassis && chassis != "" {
+			me = ch.UUID
+		}
+	}
+	if me == (ovsdb.UUID{}) {
+		return nil, me, errors.New("this chassis has no Chassis row yet")
+	}
+	dps := map[uint32]ovsdb.UUID{}
+	for _, d := range client.List[sb.DatapathBinding](c) {
+		dps[uint32(d.TunnelKey)] = d.UUID
+	}
+	ports := map[ovsdb.UUID]map[string]ovsdb.UUID{}
+	for _, pb := range client.List[sb.PortBinding](c) {
+		if ports[pb.Datapath] == nil {
+			ports[pb.Datapath] = map[string]ovsdb.UUID{}
+		}
+		ports[pb.Datapath][pb.LogicalPort] = pb.UUID
+	}
+	want := map[igmpRowKey]sb.IGMPGroup{}
+	for g, members := range snap {
+		dp, ok := dps[g.Datapath]
+		if !ok {
+			continue // the switch went away
+		}
+		var uuids []ovsdb.UUID
+		for _, m := range members {
+			if u, ok := ports[dp][m]; ok {
+				uuids = append(uuids, u)
+			}
+		}
+		if len(uuids) == 0 {
+			continue
+		}
+		d, ch := dp, me
+		want[igmpRowKey{dp, g.Group.String()}] = sb.IGMPGroup{Address: g.Group.String(), Datapath: &d, Chassis: &ch, Ports: sortedUUIDs(uuids)}
+	}
+	return want, me, nil
+}
+
+func sortedUUIDs(u []ovsdb.UUID) []ovsdb.UUID {
+	s := slices.Clone(u)
+	slices.SortFunc(s, ovsdb.UUID.Compare)
+	return s
+}

@@ -1,0 +1,217 @@
+package pinctrl
+
+import (
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"reflect"
+	"testing"
+	"time"
+)
+
+var (
+	group1 = netip.MustParseAddr("239.1.1.1")
+	group2 = netip.MustParseAddr("239.2.2.2")
+)
+
+// igmpMsg returns an IGMP message of type typ for group, followed by
+// body, checksummed.
+func igmpMsg(typ byte, group netip.Addr, body ...byte) []byte {
+	b := make([]byte, 8, 8+len(body))
+	b[0] = typ
+	copy(b[4:], group.AsSlice()) // v3: no group there
+	b = append(b, body...)
+	binary.BigEndian.PutUint16(b[2:], fold(onesSum(0, b)))
+	return b
+}
+
+// v3Record is an IGMPv3 group record without auxiliary data.
+func v3Record(typ byte, group netip.Addr, sources ...netip.Addr) []byte {
+	r := []byte{typ, 0, 0, byte(len(sources))}
+	r = append(r, group.AsSlice()...)
+	for _, s := range sources {
+		r = append(r, s.AsSlice()...)
+	}
+	return r
+}
+
+// v3Report is an IGMPv3 report of records.
+func v3Report(records ...[]byte) []byte {
+	var body []byte
+	for _, r := range records {
+		body = append(body, r...)
+	}
+	b := igmpMsg(igmpV3Report, netip.Addr{}, body...)
+	binary.BigEndian.PutUint16(b[6:], uint16(len(records)))
+	binary.BigEndian.PutUint16(b[2:], 0)
+	binary.BigEndian.PutUint16(b[2:], fold(onesSum(0, b)))
+	return b
+}
+
+// igmpFrame is an IGMP message from the VM, as the kernel sends it (TTL
+// 1, to the group or, for v3, to 224.0.0.22).
+func igmpFrame(msg []byte, dst netip.Addr) []byte {
+	mac := net.HardwareAddr{0x01, 0x00, 0x5e, dst.As4()[1] & 0x7f, dst.As4()[2], dst.As4()[3]}
+	return ethFrame(mac, vmMAC, etherIPv4, ipPacket(vmIP, dst, 2, 1, msg, -1))
+}
+
+func TestParseIGMP(t *testing.T) {
+	src := netip.MustParseAddr("10.0.0.99")
+	corrupt := igmpMsg(igmpV2Report, group1)
+	corrupt[7]++
+	for _, tc := range []struct {
+		name    string
+		msg     []byte
+		want    []groupChange
+		query   bool
+		wantErr bool
+	}{
+		{"v1 report", igmpMsg(igmpV1Report, group1), []groupChange{{group1, true}}, false, false},
+		{"v2 report", igmpMsg(igmpV2Report, group1), []groupChange{{group1, true}}, false, false},
+		{"v2 leave", igmpMsg(igmpV2Leave, group1), []groupChange{{group1, false}}, false, false},
+		{"query", igmpMsg(igmpQuery, netip.IPv4Unspecified()), nil, true, false},
+		{"link-local group", igmpMsg(igmpV2Report, netip.MustParseAddr("224.0.0.251")), nil, false, false},
+		{"unicast group", igmpMsg(igmpV2Report, vmIP), nil, false, false},
+		{"v3 join and leave", v3Report(
+			v3Record(igmpChangeToExclude, group1),
+			v3Record(igmpChangeToInclude, group2)),
+			[]groupChange{{group1, true}, {group2, false}}, false, false},
+		{"v3 modes", v3Report(
+			v3Record(igmpModeIsExclude, group1),
+			v3Record(igmpModeIsInclude, group2, src),
+			v3Record(igmpModeIsInclude, group1),
+			v3Record(igmpAllowNew, group2, src),
+			v3Record(igmpBlockOld, group1, src),
+			v3Record(99, group2)),
+			[]groupChange{{group1, true}, {group2, true}, {group1, false}, {group2, true}}, false, false},
+		{"v3 truncated record", func() []byte {
+			b := v3Report(v3Record(igmpChangeToExclude, group1, src))
+			b = b[:len(b)-2]
+			binary.BigEndian.PutUint16(b[2:], 0)
+			binary.BigEndian.PutUint16(b[2:], fold(onesSum(0, b)))
+			return b
+		}(), nil, false, true},
+		{"bad checksum", corrupt, nil, false, true},
+		{"short", []byte{igmpV2Report, 0, 0}, nil, false, true},
+		{"unknown type", igmpMsg(0x30, group1), nil, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, query, err := parseIGMP(tc.msg)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("error %v, want error %v", err, tc.wantErr)
+			}
+			if !reflect.DeepEqual(got, tc.want) && !tc.wantErr || query != tc.query {
+				t.Errorf("changes %v query %v, want %v %v", got, query, tc.want, tc.query)
+			}
+		})
+	}
+}
+
+// TestHandleIGMP: the igmp action reports the packet's logical port's
+// changes on its switch; a query or a non-IGMP packet reports none.
+func TestHandleIGMP(t *testing.T) {
+	e, err := NewEngine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := testState()
+	out, err := e.Handle(packetIn("igmp;", igmpFrame(igmpMsg(igmpV2Report, group1), group1), 2, 33, nil), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []IGMPReport{{Datapath: 2, Port: "sw0-p1", Group: group1, Join: true}}
+	if !reflect.DeepEqual(out.IGMP, want) || len(out.Packets) != 0 {
+		t.Errorf("reports %+v, %d packets; want %+v", out.IGMP, len(out.Packets), want)
+	}
+	out, err = e.Handle(packetIn("igmp;", igmpFrame(igmpMsg(igmpQuery, netip.IPv4Unspecified()), netip.MustParseAddr("224.0.0.1")), 2, 33, nil), st)
+	if err != nil || len(out.IGMP) != 0 {
+		t.Errorf("query: %+v, %v", out.IGMP, err)
+	}
+	if _, err := e.Handle(packetIn("igmp;", udpFrame(routerMAC, vmIP, group1, 1, 2, nil), 2, 33, nil), st); err == nil {
+		t.Errorf("a UDP packet was taken for IGMP")
+	}
+	if _, err := e.Handle(packetIn("igmp;", igmpFrame(igmpMsg(igmpV2Report, group1), group1), 2, 33, map[int]uint64{14: 9}), st); err == nil {
+		t.Errorf("a report from an unknown port was accepted")
+	}
+}
+
+func TestSnooping(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	cfg := McastConfig{Enabled: true, IdleTimeout: 300 * time.Second, TableSize: 2}
+	type step struct {
+		at      time.Duration // after t0
+		report  *IGMPReport   // nil: expire
+		changed bool
+		want    map[McastGroup][]string
+	}
+	join := func(dp uint32, port string, g netip.Addr) *IGMPReport {
+		return &IGMPReport{Datapath: dp, Port: port, Group: g, Join: true}
+	}
+	leave := func(dp uint32, port string, g netip.Addr) *IGMPReport {
+		return &IGMPReport{Datapath: dp, Port: port, Group: g}
+	}
+	g1, g2 := McastGroup{2, group1}, McastGroup{2, group2}
+	steps := []step{
+		{0, join(2, "p1", group1), true, map[McastGroup][]string{g1: {"p1"}}},
+		{0, join(2, "p1", group1), false, map[McastGroup][]string{g1: {"p1"}}},
+		{10 * time.Second, join(2, "p2", group1), true, map[McastGroup][]string{g1: {"p1", "p2"}}},
+		{10 * time.Second, join(2, "p3", group2), true, map[McastGroup][]string{g1: {"p1", "p2"}, g2: {"p3"}}},
+		// A third group is past the table size.
+		{10 * time.Second, join(2, "p3", netip.MustParseAddr("239.3.3.3")), false, map[McastGroup][]string{g1: {"p1", "p2"}, g2: {"p3"}}},
+		{20 * time.Second, leave(2, "p3", group2), true, map[McastGroup][]string{g1: {"p1", "p2"}}},
+		{20 * time.Second, leave(2, "p3", group2), false, map[McastGroup][]string{g1: {"p1", "p2"}}},
+		// p1 reported at 0 and ends at 300 s; p2 at 10 s lasts until 310 s.
+		{299 * time.Second, nil, false, map[McastGroup][]string{g1: {"p1", "p2"}}},
+		{300 * time.Second, nil, true, map[McastGroup][]string{g1: {"p2"}}},
+		{305 * time.Second, join(2, "p2", group1), false, map[McastGroup][]string{g1: {"p2"}}},
+		{600 * time.Second, nil, false, map[McastGroup][]string{g1: {"p2"}}},
+		{605 * time.Second, nil, true, map[McastGroup][]string{}},
+	}
+	s := NewSnooping()
+	for i, st := range steps {
+		now := t0.Add(st.at)
+		var changed bool
+		if st.report != nil {
+			changed = s.Report(*st.report, cfg, now)
+		} else {
+			changed = s.Expire(now, func(uint32) McastConfig { return cfg })
+		}
+		if changed != st.changed {
+			t.Errorf("step %d: changed %v, want %v", i, changed, st.changed)
+		}
+		if got := s.Groups(); !reflect.DeepEqual(got, st.want) {
+			t.Errorf("step %d: groups %v, want %v", i, got, st.want)
+		}
+	}
+}
+
+// TestApplyIGMP: reports on a switch without snooping enabled are
+// ignored; a change hands the writer one snapshot, the latest.
+func TestApplyIGMP(t *testing.T) {
+	p, _ := newTestPinctrl(t, Config{})
+	p.fixedState.Mcast = map[uint32]McastConfig{2: {Enabled: true}}
+	now := time.Unix(1000, 0)
+	p.handle(packetIn("igmp;", igmpFrame(igmpMsg(igmpV2Report, group1), group1), 2, 33, nil), now)
+	p.handle(packetIn("igmp;", igmpFrame(igmpMsg(igmpV2Report, group2), group2), 2, 33, nil), now)
+	p.handle(packetIn("igmp;", igmpFrame(igmpMsg(igmpV2Report, group2), group2), 2, 33, nil), now)
+	p.fixedState.Mcast[2] = McastConfig{}
+	p.handle(packetIn("igmp;", igmpFrame(igmpMsg(igmpV2Leave, group1), group1), 2, 33, nil), now)
+	if s := p.Stats().IGMP; s.Reports != 3 || s.Ignored != 1 {
+		t.Errorf("igmp counters %+v, want 3 reports, 1 ignored", s)
+	}
+	if len(p.igmpSync) != 1 {
+		t.Fatalf("%d snapshots waiting, want 1", len(p.igmpSync))
+	}
+	want := igmpSnapshot{{2, group1}: {"sw0-p1"}, {2, group2}: {"sw0-p1"}}
+	if got := <-p.igmpSync; !reflect.DeepEqual(got, want) {
+		t.Errorf("snapshot %v, want %v", got, want)
+	}
+	p.tickIGMP(now.Add(time.Second))
+	if len(p.igmpSync) != 0 {
+		t.Errorf("a tick without changes sent a snapshot")
+	}
+	p.tickIGMP(now.Add(301 * time.Second)) // the switch's default idle timeout: 300 s
+	if got := <-p.igmpSync; len(got) != 0 {
+		t.Errorf("after the idle timeout: %v", got)
+	}
+}
