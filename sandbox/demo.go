@@ -101,6 +101,14 @@ func (s *Sandbox) buildNetwork() ([]Check, error) {
 		s.pingCheck(vm1, web1, "routed by lr0, on one hypervisor"),
 		s.pingCheck(vm1, web2, "routed by lr0, across hypervisors"),
 		s.pingCheck(web3, vm1, "routed by lr0, back"),
+		{Name: "vm1 (hv1) pings lr0's addresses 10.0.1.1 and 10.0.2.1: the router answers", Run: func() error {
+			for _, a := range []string{"10.0.1.1", "10.0.2.1"} {
+				if err := ping(vm1, a); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
 	}, nil
 }
 

@@ -49,6 +49,12 @@ type frozenState struct {
 	Group    uint32
 	Words    [pipelineWords]uint64
 	Stack    string // the translation's stack (push/pop), encoded by encodeStack
+	// InPortSet says an action changed in_port before the freeze (OVN
+	// zeroes it when a packet crosses a patch port, so that it may leave
+	// by the port it came in on): the resumed pipeline sees InPort, as
+	// in Open vSwitch, not the port the packet arrived on.
+	InPortSet bool
+	InPort    uint64
 }
 
 // The pipeline-only words saved across recirculation: metadata and
@@ -176,12 +182,15 @@ func (r *Result) FormatTrace() string {
 
 // ctx is the state of one translation.
 type ctx struct {
-	t     *Translator
-	opts  Options
-	k     flow.Key // working key
-	wc    flow.Mask
-	acts  []flow.DPAction
-	depth int // nesting of tables, for traces
+	t    *Translator
+	opts Options
+	k    flow.Key // working key
+	wc   flow.Mask
+	// arrivedOn is the port the packet came in on (the key's in_port
+	// before any action set it).
+	arrivedOn uint64
+	acts      []flow.DPAction
+	depth     int // nesting of tables, for traces
 	// nested counts the resubmits still to return to: a resubmit that
 	// is the last action of its list is a tail call and does not count,
 	// so that a pipeline of many tables each ending in resubmit (OVN's
@@ -229,6 +238,7 @@ func (t *Translator) Translate(k *flow.Key, opts Options) Result {
 	c.k = c.k.And(invert(&po))
 	c.wc.SetField(flow.InPort)
 	c.wc.SetField(flow.RecircID)
+	c.arrivedOn = k.Get(flow.InPort)
 
 	t.ExpireLearned()
 	res.Generation = t.tables.BeginRead()
@@ -245,6 +255,9 @@ func (t *Translator) Translate(k *flow.Key, opts Options) Result {
 			return
 		}
 		copy(c.k.W[firstPipelineWord:firstPipelineWord+pipelineWords], fs.Words[:])
+		if fs.InPortSet {
+			c.k.Set(flow.InPort, fs.InPort)
+		}
 		c.stack = decodeStack(fs.Stack)
 		if fs.HasGroup {
 			c.selectByHash(fs.Group)
@@ -586,6 +599,7 @@ func (c *ctx) ct(a flow.CT) {
 	}
 	fs := frozenState{Table: a.Table, Stack: encodeStack(c.stack)}
 	copy(fs.Words[:], c.k.W[firstPipelineWord:firstPipelineWord+pipelineWords])
+	c.freezeInPort(&fs)
 	id := c.t.freeze(fs)
 	c.recircs(id)
 	c.acts = append(c.acts, flow.DPRecirc{ID: id})
@@ -677,11 +691,20 @@ func (c *ctx) group(id uint32) {
 		// Hash in the datapath, then choose after recirculation.
 		fs := frozenState{HasGroup: true, Group: id, Stack: encodeStack(c.stack)}
 		copy(fs.Words[:], c.k.W[firstPipelineWord:firstPipelineWord+pipelineWords])
+		c.freezeInPort(&fs)
 		rid := c.t.freeze(fs)
 		c.recircs(rid)
 		c.acts = append(c.acts, flow.DPHashL4{Basis: id}, flow.DPRecirc{ID: rid})
 		c.step(Step{Table: c.table, Note: fmt.Sprintf("group:%d: hash(l4), recirc(0x%x)", id, rid)})
 		c.exit = true
+	}
+}
+
+// freezeInPort keeps in fs an in_port that actions changed. One left
+// alone is not frozen, so packets from every port share the state.
+func (c *ctx) freezeInPort(fs *frozenState) {
+	if p := c.k.Get(flow.InPort); p != c.arrivedOn {
+		fs.InPortSet, fs.InPort = true, p
 	}
 }
 

@@ -353,6 +353,42 @@ func TestHairpin(t *testing.T) {
 	}
 }
 
+// TestHairpinAcrossRecirculation: an in_port that an action changed
+// before a ct() recirculation is what the resumed pipeline sees, as in
+// Open vSwitch, so that a packet OVN sends back by the port it came in
+// on through a patch port (which zeroes in_port) and conntrack (a
+// router's echo reply to a VM on a switch with a load balancer) still
+// leaves. An in_port left alone is not frozen: packets from every port
+// share one state.
+func TestHairpinAcrossRecirculation(t *testing.T) {
+	ts := program(t,
+		ruleSpec{0, 20, func(m *flow.Match) { m.Set(flow.InPort, 1) }, []flow.Action{
+			flow.Load{Dst: flow.Whole(flow.InPort), Value: flow.U128{}},
+			flow.CT{Zone: 1, Table: 3},
+		}},
+		ruleSpec{0, 10, matchAll, []flow.Action{flow.CT{Zone: 1, Table: 3}}},
+		ruleSpec{3, 10, matchAll, []flow.Action{flow.Output{Port: 1}}},
+	)
+	tr := New(ts)
+	k := tcpKey(1, 2)
+	if got := flow.DPActionsString(tr.Translate(&k, Options{}).Actions); got != "ct(zone=1),recirc(0x1)" {
+		t.Fatalf("first pass: %s", got)
+	}
+	k.Set(flow.RecircID, 1)
+	k.Set(flow.CTState, 0x22)
+	if got := flow.DPActionsString(tr.Translate(&k, Options{}).Actions); got != "1" {
+		t.Errorf("after recirculation: %q, want output to port 1 (in_port was zeroed before ct)", got)
+	}
+	for _, in := range []uint64{2, 3} {
+		k := tcpKey(1, 2)
+		k.Set(flow.InPort, in)
+		tr.Translate(&k, Options{})
+	}
+	if n := tr.RecircStates(); n != 2 {
+		t.Errorf("%d frozen states, want 2 (one with in_port zeroed, one shared by ports 2 and 3)", n)
+	}
+}
+
 // TestConcurrentTranslateAndApply translates from several goroutines while
 // bundles change the tables (run with -race): every translation sees one
 // generation, whose rule it applies.
