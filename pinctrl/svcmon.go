@@ -178,7 +178,7 @@ func svcSegment(m *ServiceMonitor, sport uint16, seq uint32, flags byte) []byte 
 	csum := 16
 	if m.Proto == "udp" {
 		proto, csum = protoUDP, 6
-		l4 = udpDatagram(sport, m.L4Port, nil)
+		l4 = udpDatagram(sport, m.L4Port, make([]byte, 8)) // 8 zero bytes, as ovn-controller's
 	} else {
 		proto = protoTCP
 		l4 = make([]byte, 20)
@@ -191,8 +191,13 @@ func svcSegment(m *ServiceMonitor, sport uint16, seq uint32, flags byte) []byte 
 			binary.BigEndian.PutUint16(l4[14:], 65160) // window: a SYN offers one
 		}
 	}
+	// TTL 63 and DF, as ovn-controller's probes (TestServiceMonitorDifferential).
+	ip := ipPacket(m.SrcIP, m.IP, proto, 63, l4, csum)
+	if m.IP.Is4() {
+		setDF(ip)
+	}
 	f := &frame{}
-	return append(f.ethHeader(m.MAC, m.SrcMAC, et), ipPacket(m.SrcIP, m.IP, proto, 64, l4, csum)...)
+	return append(f.ethHeader(m.MAC, m.SrcMAC, et), ip...)
 }
 
 // svcPacketOut sends frame out of m's switch to m's port, as if the

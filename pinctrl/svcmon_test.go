@@ -69,6 +69,12 @@ func TestSvcProbe(t *testing.T) {
 		if fold(onesSum(0, f.ipHdr)) != 0 || fold(onesSum(pseudoSum(f.ipSrc, f.ipDst, f.proto, len(f.l4)), f.l4)) != 0 {
 			t.Errorf("%s: bad checksum", tc.proto)
 		}
+		if f.ttl != 63 || binary.BigEndian.Uint16(f.ipHdr[6:]) != 0x4000 {
+			t.Errorf("%s: TTL %d, flags %#x; want 63 and DF, as ovn-controller's", tc.proto, f.ttl, binary.BigEndian.Uint16(f.ipHdr[6:]))
+		}
+		if tc.proto == "udp" && len(f.l4) != 16 {
+			t.Errorf("udp: datagram of %d bytes, want 8 zero bytes of payload", len(f.l4))
+		}
 		if tc.proto == "tcp" && (f.l4[13] != 0x02 || binary.BigEndian.Uint32(f.l4[4:]) != 777) {
 			t.Errorf("tcp: flags %#x seq %d, want a SYN with seq 777", f.l4[13], binary.BigEndian.Uint32(f.l4[4:]))
 		}

@@ -2,6 +2,8 @@ package hvtest
 
 import (
 	"context"
+	"encoding/hex"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -175,7 +177,9 @@ func serviceMonitorScenario(t *testing.T, c *Cluster) {
 // TestServiceMonitorDifferential: the same health checks with vm2 on govn
 // chassis and vm3 on the real ovn-controller: both chassis find the same
 // statuses (TCP and UDP, servers up, down, up again), in comparable
-// times, which are logged.
+// times, which are logged, and their probes arrive alike field by field
+// (found by it: ovn-controller's have TTL 63 and DF, its UDP datagram 8
+// zero bytes).
 func TestServiceMonitorDifferential(t *testing.T) {
 	l := newSvcLab(t, govnChassisMix(t, 2, 2)) // hv1 govn chassis, hv2 the real one
 	servers := []*lab.Daemon{l.serveHTTP(t, "vm2", "http-80"), l.serveHTTP(t, "vm3", "http-80")}
@@ -205,6 +209,35 @@ func TestServiceMonitorDifferential(t *testing.T) {
 	for _, ip := range []string{"10.0.0.12", "10.0.0.13"} {
 		l.waitStatus(t, ip, "udp", "offline")
 	}
+	// The probes themselves, as the backends receive them: the same
+	// but for what each probe makes up (source port, sequence number,
+	// IP id, checksums).
+	probes := map[string]map[string]string{}
+	for _, vm := range []string{"vm2", "vm3"} {
+		for _, proto := range []int{6, 17} {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			out, err := l.vms[vm].Command(ctx, "python3", "-c", probeCapturePy, fmt.Sprint(proto)).CombinedOutput()
+			cancel()
+			if err != nil {
+				t.Fatalf("capturing %s's probe (protocol %d): %v: %s", vm, proto, err, out)
+			}
+			pkt, err := hex.DecodeString(strings.TrimSpace(string(out)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range probeFields(t, pkt) {
+				if probes[k] == nil {
+					probes[k] = map[string]string{}
+				}
+				probes[k][vm] = v
+			}
+		}
+	}
+	for k, v := range probes {
+		if v["vm2"] != v["vm3"] {
+			t.Errorf("probe %s: govn chassis %s, ovn-controller %s", k, v["vm2"], v["vm3"])
+		}
+	}
 	l.noHalfOpen(t, "vm2")
 	for _, s := range servers {
 		s.Stop()
@@ -213,4 +246,51 @@ func TestServiceMonitorDifferential(t *testing.T) {
 	l.serveHTTP(t, "vm2", "http-80-again")
 	l.serveHTTP(t, "vm3", "http-80-again")
 	took("online")
+}
+
+// probeCapturePy prints, in hex, the first frame of IP protocol argv[1]
+// from 10.0.0.254 the VM's eth0 receives.
+const probeCapturePy = `import socket,sys
+s=socket.socket(socket.AF_PACKET,socket.SOCK_RAW,socket.htons(0x0800));s.bind(('eth0',0x0800));s.settimeout(15)
+p=int(sys.argv[1])
+while True:
+    d=s.recv(2000)
+    if len(d)>=34 and d[23]==p and d[26:30]==bytes([10,0,0,254]): print(d.hex()); sys.exit(0)`
+
+// probeFields names the fields of a probe frame that do not vary from
+// probe to probe, by its protocol.
+func probeFields(t *testing.T, f []byte) map[string]string {
+	t.Helper()
+	ihl := int(f[14]&0xf) * 4
+	if len(f) < 14+ihl+8 {
+		t.Fatalf("probe of %d bytes", len(f))
+	}
+	proto := map[byte]string{6: "tcp", 17: "udp"}[f[23]]
+	l4 := f[14+ihl:]
+	m := map[string]string{
+		"eth.src":       hex.EncodeToString(f[6:12]),
+		"eth.dst":       hex.EncodeToString(f[0:6]),
+		"ip.ihl/tos":    hex.EncodeToString(f[14:16]),
+		"ip.len":        fmt.Sprint(int(f[16])<<8 | int(f[17])),
+		"ip.flags/frag": hex.EncodeToString(f[20:22]),
+		"ip.ttl":        fmt.Sprint(f[22]),
+		"dst port":      hex.EncodeToString(l4[2:4]),
+	}
+	if proto == "tcp" && len(l4) >= 20 {
+		m["tcp.ack"] = hex.EncodeToString(l4[8:12])
+		m["tcp.off/flags"] = hex.EncodeToString(l4[12:14])
+		m["tcp.window"] = hex.EncodeToString(l4[14:16])
+		m["tcp.urg"] = hex.EncodeToString(l4[18:20])
+		m["tcp.options"] = hex.EncodeToString(l4[20 : int(l4[12]>>4)*4])
+	} else {
+		m["udp.len/payload"] = hex.EncodeToString(l4[4:6]) + " " + hex.EncodeToString(l4[8:])
+	}
+	out := map[string]string{}
+	for k, v := range m {
+		if k == "eth.dst" {
+			continue // each backend's own MAC
+		}
+		out[proto+" "+k] = v
+	}
+	return out
 }
