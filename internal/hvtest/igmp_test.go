@@ -1,0 +1,149 @@
+package hvtest
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// mcastListen is run in a VM: with "join" it joins 239.1.1.1 on eth0
+// (the kernel sends IGMP reports; closing the socket at exit, a leave);
+// either way it watches eth0 itself (a packet socket, so a frame counts
+// whether or not the VM is a member) and prints the payload of every
+// UDP datagram to 239.1.1.1:5000 it sees, for argv[3] seconds.
+const mcastListen = `import socket,struct,sys,time
+me,join,secs=sys.argv[1],sys.argv[2]=="join",float(sys.argv[3])
+raw=socket.socket(socket.AF_PACKET,socket.SOCK_RAW,socket.htons(0x0800));raw.bind(("eth0",0));raw.settimeout(0.2)
+if join:
+    s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);s.bind(("0.0.0.0",5000))
+    s.setsockopt(socket.IPPROTO_IP,socket.IP_ADD_MEMBERSHIP,socket.inet_aton("239.1.1.1")+socket.inet_aton(me))
+print("ready",flush=True)
+end=time.time()+secs
+while time.time()<end:
+    try: f=raw.recv(2048)
+    except socket.timeout: continue
+    ip=f[14:]
+    if len(ip)<28 or ip[9]!=17 or ip[16:20]!=socket.inet_aton("239.1.1.1"): continue
+    l4=ip[(ip[0]&15)*4:]
+    if struct.unpack(">H",l4[2:4])[0]==5000: print(l4[8:].decode(errors="replace"),flush=True)
+`
+
+// mcastSend is run in a VM: it sends argv[2] datagrams to
+// 239.1.1.1:5000 from argv[1], 100 ms apart.
+const mcastSend = `import socket,sys,time
+s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP,socket.IP_MULTICAST_IF,socket.inet_aton(sys.argv[1]))
+s.setsockopt(socket.IPPROTO_IP,socket.IP_MULTICAST_TTL,1)
+for i in range(int(sys.argv[2])):
+    s.sendto(b"hello-%d"%i,("239.1.1.1",5000));time.sleep(0.1)
+`
+
+// TestGovnChassisIGMP: IGMP snooping on govn chassis, with the real
+// ovn-northd. On a switch with mcast_snoop, vm1 joins 239.1.1.1: govn
+// chassis writes an IGMP_Group row with vm1's port; ovn-northd makes a
+// Multicast_Group of it; multicast vm3 sends to the group reaches vm1
+// and not vm2, which did not join (with snooping, traffic to a group
+// no one joined is not flooded). When vm1 leaves, the row goes.
+func TestGovnChassisIGMP(t *testing.T) {
+	python(t)
+	c := govnChassisCluster(t, 1)
+	hv := c.Hypervisor(1)
+	c.NBCtl(t, "ls-add", "ls1", "--", "set", "Logical_Switch", "ls1", "other_config:mcast_snoop=true")
+	var vms []*VM
+	for i, name := range []string{"vm1", "vm2", "vm3"} {
+		mac := "0a:00:00:00:00:0" + string(rune('1'+i))
+		ip := "10.0.0.1" + string(rune('1'+i))
+		c.NBCtl(t, "lsp-add", "ls1", name, "--", "lsp-set-addresses", name, mac+" "+ip)
+		vms = append(vms, c.AddVM(t, hv, VMSpec{Name: name, LSP: name, MAC: mac, Addr: ip + "/24"}))
+	}
+	for _, vm := range vms {
+		c.WaitPortUp(t, vm.LSP)
+	}
+	c.NBCtl(t, "--wait=hv", "sync")
+	vm1, vm2, vm3 := vms[0], vms[1], vms[2]
+	defer func() {
+		if t.Failed() {
+			for _, cmd := range []string{"pinctrl/show", "dpctl/dump-flows"} {
+				out, err := run(context.Background(), ovsEnv(hv.Dir), inNS(hv.NS, "ovs-appctl", "-t", hv.Dir+"/chassis.ctl", cmd)...)
+				t.Logf("%s (%v):\n%s", cmd, err, out)
+			}
+			t.Logf("IGMP_Group:\n%s\nMulticast_Group:\n%s", c.SBCtl(t, "list", "IGMP_Group"), c.SBCtl(t, "list", "Multicast_Group"))
+		}
+	}()
+	if out := strings.TrimSpace(c.SBCtl(t, "--bare", "--columns=_uuid", "list", "IGMP_Group")); out != "" {
+		t.Fatalf("IGMP_Group rows before any join: %s", out)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	listen := func(vm *VM, mode string, secs string) (*exec.Cmd, *bytes.Buffer) {
+		var out bytes.Buffer
+		cmd := vm.Command(ctx, "python3", "-u", "-c", mcastListen, vm.IP(), mode, secs)
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, &out
+	}
+	l1, out1 := listen(vm1, "join", "25")
+	l2, out2 := listen(vm2, "watch", "25")
+	defer l1.Wait()
+	defer l2.Wait()
+	defer cancel()
+
+	vm1Port := strings.TrimSpace(c.SBCtl(t, "--bare", "--columns=_uuid", "find", "Port_Binding", "logical_port=vm1"))
+	var rows string
+	if err := waitFor(20*time.Second, "an IGMP_Group row for 239.1.1.1", func() bool {
+		rows = strings.TrimSpace(c.SBCtl(t, "--bare", "--columns=ports", "find", "IGMP_Group", "address=239.1.1.1"))
+		return rows != ""
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if rows != vm1Port {
+		t.Errorf("IGMP_Group 239.1.1.1 ports %q, want vm1's Port_Binding %s", rows, vm1Port)
+	}
+	chassis := strings.TrimSpace(c.SBCtl(t, "--bare", "--columns=chassis", "find", "IGMP_Group", "address=239.1.1.1"))
+	if want := strings.TrimSpace(c.SBCtl(t, "--bare", "--columns=_uuid", "list", "Chassis")); chassis != want {
+		t.Errorf("IGMP_Group chassis %q, want %q", chassis, want)
+	}
+
+	t.Run("delivery", func(t *testing.T) {
+		if err := waitFor(20*time.Second, "ovn-northd's Multicast_Group 239.1.1.1", func() bool {
+			return strings.TrimSpace(c.SBCtl(t, "--bare", "--columns=name", "find", "Multicast_Group", "name=239.1.1.1")) != ""
+		}); err != nil {
+			t.Fatal(err)
+		}
+		c.NBCtl(t, "--wait=hv", "sync")
+		sctx, scancel := context.WithTimeout(ctx, 15*time.Second)
+		defer scancel()
+		if out, err := vm3.Command(sctx, "python3", "-c", mcastSend, vm3.IP(), "20").CombinedOutput(); err != nil {
+			t.Fatalf("sending: %v: %s", err, out)
+		}
+		time.Sleep(time.Second)
+		cancel()
+		l1.Wait()
+		l2.Wait()
+		got1 := strings.Count(out1.String(), "hello-")
+		got2 := strings.Count(out2.String(), "hello-")
+		t.Logf("vm1 (member) saw %d of 20, vm2 (not a member) %d", got1, got2)
+		if got1 < 15 {
+			t.Errorf("the member vm1 saw %d of 20 datagrams to the group:\n%s", got1, out1)
+		}
+		if got2 != 0 {
+			t.Errorf("vm2, not a member, saw %d datagrams to the group:\n%s", got2, out2)
+		}
+	})
+
+	// vm1's listener has ended (at the latest when the delivery test
+	// cancelled it): its socket closed, the kernel sent a leave.
+	cancel()
+	l1.Wait()
+	if err := waitFor(20*time.Second, "the IGMP_Group row to go after vm1 left", func() bool {
+		return strings.TrimSpace(c.SBCtl(t, "--bare", "--columns=_uuid", "find", "IGMP_Group", "address=239.1.1.1")) == ""
+	}); err != nil {
+		t.Error(err)
+	}
+}
