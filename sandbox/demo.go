@@ -18,21 +18,14 @@ type part struct {
 }
 
 // demo is the demo topology, part by part, in the order they are built;
-// a further part is one more entry, with its checks. The gateway part
-// (SNAT through a gateway router to a host on a provider network) comes
-// only with Options.Gateway: govn chassis does not forward through a
-// gateway router yet (it drops the packets it should hand to the
-// l3gateway port, and answers no ping to a router address), so the part
-// would fail every run; whoever makes it work makes it the default.
+// a further part is one more entry, with its checks.
 func (s *Sandbox) demo() []part {
 	parts := []part{
 		{"switches ls1 and ls2 joined by router lr0; VMs vm1, vm2 on ls1 and web1-3 on ls2, across the hypervisors", s.buildNetwork},
 		{"load balancer lb0: VIP " + vip + ":80 to HTTP servers on web1-3, on ls1", s.buildLB},
 		{"ACL on ls2: no ICMP from vm2", s.buildACL},
 		{"DHCP on ls1: vm3 on hv3 without an address", s.buildDHCP},
-	}
-	if s.opts.Gateway {
-		parts = append(parts, part{"gateway router gw on hv3: SNAT from ls1 and ls2 to the provider network, host ext there", s.buildGateway})
+		{"gateway router gw on hv3: SNAT from ls1 and ls2 to the provider network, host ext there", s.buildGateway},
 	}
 	return parts
 }

@@ -39,9 +39,6 @@ type Options struct {
 	// Progress receives a line per step as the sandbox is built and
 	// checked (default: none).
 	Progress io.Writer
-	// Gateway adds a provider network and the demo's gateway part (see
-	// buildGateway), which govn chassis does not pass yet.
-	Gateway bool
 }
 
 // Sandbox is a running sandbox.
@@ -309,9 +306,6 @@ func (s *Sandbox) build(ctx context.Context) error {
 		if err := lab.Bridge(s.underlay, "br0", lab.UnderlayMTU); err != nil {
 			return err
 		}
-		if !s.opts.Gateway {
-			return nil
-		}
 		return lab.Bridge(s.underlay, providerBridge, 0)
 	}); err != nil {
 		return err
@@ -393,13 +387,11 @@ func (s *Sandbox) startHypervisor(hv *Hypervisor) error {
 	if err := lab.ChassisBridges(vsctl, hv.NS, netip.PrefixFrom(hv.EncapIP, underlayNet.Bits())); err != nil {
 		return err
 	}
-	if s.opts.Gateway {
-		if err := lab.BridgePort(s.underlay, providerBridge, "px"+hv.Name, hv.NS, "px0"); err != nil {
-			return err
-		}
-		if err := lab.ProviderBridge(vsctl, "px0", physnet); err != nil {
-			return err
-		}
+	if err := lab.BridgePort(s.underlay, providerBridge, "px"+hv.Name, hv.NS, "px0"); err != nil {
+		return err
+	}
+	if err := lab.ProviderBridge(vsctl, "px0", physnet); err != nil {
+		return err
 	}
 	return lab.ChassisIDs(vsctl, hv.Name, s.SB, hv.EncapIP)
 }

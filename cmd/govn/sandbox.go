@@ -26,13 +26,12 @@ func sandboxCommand() *command {
 	return &command{
 		name:    "sandbox",
 		summary: "a virtual network of govn daemons in namespaces, with a demo and its checks (root)",
-		usage:   "[--check] [--keep] [--clean] [--gateway] [--dir=DIR]",
+		usage:   "[--check] [--keep] [--clean] [--dir=DIR]",
 		details: sandboxDetails,
 		setup: func(fs *flag.FlagSet) leaf {
 			check := fs.Bool("check", false, "run the checks and exit non-zero if any fails; print no description")
 			keep := fs.Bool("keep", false, "stay up after the checks until interrupted (Ctrl-C, SIGTERM)")
 			clean := fs.Bool("clean", false, "only remove what a sandbox whose process died left behind")
-			gateway := fs.Bool("gateway", false, "also build a gateway router with SNAT to a host on a provider network (govn chassis does not pass its checks yet)")
 			dir := fs.String("dir", sandbox.DefaultDir(), "keep databases, sockets and logs in `DIR` (must not exist)")
 			return leaf{run: func(ctx context.Context, s stdio, _ []string) error {
 				if *clean {
@@ -42,7 +41,7 @@ func sandboxCommand() *command {
 					}
 					return err
 				}
-				return runSandbox(ctx, s, sandbox.Options{Dir: *dir, Gateway: *gateway}, *check, *keep)
+				return runSandbox(ctx, s, sandbox.Options{Dir: *dir}, *check, *keep)
 			}}
 		},
 	}
