@@ -66,7 +66,10 @@
 // refuses groups past its table_size (2048). Each change hands the whole
 // membership to a writer, which makes this chassis' IGMP_Group rows (one
 // per switch and group, ports the members) say it in one transaction;
-// changes made meanwhile collapse into the next.
+// changes made meanwhile collapse into the next. A switch whose
+// IP_Multicast row makes it the querier (querier with eth_src and
+// ip4_src) and that has a port here sends an IGMPv3 general query to all
+// its ports at once and then every query_interval.
 //
 // Periodic router advertisements: every router port whose Port_Binding
 // has ipv6_ra_send_periodic (ovn-northd copies ipv6_ra_configs there) and
@@ -115,6 +118,7 @@
 // one difference is kept on purpose: ovn-controller 23.03 writes a
 // DHCPv6 domain search list as a single label, govn as DNS names.
 //
-// Not done yet: IGMP queries (mcast_querier), MLD, BFD, bind_vport,
-// trigger_event, sctp_abort; their packet-ins are counted as errors.
+// Not done yet: MLD (ovn-northd sends MLD to igmp too; govn counts
+// those as igmp errors), BFD, bind_vport, trigger_event, sctp_abort;
+// their packet-ins are counted as errors.
 package pinctrl

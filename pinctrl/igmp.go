@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"time"
@@ -131,6 +132,16 @@ type McastConfig struct {
 	Enabled     bool
 	IdleTimeout time.Duration // a membership not reported again for this long ends
 	TableSize   int           // at most this many groups on the switch
+
+	// The switch is the querier when Querier is set with both EthSrc
+	// and IP4Src, and it has a port bound here: it sends a general query
+	// every QueryInterval, asking for answers within QueryMaxResp.
+	Querier       bool
+	EthSrc        net.HardwareAddr
+	IP4Src        netip.Addr
+	QueryInterval time.Duration
+	QueryMaxResp  time.Duration
+	Local         bool
 }
 
 // Defaults of ovn-nb(5)'s mcast_idle_timeout and mcast_table_size.
@@ -234,8 +245,9 @@ func (s *Snooping) Groups() map[McastGroup][]string {
 	return out
 }
 
-// mcastConfigs reads the IP_Multicast rows of the switches in byUUID.
-func mcastConfigs(c *client.Cache, byUUID map[ovsdb.UUID]*Datapath) map[uint32]McastConfig {
+// mcastConfigs reads the IP_Multicast rows of the switches in byUUID;
+// local names the datapaths with a port bound to this chassis.
+func mcastConfigs(c *client.Cache, byUUID map[ovsdb.UUID]*Datapath, local map[ovsdb.UUID]bool) map[uint32]McastConfig {
 	out := map[uint32]McastConfig{}
 	for _, m := range client.List[sb.IPMulticast](c) {
 		dp := byUUID[m.Datapath]
@@ -249,7 +261,72 @@ func mcastConfigs(c *client.Cache, byUUID map[ovsdb.UUID]*Datapath) map[uint32]M
 		if m.TableSize != nil && *m.TableSize > 0 {
 			cfg.TableSize = int(*m.TableSize)
 		}
+		cfg.Local = local[m.Datapath]
+		cfg.Querier = m.Querier != nil && *m.Querier
+		if mac, err := net.ParseMAC(m.EthSrc); err == nil && len(mac) == 6 {
+			cfg.EthSrc = mac
+		}
+		if ip, err := netip.ParseAddr(m.IP4Src); err == nil && ip.Is4() {
+			cfg.IP4Src = ip
+		}
+		cfg.QueryInterval = cfg.IdleTimeout / 2
+		if m.QueryInterval != nil && *m.QueryInterval > 0 {
+			cfg.QueryInterval = time.Duration(*m.QueryInterval) * time.Second
+		}
+		cfg.QueryMaxResp = time.Second
+		if m.QueryMaxResp != nil && *m.QueryMaxResp > 0 {
+			cfg.QueryMaxResp = time.Duration(*m.QueryMaxResp) * time.Second
+		}
 		out[dp.Key] = cfg
 	}
 	return out
+}
+
+// queries reports whether the switch sends IGMP queries from here.
+func (c McastConfig) queries() bool {
+	return c.Enabled && c.Querier && c.Local && c.EthSrc != nil && c.IP4Src.IsValid()
+}
+
+// allHosts is where general queries go (RFC 3376 4.1.12).
+var allHosts = netip.MustParseAddr("224.0.0.1")
+
+// igmpGeneralQuery is an IGMPv3 general query from the switch cfg
+// configures (RFC 3376 4.1): to 224.0.0.1 with TTL 1 and the Router
+// Alert option, the robustness variable 2, the query interval in QQIC.
+func igmpGeneralQuery(cfg McastConfig) []byte {
+	q := make([]byte, 12)
+	q[0] = igmpQuery
+	q[1] = igmpCode(cfg.QueryMaxResp / (100 * time.Millisecond))
+	q[8] = 2 // S = 0, QRV = 2
+	q[9] = igmpCode(cfg.QueryInterval / time.Second)
+	binary.BigEndian.PutUint16(q[2:], fold(onesSum(0, q)))
+	h := make([]byte, 24, 24+len(q))
+	h[0] = 0x46 // IPv4, 6 words: the Router Alert option follows
+	h[1] = 0xc0 // DSCP CS6 (internetwork control), as hosts expect of queries
+	binary.BigEndian.PutUint16(h[2:], uint16(len(h)+len(q)))
+	h[8], h[9] = 1, 2
+	copy(h[12:], cfg.IP4Src.AsSlice())
+	copy(h[16:], allHosts.AsSlice())
+	copy(h[20:], []byte{0x94, 0x04, 0, 0}) // Router Alert (RFC 2113)
+	binary.BigEndian.PutUint16(h[10:], fold(onesSum(0, h)))
+	mac := net.HardwareAddr{0x01, 0x00, 0x5e, 0, 0, 1}
+	f := &frame{}
+	return append(append(f.ethHeader(mac, cfg.EthSrc, etherIPv4), h...), q...)
+}
+
+// igmpCode encodes n (tenths of a second for Max Resp Code, seconds for
+// QQIC) as RFC 3376 4.1.1 and 4.1.7 do: as is below 128, else as a
+// floating point value of a 3-bit exponent and a 4-bit mantissa.
+func igmpCode(n time.Duration) byte {
+	v := int64(n)
+	if v < 128 {
+		return byte(max(v, 0))
+	}
+	for exp := range 8 {
+		mant := v>>(exp+3) - 16
+		if mant < 16 {
+			return 0x80 | byte(exp)<<4 | byte(mant)
+		}
+	}
+	return 0xff
 }

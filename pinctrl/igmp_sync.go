@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/govn/govn/datapath/dp"
+	"github.com/govn/govn/datapath/flow"
 	"github.com/govn/govn/ovsdb"
 	"github.com/govn/govn/ovsdb/client"
 	"github.com/govn/govn/schema/sb"
@@ -44,12 +46,14 @@ func (p *Pinctrl) applyIGMP(reports []IGMPReport, st *State, now time.Time) {
 	p.syncIGMP()
 }
 
-// tickIGMP expires idle memberships and retries a failed sync.
+// tickIGMP expires idle memberships, sends the queries that are due and
+// retries a failed sync.
 func (p *Pinctrl) tickIGMP(now time.Time) {
 	if st := p.currentState(now); st != nil {
 		if p.snoop.Expire(now, func(dp uint32) McastConfig { return st.Mcast[dp] }) {
 			p.igmpDirty = true
 		}
+		p.sendQueries(st, now)
 	}
 	p.mu.Lock()
 	if p.igmpFailed {
@@ -57,6 +61,39 @@ func (p *Pinctrl) tickIGMP(now time.Time) {
 	}
 	p.mu.Unlock()
 	p.syncIGMP()
+}
+
+// sendQueries sends a general query on each switch that is the querier
+// here, at once and then every query interval.
+func (p *Pinctrl) sendQueries(st *State, now time.Time) {
+	if p.queryNext == nil {
+		p.queryNext = map[uint32]time.Time{}
+	}
+	for key, cfg := range st.Mcast {
+		sw := st.Datapaths[key]
+		flood, ok := uint32(0), false
+		if sw != nil {
+			flood, ok = sw.Ports["_MC_flood"]
+		}
+		if !cfg.queries() || !ok {
+			delete(p.queryNext, key)
+			continue
+		}
+		if next, ok := p.queryNext[key]; ok && now.Before(next) {
+			continue
+		}
+		p.queryNext[key] = now.Add(max(cfg.QueryInterval, time.Second))
+		var k flow.Key
+		k.Set(flow.Metadata, uint64(key))
+		k.Set(flow.Reg0+15, uint64(flood)) // outport: every port of the switch
+		err := p.cfg.Switch.Execute(dp.PacketOut{Frame: igmpGeneralQuery(cfg), Key: k, Table: p.engine.layout.IngressOutput})
+		p.countPeriodic("igmp_query", err)
+	}
+	for key := range p.queryNext {
+		if _, ok := st.Mcast[key]; !ok {
+			delete(p.queryNext, key)
+		}
+	}
 }
 
 // syncIGMP hands the membership to the writer if it changed. The writer

@@ -1,6 +1,7 @@
 package pinctrl
 
 import (
+	"bytes"
 	"encoding/binary"
 	"net"
 	"net/netip"
@@ -213,5 +214,81 @@ func TestApplyIGMP(t *testing.T) {
 	p.tickIGMP(now.Add(301 * time.Second)) // the switch's default idle timeout: 300 s
 	if got := <-p.igmpSync; len(got) != 0 {
 		t.Errorf("after the idle timeout: %v", got)
+	}
+}
+
+func TestIGMPCode(t *testing.T) {
+	for _, tc := range []struct {
+		n    time.Duration
+		want byte
+	}{{0, 0}, {10, 10}, {127, 127}, {128, 0x80}, {150, 0x82}, {1000, 0xaf}, {31744, 0xff}, {1 << 20, 0xff}} {
+		got := igmpCode(tc.n)
+		if got != tc.want {
+			t.Errorf("igmpCode(%d) = %#x, want %#x", tc.n, got, tc.want)
+		}
+		// Decoding gives the value rounded down to what the code holds.
+		dec := int64(got)
+		if got >= 0x80 {
+			dec = int64(got&0xf|0x10) << ((got>>4)&7 + 3)
+		}
+		if dec > int64(tc.n) || tc.n < 31744 && int64(tc.n)-dec >= dec/16+1 {
+			t.Errorf("igmpCode(%d) = %#x decodes to %d", tc.n, got, dec)
+		}
+	}
+}
+
+func querierConfig() McastConfig {
+	return McastConfig{Enabled: true, Querier: true, Local: true, EthSrc: routerMAC,
+		IP4Src: netip.MustParseAddr("10.0.0.254"), IdleTimeout: 300 * time.Second,
+		QueryInterval: 150 * time.Second, QueryMaxResp: time.Second}
+}
+
+// TestIGMPGeneralQuery: the query is an IGMPv3 general query the parser
+// (and so a host) takes for one, from the configured addresses to
+// 224.0.0.1 with TTL 1 and Router Alert.
+func TestIGMPGeneralQuery(t *testing.T) {
+	b := igmpGeneralQuery(querierConfig())
+	f, err := parseFrame(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.src.String() != routerMAC.String() || f.dst.String() != "01:00:5e:00:00:01" ||
+		f.ipSrc.String() != "10.0.0.254" || f.ipDst != allHosts || f.ttl != 1 || f.proto != 2 {
+		t.Errorf("query %s > %s, %s > %s, ttl %d proto %d", f.src, f.dst, f.ipSrc, f.ipDst, f.ttl, f.proto)
+	}
+	if fold(onesSum(0, f.ipHdr)) != 0 || !bytes.Equal(f.ipHdr[20:], []byte{0x94, 4, 0, 0}) {
+		t.Errorf("IP header %x: bad checksum or no Router Alert", f.ipHdr)
+	}
+	changes, query, err := parseIGMP(f.l4)
+	if err != nil || !query || len(changes) != 0 {
+		t.Errorf("parsed as %v query %v err %v", changes, query, err)
+	}
+	if len(f.l4) != 12 || f.l4[1] != 10 || f.l4[8] != 2 || f.l4[9] != igmpCode(150) || !bytes.Equal(f.l4[4:8], []byte{0, 0, 0, 0}) {
+		t.Errorf("IGMPv3 query %x: want max resp 10, QRV 2, QQIC 150, group 0", f.l4)
+	}
+}
+
+// TestIGMPQuerySchedule: a querier switch queries at once and then every
+// query interval; a switch that is not the querier, or has no port
+// here, does not.
+func TestIGMPQuerySchedule(t *testing.T) {
+	p, sw := newTestPinctrl(t, Config{})
+	p.fixedState.Datapaths[2].Ports["_MC_flood"] = 32768
+	off := querierConfig()
+	off.Local = false
+	p.fixedState.Datapaths[3] = &Datapath{Key: 3, Ports: map[string]uint32{"_MC_flood": 32768}}
+	p.fixedState.Mcast = map[uint32]McastConfig{2: querierConfig(), 3: off}
+	t0 := time.Unix(1000, 0)
+	for _, step := range []struct {
+		at   time.Duration
+		outs int
+	}{{0, 1}, {time.Second, 1}, {149 * time.Second, 1}, {150 * time.Second, 2}, {151 * time.Second, 2}, {300 * time.Second, 3}} {
+		p.tickIGMP(t0.Add(step.at))
+		if sw.outs != step.outs {
+			t.Errorf("at %v: %d queries sent, want %d", step.at, sw.outs, step.outs)
+		}
+	}
+	if got := p.Stats().Kinds["igmp_query"]; got.Handled != 3 {
+		t.Errorf("igmp_query counters %+v", got)
 	}
 }

@@ -86,6 +86,7 @@ type Pinctrl struct {
 	igmpFailed bool
 	igmpSync   chan igmpSnapshot
 	igmpStats  IGMPStats
+	queryNext  map[uint32]time.Time // when each querier switch queries next
 }
 
 // KindStats count one kind of controller action.

@@ -92,7 +92,6 @@ func NewState(c *client.Cache, chassis string) *State {
 		st.Datapaths[dp.Key] = dp
 		byUUID[d.UUID] = dp
 	}
-	st.Mcast = mcastConfigs(c, byUUID)
 	var me ovsdb.UUID
 	for _, ch := range client.List[sb.Chassis](c) {
 		if ch.Name == chassis {
@@ -112,6 +111,7 @@ func NewState(c *client.Cache, chassis string) *State {
 			dp.PortNames[uint32(p.TunnelKey)] = p.LogicalPort
 		}
 	}
+	st.Mcast = mcastConfigs(c, byUUID, local)
 	for _, p := range ports {
 		if p.Options["ipv6_ra_send_periodic"] != "true" {
 			continue

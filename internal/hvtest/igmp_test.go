@@ -31,6 +31,19 @@ while time.time()<end:
     if struct.unpack(">H",l4[2:4])[0]==5000: print(l4[8:].decode(errors="replace"),flush=True)
 `
 
+// igmpQueryWatch is run in a VM: it prints "query from SRC" for each
+// IGMP query it sees on eth0 within argv[1] seconds.
+const igmpQueryWatch = `import socket,sys,time
+raw=socket.socket(socket.AF_PACKET,socket.SOCK_RAW,socket.htons(0x0800));raw.bind(("eth0",0));raw.settimeout(0.2)
+end=time.time()+float(sys.argv[1])
+while time.time()<end:
+    try: f=raw.recv(2048)
+    except socket.timeout: continue
+    ip=f[14:]
+    if len(ip)<28 or ip[9]!=2: continue
+    if ip[(ip[0]&15)*4]==0x11: print("query from",socket.inet_ntoa(ip[12:16]),"ttl",ip[8],flush=True)
+`
+
 // mcastSend is run in a VM: it sends argv[2] datagrams to
 // 239.1.1.1:5000 from argv[1], 100 ms apart.
 const mcastSend = `import socket,sys,time
@@ -46,7 +59,10 @@ for i in range(int(sys.argv[2])):
 // chassis writes an IGMP_Group row with vm1's port; ovn-northd makes a
 // Multicast_Group of it; multicast vm3 sends to the group reaches vm1
 // and not vm2, which did not join (with snooping, traffic to a group
-// no one joined is not flooded). When vm1 leaves, the row goes.
+// no one joined is not flooded). When vm1 leaves, the row goes. With
+// mcast_querier and its source addresses set, the switch sends IGMP
+// general queries from them every mcast_query_interval, which the VMs
+// see.
 func TestGovnChassisIGMP(t *testing.T) {
 	python(t)
 	c := govnChassisCluster(t, 1)
@@ -146,4 +162,21 @@ func TestGovnChassisIGMP(t *testing.T) {
 	}); err != nil {
 		t.Error(err)
 	}
+
+	t.Run("querier", func(t *testing.T) {
+		c.NBCtl(t, "--wait=hv", "set", "Logical_Switch", "ls1", "other_config:mcast_querier=true",
+			"other_config:mcast_eth_src=0a:00:00:00:00:fe", "other_config:mcast_ip4_src=10.0.0.254",
+			"other_config:mcast_query_interval=2") // the first may come before the watch starts
+		qctx, qcancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer qcancel()
+		out, err := vm2.Command(qctx, "python3", "-u", "-c", igmpQueryWatch, "6").CombinedOutput()
+		if err != nil {
+			t.Fatalf("watching for queries: %v: %s", err, out)
+		}
+		n := strings.Count(string(out), "query from 10.0.0.254 ttl 1")
+		t.Logf("vm2 saw %d queries in 6 s", n)
+		if n < 2 || n > 4 {
+			t.Errorf("vm2 saw %d IGMP queries from 10.0.0.254 in 6 s, want one every 2 s: %q", n, out)
+		}
+	})
 }
