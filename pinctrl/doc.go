@@ -58,18 +58,20 @@
 // put_arp and put_nd learn a MAC binding (logical port, IP, MAC) to write,
 // put_fdb an FDB row (switch, MAC, port); each has its own writer.
 //
-// IGMP snooping: igmp reads the IGMPv1/v2/v3 reports and leaves of a
-// local port on a switch whose IP_Multicast row is enabled, and Snooping
-// keeps each group's member ports (a v3 record joins unless it includes
-// no sources; no per-source state, as in ovn-controller), ends
-// memberships not reported for the switch's idle_timeout (300 s) and
-// refuses groups past its table_size (2048). Each change hands the whole
-// membership to a writer, which makes this chassis' IGMP_Group rows (one
-// per switch and group, ports the members) say it in one transaction;
-// changes made meanwhile collapse into the next. A switch whose
-// IP_Multicast row makes it the querier (querier with eth_src and
-// ip4_src) and that has a port here sends an IGMPv3 general query to all
-// its ports at once and then every query_interval.
+// IGMP and MLD snooping: igmp (ovn-northd's action for both) reads the
+// IGMPv1/v2/v3 and MLDv1/v2 reports and leaves of a local port on a
+// switch whose IP_Multicast row is enabled, and Snooping keeps each
+// group's member ports (a v3 record joins unless it includes no
+// sources; no per-source state, as in ovn-controller; link-local groups
+// are flooded, not snooped), ends memberships not reported for the
+// switch's idle_timeout (300 s) and refuses groups past its table_size
+// (2048). Each change hands the whole membership to a writer, which makes
+// this chassis' IGMP_Group rows (one per switch and group, ports the
+// members) say it in one transaction; changes made meanwhile collapse
+// into the next. A switch whose IP_Multicast row makes it the querier
+// (querier with eth_src and ip4_src) and that has a port here sends an
+// IGMPv3 general query to all its ports at once and then every
+// query_interval.
 //
 // Periodic router advertisements: every router port whose Port_Binding
 // has ipv6_ra_send_periodic (ovn-northd copies ipv6_ra_configs there) and
@@ -118,7 +120,6 @@
 // one difference is kept on purpose: ovn-controller 23.03 writes a
 // DHCPv6 domain search list as a single label, govn as DNS names.
 //
-// Not done yet: MLD (ovn-northd sends MLD to igmp too; govn counts
-// those as igmp errors), BFD, bind_vport, trigger_event, sctp_abort;
-// their packet-ins are counted as errors.
+// Not done yet: MLD queries, BFD, bind_vport, trigger_event,
+// sctp_abort; their packet-ins are counted as errors.
 package pinctrl

@@ -132,3 +132,22 @@ func FuzzParseIGMP(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseMLD(f *testing.F) {
+	f.Add(mldMsg(mldV1Report, mldGroup, mldGroup))
+	f.Add(mldMsg(mldV2Report, mldRouter, netip.Addr{}, append([]byte{igmpChangeToExclude, 0, 0, 0}, mldGroup.AsSlice()...)))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		changes, query, err := parseMLD(b, vmLL, mldRouter)
+		if err != nil {
+			return
+		}
+		if query && len(changes) > 0 {
+			t.Fatalf("a query reported changes")
+		}
+		for _, c := range changes {
+			if !c.Group.Is6() || !c.Group.IsMulticast() || c.Group.IsLinkLocalMulticast() {
+				t.Fatalf("change of %s, not a snooped group", c.Group)
+			}
+		}
+	})
+}

@@ -97,6 +97,66 @@ func parseIGMP(b []byte) (changes []groupChange, query bool, err error) {
 	return changes, false, nil
 }
 
+// MLD message types (RFC 2710, RFC 3810) and MLDv2 record types, which
+// are IGMPv3's.
+const (
+	mldQuery    = 130
+	mldV1Report = 131
+	mldV1Done   = 132
+	mldV2Report = 143
+)
+
+// parseMLD reads an MLD message (the ICMPv6 message from src to dst) as
+// parseIGMP does an IGMP one. Groups of link-local scope or less
+// (ff02::1:ff00:0/104 of neighbor discovery among them) are flooded, so
+// they are left out.
+func parseMLD(b []byte, src, dst netip.Addr) (changes []groupChange, query bool, err error) {
+	if len(b) < 8 {
+		return nil, false, errTruncated
+	}
+	if fold(onesSum(pseudoSum(src, dst, protoICMPv6, len(b)), b)) != 0 {
+		return nil, false, errors.New("bad MLD checksum")
+	}
+	add := func(g []byte, join bool) {
+		a := netip.AddrFrom16([16]byte(g))
+		if a.IsMulticast() && g[1]&0x0f > 2 {
+			changes = append(changes, groupChange{a, join})
+		}
+	}
+	switch b[0] {
+	case mldQuery:
+		return nil, true, nil
+	case mldV1Report, mldV1Done:
+		if len(b) < 24 {
+			return nil, false, errTruncated
+		}
+		add(b[8:24], b[0] == mldV1Report)
+	case mldV2Report:
+		n := int(binary.BigEndian.Uint16(b[6:]))
+		p := 8
+		for i := range n {
+			if len(b) < p+20 {
+				return nil, false, fmt.Errorf("MLDv2 record %d: %w", i, errTruncated)
+			}
+			typ, aux, srcs := b[p], int(b[p+1]), int(binary.BigEndian.Uint16(b[p+2:]))
+			g := b[p+4 : p+20]
+			p += 20 + 16*srcs + 4*aux
+			if len(b) < p {
+				return nil, false, fmt.Errorf("MLDv2 record %d: %w", i, errTruncated)
+			}
+			switch typ {
+			case igmpModeIsInclude, igmpChangeToInclude:
+				add(g, srcs > 0)
+			case igmpModeIsExclude, igmpChangeToExclude, igmpAllowNew:
+				add(g, true)
+			}
+		}
+	default:
+		return nil, false, fmt.Errorf("ICMPv6 type %d is not an MLD report", b[0])
+	}
+	return changes, false, nil
+}
+
 // IGMPReport is one port's report of one group, from an igmp action.
 type IGMPReport struct {
 	Datapath uint32 // the switch's tunnel key
@@ -105,16 +165,25 @@ type IGMPReport struct {
 	Join     bool
 }
 
-// igmp runs the igmp action: the reports of the packet's port.
+// igmp runs the igmp action (ovn-northd's for IGMP and MLD alike): the
+// reports of the packet's port.
 func (h *handling) igmp() error {
-	if h.f == nil || h.f.etype != etherIPv4 || h.f.proto != 2 || h.f.fragment {
-		return errors.New("igmp: not an IGMP packet")
+	var parse func() ([]groupChange, bool, error)
+	switch {
+	case h.f == nil || h.f.fragment:
+		return errors.New("igmp: not an IGMP or MLD packet")
+	case h.f.etype == etherIPv4 && h.f.proto == 2:
+		parse = func() ([]groupChange, bool, error) { return parseIGMP(h.f.l4) }
+	case h.f.etype == etherIPv6 && h.f.proto == protoICMPv6:
+		parse = func() ([]groupChange, bool, error) { return parseMLD(h.f.l4, h.f.ipSrc, h.f.ipDst) }
+	default:
+		return errors.New("igmp: not an IGMP or MLD packet")
 	}
 	port, ok := h.dp.PortNames[uint32(h.pi.Key.Get(flow.Reg0+14))]
 	if !ok {
 		return fmt.Errorf("igmp: unknown logical port %d", h.pi.Key.Get(flow.Reg0+14))
 	}
-	changes, query, err := parseIGMP(h.f.l4)
+	changes, query, err := parse()
 	if err != nil {
 		return fmt.Errorf("igmp: %w", err)
 	}

@@ -292,3 +292,94 @@ func TestIGMPQuerySchedule(t *testing.T) {
 		t.Errorf("igmp_query counters %+v", got)
 	}
 }
+
+var (
+	vmLL      = netip.MustParseAddr("fe80::5054:ff:fe00:1")
+	mldGroup  = netip.MustParseAddr("ff05::1:3")
+	mldRouter = netip.MustParseAddr("ff02::16")
+)
+
+// mldMsg is an ICMPv6 MLD message from vmLL to dst (its checksum for
+// that) of type typ: a v1 message about group, or a v2 report of
+// records (IGMPv3's record types, 16-byte addresses).
+func mldMsg(typ byte, dst, group netip.Addr, records ...[]byte) []byte {
+	b := make([]byte, 8)
+	b[0] = typ
+	if typ == mldV2Report {
+		binary.BigEndian.PutUint16(b[6:], uint16(len(records)))
+		for _, r := range records {
+			b = append(b, r...)
+		}
+	} else {
+		b = append(b, group.AsSlice()...)
+	}
+	pkt := ipPacket(vmLL, dst, protoICMPv6, 1, b, 2)
+	return pkt[40:]
+}
+
+func TestParseMLD(t *testing.T) {
+	rec := func(typ byte, g netip.Addr, srcs int) []byte {
+		r := append([]byte{typ, 0, 0, byte(srcs)}, g.AsSlice()...)
+		for range srcs {
+			r = append(r, vmIP6.AsSlice()...)
+		}
+		return r
+	}
+	bad := mldMsg(mldV1Report, mldGroup, mldGroup)
+	bad[3]++
+	for _, tc := range []struct {
+		name    string
+		msg     []byte
+		dst     netip.Addr
+		want    []groupChange
+		query   bool
+		wantErr bool
+	}{
+		{"v1 report", mldMsg(mldV1Report, mldGroup, mldGroup), mldGroup, []groupChange{{mldGroup, true}}, false, false},
+		{"v1 done", mldMsg(mldV1Done, mldRouter, mldGroup), mldRouter, []groupChange{{mldGroup, false}}, false, false},
+		{"query", mldMsg(mldQuery, allNodes, netip.IPv6Unspecified()), allNodes, nil, true, false},
+		{"solicited-node group", mldMsg(mldV1Report, mldRouter, netip.MustParseAddr("ff02::1:ff00:1")), mldRouter, nil, false, false},
+		{"v2 join, leave, include", mldMsg(mldV2Report, mldRouter, netip.Addr{},
+			rec(igmpChangeToExclude, mldGroup, 0), rec(igmpChangeToInclude, group6b, 0), rec(igmpModeIsInclude, group6b, 1)),
+			mldRouter, []groupChange{{mldGroup, true}, {group6b, false}, {group6b, true}}, false, false},
+		{"v2 truncated", func() []byte {
+			b := mldMsg(mldV2Report, mldRouter, netip.Addr{}, rec(igmpChangeToExclude, mldGroup, 1))
+			b = b[:len(b)-4]
+			binary.BigEndian.PutUint16(b[2:], 0)
+			binary.BigEndian.PutUint16(b[2:], fold(onesSum(pseudoSum(vmLL, mldRouter, protoICMPv6, len(b)), b)))
+			return b
+		}(), mldRouter, nil, false, true},
+		{"bad checksum", bad, mldGroup, nil, false, true},
+		{"checksum for another destination", mldMsg(mldV1Report, mldGroup, mldGroup), mldRouter, nil, false, true},
+		{"echo request", mldMsg(128, mldGroup, mldGroup), mldGroup, nil, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, query, err := parseMLD(tc.msg, vmLL, tc.dst)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("error %v, want error %v", err, tc.wantErr)
+			}
+			if !tc.wantErr && (!reflect.DeepEqual(got, tc.want) || query != tc.query) {
+				t.Errorf("changes %v query %v, want %v %v", got, query, tc.want, tc.query)
+			}
+		})
+	}
+}
+
+var group6b = netip.MustParseAddr("ff0e::42")
+
+// TestHandleMLD: ovn-northd sends MLD to the igmp action too.
+func TestHandleMLD(t *testing.T) {
+	e, err := NewEngine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip := ipPacket(vmLL, mldGroup, protoICMPv6, 1, mldMsg(mldV1Report, mldGroup, mldGroup), -1)
+	out, err := e.Handle(packetIn("igmp;", ethFrame(multicastMAC(mldGroup), vmMAC, etherIPv6, ip), 2, 33, nil), testState())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []IGMPReport{{Datapath: 2, Port: "sw0-p1", Group: mldGroup, Join: true}}
+	if !reflect.DeepEqual(out.IGMP, want) {
+		t.Errorf("reports %+v, want %+v", out.IGMP, want)
+	}
+}

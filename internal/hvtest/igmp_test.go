@@ -62,7 +62,7 @@ for i in range(int(sys.argv[2])):
 // no one joined is not flooded). When vm1 leaves, the row goes. With
 // mcast_querier and its source addresses set, the switch sends IGMP
 // general queries from them every mcast_query_interval, which the VMs
-// see.
+// see. An MLD join of ff05::1:3 makes an IGMP_Group row too.
 func TestGovnChassisIGMP(t *testing.T) {
 	python(t)
 	c := govnChassisCluster(t, 1)
@@ -162,6 +162,36 @@ func TestGovnChassisIGMP(t *testing.T) {
 	}); err != nil {
 		t.Error(err)
 	}
+
+	t.Run("mld", func(t *testing.T) {
+		mctx, mcancel := context.WithTimeout(context.Background(), 40*time.Second)
+		defer mcancel()
+		if out, err := vm1.Command(mctx, "sysctl", "-qw", "net.ipv6.conf.eth0.accept_dad=0",
+			"net.ipv6.conf.all.disable_ipv6=0", "net.ipv6.conf.eth0.disable_ipv6=0").CombinedOutput(); err != nil {
+			t.Fatalf("enabling IPv6 on vm1: %v: %s", err, out)
+		}
+		time.Sleep(time.Second) // the link-local address MLD reports come from
+		// Joining ff05::1:3 makes the kernel send MLDv2 reports.
+		join := vm1.Command(mctx, "python3", "-c", `import socket,struct,time
+s=socket.socket(socket.AF_INET6,socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IPV6,socket.IPV6_JOIN_GROUP,socket.inet_pton(socket.AF_INET6,"ff05::1:3")+struct.pack("@I",socket.if_nametoindex("eth0")))
+time.sleep(30)`)
+		if err := join.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer join.Wait()
+		defer mcancel()
+		var ports string
+		if err := waitFor(20*time.Second, "an IGMP_Group row for ff05::1:3", func() bool {
+			ports = strings.TrimSpace(c.SBCtl(t, "--bare", "--columns=ports", "find", "IGMP_Group", `address="ff05::1:3"`))
+			return ports != ""
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if ports != vm1Port {
+			t.Errorf("IGMP_Group ff05::1:3 ports %q, want vm1's Port_Binding %s", ports, vm1Port)
+		}
+	})
 
 	t.Run("querier", func(t *testing.T) {
 		c.NBCtl(t, "--wait=hv", "set", "Logical_Switch", "ls1", "other_config:mcast_querier=true",
