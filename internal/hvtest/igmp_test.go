@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -62,7 +63,8 @@ for i in range(int(sys.argv[2])):
 // no one joined is not flooded). When vm1 leaves, the row goes. With
 // mcast_querier and its source addresses set, the switch sends IGMP
 // general queries from them every mcast_query_interval, which the VMs
-// see. An MLD join of ff05::1:3 makes an IGMP_Group row too.
+// see. An MLD join of ff05::1:3 makes an IGMP_Group row too; a second
+// member updates its ports.
 func TestGovnChassisIGMP(t *testing.T) {
 	python(t)
 	c := govnChassisCluster(t, 1)
@@ -164,33 +166,44 @@ func TestGovnChassisIGMP(t *testing.T) {
 	}
 
 	t.Run("mld", func(t *testing.T) {
-		mctx, mcancel := context.WithTimeout(context.Background(), 40*time.Second)
+		mctx, mcancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer mcancel()
-		if out, err := vm1.Command(mctx, "sysctl", "-qw", "net.ipv6.conf.eth0.accept_dad=0",
-			"net.ipv6.conf.all.disable_ipv6=0", "net.ipv6.conf.eth0.disable_ipv6=0").CombinedOutput(); err != nil {
-			t.Fatalf("enabling IPv6 on vm1: %v: %s", err, out)
-		}
-		time.Sleep(time.Second) // the link-local address MLD reports come from
-		// Joining ff05::1:3 makes the kernel send MLDv2 reports.
-		join := vm1.Command(mctx, "python3", "-c", `import socket,struct,time
+		// joinMLD enables IPv6 on vm and joins ff05::1:3 there (the
+		// kernel sends MLDv2 reports) until mctx ends.
+		joinMLD := func(vm *VM) {
+			if out, err := vm.Command(mctx, "sysctl", "-qw", "net.ipv6.conf.eth0.accept_dad=0",
+				"net.ipv6.conf.all.disable_ipv6=0", "net.ipv6.conf.eth0.disable_ipv6=0").CombinedOutput(); err != nil {
+				t.Fatalf("enabling IPv6 on %s: %v: %s", vm.Name, err, out)
+			}
+			time.Sleep(time.Second) // the link-local address MLD reports come from
+			join := vm.Command(mctx, "python3", "-c", `import socket,struct,time
 s=socket.socket(socket.AF_INET6,socket.SOCK_DGRAM)
 s.setsockopt(socket.IPPROTO_IPV6,socket.IPV6_JOIN_GROUP,socket.inet_pton(socket.AF_INET6,"ff05::1:3")+struct.pack("@I",socket.if_nametoindex("eth0")))
-time.sleep(30)`)
-		if err := join.Start(); err != nil {
-			t.Fatal(err)
+time.sleep(60)`)
+			if err := join.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { mcancel(); join.Wait() })
 		}
-		defer join.Wait()
-		defer mcancel()
-		var ports string
-		if err := waitFor(20*time.Second, "an IGMP_Group row for ff05::1:3", func() bool {
-			ports = strings.TrimSpace(c.SBCtl(t, "--bare", "--columns=ports", "find", "IGMP_Group", `address="ff05::1:3"`))
-			return ports != ""
-		}); err != nil {
-			t.Fatal(err)
+		// waitPorts waits for the group's row to name want's ports.
+		waitPorts := func(want ...string) {
+			var ports []string
+			if err := waitFor(20*time.Second, "IGMP_Group ff05::1:3 with "+strings.Join(want, ", "), func() bool {
+				ports = strings.Fields(c.SBCtl(t, "--bare", "--columns=ports", "find", "IGMP_Group", `address="ff05::1:3"`))
+				slices.Sort(ports)
+				return slices.Equal(ports, want)
+			}); err != nil {
+				t.Fatalf("%v: ports %v", err, ports)
+			}
 		}
-		if ports != vm1Port {
-			t.Errorf("IGMP_Group ff05::1:3 ports %q, want vm1's Port_Binding %s", ports, vm1Port)
-		}
+		joinMLD(vm1)
+		waitPorts(vm1Port)
+		// A second member updates the row.
+		vm2Port := strings.TrimSpace(c.SBCtl(t, "--bare", "--columns=_uuid", "find", "Port_Binding", "logical_port=vm2"))
+		joinMLD(vm2)
+		both := []string{vm1Port, vm2Port}
+		slices.Sort(both)
+		waitPorts(both...)
 	})
 
 	t.Run("querier", func(t *testing.T) {
