@@ -68,7 +68,9 @@
 // (2048). Each change hands the whole membership to a writer, which makes
 // this chassis' IGMP_Group rows (one per switch and group, ports the
 // members) say it in one transaction; changes made meanwhile collapse
-// into the next. A switch whose IP_Multicast row makes it the querier
+// into the next. Reports go on to the switch's multicast routers
+// (_MC_mrouter_flood: ports with mcast_flood_reports, relaying routers).
+// A switch whose IP_Multicast row makes it the querier
 // (querier with eth_src and ip4_src) and that has a port here sends an
 // IGMPv3 general query to all its ports at once and then every
 // query_interval.

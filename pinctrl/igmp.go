@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/govn/govn/datapath/dp"
 	"github.com/govn/govn/datapath/flow"
 	"github.com/govn/govn/ovsdb"
 	"github.com/govn/govn/ovsdb/client"
@@ -193,8 +194,19 @@ func (h *handling) igmp() error {
 	for _, c := range changes {
 		h.out.IGMP = append(h.out.IGMP, IGMPReport{Datapath: h.dp.Key, Port: port, Group: c.Group, Join: c.Join})
 	}
+	// The switch's multicast routers (ports with
+	// options:mcast_flood_reports, relaying routers' ports: ovn-northd
+	// 23.03's _MC_mrouter_flood) get every report to learn from.
+	if mrouters, ok := h.dp.Ports[mcMrouterFlood]; ok {
+		k := h.pi.Key
+		k.Set(flow.Reg0+15, uint64(mrouters)) // outport
+		h.out.Packets = append(h.out.Packets, dp.PacketOut{Frame: h.pi.Frame, Key: k, Table: h.e.layout.IngressOutput})
+	}
 	return nil
 }
+
+// mcMrouterFlood is the multicast group of a switch's multicast routers.
+const mcMrouterFlood = "_MC_mrouter_flood"
 
 // McastConfig is a snooping switch's IP_Multicast row, as pinctrl uses it.
 type McastConfig struct {
@@ -280,7 +292,7 @@ func (s *Snooping) Report(r IGMPReport, cfg McastConfig, now time.Time) bool {
 // Expire ends the memberships not reported for their switch's idle
 // timeout (cfg returns a switch's configuration); it says whether any
 // ended.
-func (s *Snooping) Expire(now time.Time, cfg func(dp uint32) McastConfig) bool {
+func (s *Snooping) Expire(now time.Time, cfg func(datapath uint32) McastConfig) bool {
 	changed := false
 	for k, m := range s.members {
 		idle := cfg(k.Datapath).IdleTimeout
@@ -319,8 +331,8 @@ func (s *Snooping) Groups() map[McastGroup][]string {
 func mcastConfigs(c *client.Cache, byUUID map[ovsdb.UUID]*Datapath, local map[ovsdb.UUID]bool) map[uint32]McastConfig {
 	out := map[uint32]McastConfig{}
 	for _, m := range client.List[sb.IPMulticast](c) {
-		dp := byUUID[m.Datapath]
-		if dp == nil {
+		sw := byUUID[m.Datapath]
+		if sw == nil {
 			continue
 		}
 		cfg := McastConfig{Enabled: m.Enabled != nil && *m.Enabled, IdleTimeout: defaultMcastIdle, TableSize: defaultMcastTable}
@@ -346,7 +358,7 @@ func mcastConfigs(c *client.Cache, byUUID map[ovsdb.UUID]*Datapath, local map[ov
 		if m.QueryMaxResp != nil && *m.QueryMaxResp > 0 {
 			cfg.QueryMaxResp = time.Duration(*m.QueryMaxResp) * time.Second
 		}
-		out[dp.Key] = cfg
+		out[sw.Key] = cfg
 	}
 	return out
 }

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/govn/govn/datapath/flow"
 )
 
 var (
@@ -381,5 +383,33 @@ func TestHandleMLD(t *testing.T) {
 	want := []IGMPReport{{Datapath: 2, Port: "sw0-p1", Group: mldGroup, Join: true}}
 	if !reflect.DeepEqual(out.IGMP, want) {
 		t.Errorf("reports %+v, want %+v", out.IGMP, want)
+	}
+}
+
+// TestIGMPFloodReports: a report goes on to the switch's multicast
+// routers (its _MC_mrouter_flood group), from the reporting port; a
+// query does not.
+func TestIGMPFloodReports(t *testing.T) {
+	e, err := NewEngine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := testState()
+	st.Datapaths[2].Ports[mcMrouterFlood] = 32771
+	report := igmpFrame(igmpMsg(igmpV2Report, group1), group1)
+	out, err := e.Handle(packetIn("igmp;", report, 2, 33, nil), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Packets) != 1 || len(out.IGMP) != 1 {
+		t.Fatalf("%d packets, %d reports; want 1, 1", len(out.Packets), len(out.IGMP))
+	}
+	po := out.Packets[0]
+	if !bytes.Equal(po.Frame, report) || po.Table != e.layout.IngressOutput || po.Key.Get(flow.Reg0+15) != 32771 || po.Key.Get(flow.Reg0+14) != 1 {
+		t.Errorf("forwarded to table %d outport %d inport %d", po.Table, po.Key.Get(flow.Reg0+15), po.Key.Get(flow.Reg0+14))
+	}
+	out, err = e.Handle(packetIn("igmp;", igmpFrame(igmpMsg(igmpQuery, netip.IPv4Unspecified()), allHosts), 2, 33, nil), st)
+	if err != nil || len(out.Packets) != 0 {
+		t.Errorf("query: %d packets, %v", len(out.Packets), err)
 	}
 }

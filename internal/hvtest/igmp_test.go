@@ -32,9 +32,9 @@ while time.time()<end:
     if struct.unpack(">H",l4[2:4])[0]==5000: print(l4[8:].decode(errors="replace"),flush=True)
 `
 
-// igmpQueryWatch is run in a VM: it prints "query from SRC" for each
-// IGMP query it sees on eth0 within argv[1] seconds.
-const igmpQueryWatch = `import socket,sys,time
+// igmpWatch is run in a VM: it prints "igmp TYPE from SRC ttl TTL" for
+// each IGMP message it sees on eth0 within argv[1] seconds.
+const igmpWatch = `import socket,sys,time
 raw=socket.socket(socket.AF_PACKET,socket.SOCK_RAW,socket.htons(0x0800));raw.bind(("eth0",0));raw.settimeout(0.2)
 end=time.time()+float(sys.argv[1])
 while time.time()<end:
@@ -42,7 +42,7 @@ while time.time()<end:
     except socket.timeout: continue
     ip=f[14:]
     if len(ip)<28 or ip[9]!=2: continue
-    if ip[(ip[0]&15)*4]==0x11: print("query from",socket.inet_ntoa(ip[12:16]),"ttl",ip[8],flush=True)
+    print("igmp %#x from"%ip[(ip[0]&15)*4],socket.inet_ntoa(ip[12:16]),"ttl",ip[8],flush=True)
 `
 
 // mcastSend is run in a VM: it sends argv[2] datagrams to
@@ -64,7 +64,8 @@ for i in range(int(sys.argv[2])):
 // mcast_querier and its source addresses set, the switch sends IGMP
 // general queries from them every mcast_query_interval, which the VMs
 // see. An MLD join of ff05::1:3 makes an IGMP_Group row too; a second
-// member updates its ports.
+// member updates its ports. A port with mcast_flood_reports gets the
+// reports of the others.
 func TestGovnChassisIGMP(t *testing.T) {
 	python(t)
 	c := govnChassisCluster(t, 1)
@@ -212,14 +213,42 @@ time.sleep(60)`)
 			"other_config:mcast_query_interval=2") // the first may come before the watch starts
 		qctx, qcancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer qcancel()
-		out, err := vm2.Command(qctx, "python3", "-u", "-c", igmpQueryWatch, "6").CombinedOutput()
+		out, err := vm2.Command(qctx, "python3", "-u", "-c", igmpWatch, "6").CombinedOutput()
 		if err != nil {
 			t.Fatalf("watching for queries: %v: %s", err, out)
 		}
-		n := strings.Count(string(out), "query from 10.0.0.254 ttl 1")
+		n := strings.Count(string(out), "igmp 0x11 from 10.0.0.254 ttl 1")
 		t.Logf("vm2 saw %d queries in 6 s", n)
 		if n < 2 || n > 4 {
 			t.Errorf("vm2 saw %d IGMP queries from 10.0.0.254 in 6 s, want one every 2 s: %q", n, out)
+		}
+	})
+
+	t.Run("flood-reports", func(t *testing.T) {
+		// vm3's port gets every report; vm2 joins 239.2.2.2.
+		c.NBCtl(t, "--wait=hv", "lsp-set-options", "vm3", "mcast_flood_reports=true")
+		fctx, fcancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer fcancel()
+		var out bytes.Buffer
+		watch := vm3.Command(fctx, "python3", "-u", "-c", igmpWatch, "5")
+		watch.Stdout, watch.Stderr = &out, &out
+		if err := watch.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		join := vm2.Command(fctx, "python3", "-c", `import socket,sys,time
+s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP,socket.IP_ADD_MEMBERSHIP,socket.inet_aton("239.2.2.2")+socket.inet_aton(sys.argv[1]))
+time.sleep(6)`, vm2.IP())
+		if err := join.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer join.Wait()
+		if err := watch.Wait(); err != nil {
+			t.Fatalf("watching for reports: %v: %s", err, out.String())
+		}
+		if !strings.Contains(out.String(), "igmp 0x22 from "+vm2.IP()) {
+			t.Errorf("vm3 (mcast_flood_reports) saw no IGMPv3 report from vm2: %q", out.String())
 		}
 	})
 }
