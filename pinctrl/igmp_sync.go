@@ -3,6 +3,7 @@ package pinctrl
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -131,11 +132,18 @@ func (p *Pinctrl) writeIGMP(ctx context.Context) {
 			p.igmpStats.Groups = len(snap)
 		}
 		p.mu.Unlock()
-		if err != nil && ctx.Err() == nil {
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case errors.Is(err, errNotYet): // at start: retried every second
+			p.log.Debug("pinctrl: writing IGMP groups", "err", err)
+		default:
 			p.log.Warn("pinctrl: writing IGMP groups", "err", err)
 		}
 	}
 }
+
+// errNotYet: the Southbound cannot take this chassis' rows yet.
+var errNotYet = errors.New("not yet")
 
 // igmpRowKey names an IGMP_Group row of this chassis.
 type igmpRowKey struct {
@@ -149,7 +157,7 @@ type igmpRowKey struct {
 func (p *Pinctrl) commitIGMP(ctx context.Context, snap igmpSnapshot) (int, error) {
 	c := p.cfg.SB()
 	if c == nil {
-		return 0, errors.New("no southbound")
+		return 0, fmt.Errorf("%w: no southbound", errNotYet)
 	}
 	name := ""
 	if p.cfg.Chassis != nil {
@@ -198,7 +206,7 @@ func igmpRows(c *client.Cache, chassis string, snap igmpSnapshot) (map[igmpRowKe
 		}
 	}
 	if me == (ovsdb.UUID{}) {
-		return nil, me, errors.New("this chassis has no Chassis row yet")
+		return nil, me, fmt.Errorf("%w: this chassis has no Chassis row", errNotYet)
 	}
 	dps := map[uint32]ovsdb.UUID{}
 	for _, d := range client.List[sb.DatapathBinding](c) {
