@@ -44,8 +44,14 @@ func (p *Pinctrl) applyIGMP(reports []IGMPReport, st *State, now time.Time) {
 			p.igmpDirty = true
 		}
 	}
-	p.syncIGMP()
+	p.syncIGMP(now)
 }
+
+// igmpResync is how often the rows are checked against the membership
+// even without a change: rows someone else deleted (a Southbound
+// rebuilt, a port's weak reference gone) come back. A check that finds
+// nothing to change writes nothing.
+const igmpResync = 30 * time.Second
 
 // tickIGMP expires idle memberships, sends the queries that are due and
 // retries a failed sync.
@@ -61,7 +67,10 @@ func (p *Pinctrl) tickIGMP(now time.Time) {
 		p.igmpFailed, p.igmpDirty = false, true
 	}
 	p.mu.Unlock()
-	p.syncIGMP()
+	if now.Sub(p.igmpSynced) >= igmpResync {
+		p.igmpDirty = true
+	}
+	p.syncIGMP(now)
 }
 
 // sendQueries sends a general query on each switch that is the querier
@@ -100,10 +109,11 @@ func (p *Pinctrl) sendQueries(st *State, now time.Time) {
 // syncIGMP hands the membership to the writer if it changed. The writer
 // takes the latest snapshot only: changes made while it writes collapse
 // into one transaction.
-func (p *Pinctrl) syncIGMP() {
+func (p *Pinctrl) syncIGMP(now time.Time) {
 	if !p.igmpDirty {
 		return
 	}
+	p.igmpSynced = now
 	snap := igmpSnapshot(p.snoop.Groups())
 	select {
 	case <-p.igmpSync: // replace a snapshot not yet taken
@@ -192,10 +202,18 @@ func (p *Pinctrl) commitIGMP(ctx context.Context, snap igmpSnapshot) (int, error
 			t.InsertModel(&row)
 			n++
 		}
+		if n == 0 {
+			return errUnchanged // nothing to commit
+		}
 		return nil
 	})
+	if errors.Is(err, errUnchanged) {
+		return 0, nil
+	}
 	return n, err
 }
+
+var errUnchanged = errors.New("unchanged")
 
 // igmpRows are the IGMP_Group rows snap asks for, and the chassis' UUID.
 func igmpRows(c *client.Cache, chassis string, snap igmpSnapshot) (map[igmpRowKey]sb.IGMPGroup, ovsdb.UUID, error) {

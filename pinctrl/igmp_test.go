@@ -189,7 +189,8 @@ func TestSnooping(t *testing.T) {
 }
 
 // TestApplyIGMP: reports on a switch without snooping enabled are
-// ignored; a change hands the writer one snapshot, the latest.
+// ignored; a change hands the writer one snapshot, the latest; every
+// igmpResync the rows are checked again; expiry empties the membership.
 func TestApplyIGMP(t *testing.T) {
 	p, _ := newTestPinctrl(t, Config{})
 	p.fixedState.Mcast = map[uint32]McastConfig{2: {Enabled: true}}
@@ -212,6 +213,10 @@ func TestApplyIGMP(t *testing.T) {
 	p.tickIGMP(now.Add(time.Second))
 	if len(p.igmpSync) != 0 {
 		t.Errorf("a tick without changes sent a snapshot")
+	}
+	p.tickIGMP(now.Add(igmpResync)) // unchanged, but checked against the rows
+	if got := <-p.igmpSync; !reflect.DeepEqual(got, want) {
+		t.Errorf("resync snapshot %v, want %v", got, want)
 	}
 	p.tickIGMP(now.Add(301 * time.Second)) // the switch's default idle timeout: 300 s
 	if got := <-p.igmpSync; len(got) != 0 {

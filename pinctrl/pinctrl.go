@@ -87,6 +87,7 @@ type Pinctrl struct {
 	igmpSync   chan igmpSnapshot
 	igmpStats  IGMPStats
 	queryNext  map[uint32]time.Time // when each querier switch queries next
+	igmpSynced time.Time            // when the membership went to the writer last
 }
 
 // KindStats count one kind of controller action.
