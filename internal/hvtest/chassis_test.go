@@ -2,14 +2,9 @@ package hvtest
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/govn/govn/internal/daemon"
 )
 
 // govnChassisCluster starts a cluster whose hypervisors all run govn
@@ -212,56 +207,5 @@ func TestGovnChassisLoadBalancer(t *testing.T) {
 		out, err := run(context.Background(), ovsEnv(hv1.Dir), inNS(hv1.NS, "ovs-appctl", "-t", hv1.Dir+"/chassis.ctl", "dpctl/dump-flows")...)
 		t.Logf("dpctl/dump-flows (%v):\n%s", err, out)
 		t.Fatalf("backends %v never answered the VIP", missing)
-	}
-}
-
-// TestGovnChassisRestart: a killed govn chassis, started again, keeps its
-// Chassis row and conntrack zones, and the VMs ping again; the gap from
-// the restart to the first answered ping is logged.
-func TestGovnChassisRestart(t *testing.T) {
-	c := govnChassisCluster(t, 1)
-	hv1 := c.Hypervisor(1)
-	c.NBCtl(t, "ls-add", "ls0")
-	vms := map[string]*VM{}
-	for _, vm := range []struct{ name, mac, ip string }{
-		{"vm1", "0a:00:00:00:00:01", "10.0.0.11"},
-		{"vm2", "0a:00:00:00:00:02", "10.0.0.12"},
-	} {
-		c.NBCtl(t, "lsp-add", "ls0", vm.name, "--", "lsp-set-addresses", vm.name, vm.mac+" "+vm.ip)
-		vms[vm.name] = c.AddVM(t, hv1, VMSpec{Name: vm.name, LSP: vm.name, MAC: vm.mac, Addr: vm.ip + "/24"})
-	}
-	c.WaitPortUp(t, "vm1")
-	c.WaitPortUp(t, "vm2")
-	if err := vms["vm1"].WaitPing(vms["vm2"].IP(), 20*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	chassisRow := c.SBCtl(t, "--bare", "--columns=_uuid", "list", "Chassis")
-	zones := hv1.Vsctl(t, "get", "Open_vSwitch", ".", "external_ids")
-
-	pid, err := daemon.ReadPidfile(filepath.Join(hv1.Dir, "chassis.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	for syscall.Kill(pid, 0) == nil {
-		time.Sleep(10 * time.Millisecond)
-	}
-	// The killed process left its socket behind: wait for the new one.
-	if err := os.Remove(hv1.DB); err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	restart := time.Now()
-	hv1.Chassis.Start(t, hv1)
-	if err := vms["vm1"].WaitPing(vms["vm2"].IP(), 20*time.Second); err != nil {
-		t.Fatalf("after the restart: %v", err)
-	}
-	t.Logf("from restart to the first answered ping: %v", time.Since(restart).Round(time.Millisecond))
-	if got := c.SBCtl(t, "--bare", "--columns=_uuid", "list", "Chassis"); got != chassisRow {
-		t.Errorf("Chassis row %q, was %q", got, chassisRow)
-	}
-	if got := hv1.Vsctl(t, "get", "Open_vSwitch", ".", "external_ids"); got != zones {
-		t.Errorf("external_ids (ct zones) %s, were %s", got, zones)
 	}
 }
