@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -116,37 +115,17 @@ func (f *chassisFlags) finish() chassisOptions {
 }
 
 func startChassis(ctx context.Context, opts chassisOptions, args []string) error {
-	env := os.Environ()
-	if opts.detach && !daemon.IsChild(env) {
-		exe, childArgs, err := programCommand(os.Args[0], chassisProgramName, "chassis", args)
-		if err != nil {
-			return fmt.Errorf("--detach: %w", err)
-		}
-		return daemon.Detach(exe, childArgs, env)
-	}
-	ready := daemon.ChildNotifier(env)
-	if err := serveChassis(ctx, opts, ready.Ready); err != nil {
-		ready.Fail(err)
-		return err
-	}
-	return nil
+	return runDaemon(ctx, opts.detach, chassisProgramName, "chassis", args,
+		func(ctx context.Context, ready func()) error { return serveChassis(ctx, opts, ready) })
 }
 
 // serveChassis runs the chassis until ctx ends or exit.
 func serveChassis(ctx context.Context, opts chassisOptions, ready func()) error {
-	level := slog.LevelInfo
-	if opts.verbose {
-		level = slog.LevelDebug
+	logOut, level, closeLog, err := openDaemonLog(opts.logFile, opts.verbose)
+	if err != nil {
+		return err
 	}
-	var logOut io.Writer = os.Stderr
-	if opts.logFile != "" {
-		f, err := os.OpenFile(opts.logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-		if err != nil {
-			return fmt.Errorf("opening log file: %w", err)
-		}
-		defer f.Close()
-		logOut = f
-	}
+	defer closeLog()
 	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
 	if opts.pidfile != "" {
 		pf, err := daemon.CreatePidfile(opts.pidfile, opts.overwrite)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -71,20 +70,8 @@ func startDB(ctx context.Context, opts dbOptions, args []string) error {
 			return fmt.Errorf("%w: --create=%s: %v", errUsage, opts.create, err)
 		}
 	}
-	env := os.Environ()
-	if opts.detach && !daemon.IsChild(env) {
-		exe, childArgs, err := detachCommand(os.Args[0], args)
-		if err != nil {
-			return fmt.Errorf("--detach: %w", err)
-		}
-		return daemon.Detach(exe, childArgs, env)
-	}
-	ready := daemon.ChildNotifier(env)
-	if err := serveDB(ctx, opts, ready.Ready); err != nil {
-		ready.Fail(err)
-		return err
-	}
-	return nil
+	return runDaemon(ctx, opts.detach, dbProgramName, "db", args,
+		func(ctx context.Context, ready func()) error { return serveDB(ctx, opts, ready) })
 }
 
 // serveDB serves opts.files until ctx ends or ovs-appctl exit; it calls
@@ -109,19 +96,11 @@ func serveDB(ctx context.Context, opts dbOptions, ready func()) error {
 			return fmt.Errorf("--user %s: %w", opts.user, err)
 		}
 	}
-	level := slog.LevelInfo
-	if opts.verbose {
-		level = slog.LevelDebug
+	logOut, level, closeLog, err := openDaemonLog(opts.logFile, opts.verbose)
+	if err != nil {
+		return err
 	}
-	var logOut io.Writer = os.Stderr
-	if opts.logFile != "" {
-		f, err := os.OpenFile(opts.logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-		if err != nil {
-			return fmt.Errorf("opening log file: %w", err)
-		}
-		defer f.Close()
-		logOut = f
-	}
+	defer closeLog()
 	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
 	if len(opts.vlog) > 0 {
 		logger.Info("ignoring Open vSwitch log settings", "args", opts.vlog)
@@ -276,14 +255,6 @@ func isVlogArg(a string) bool {
 	}
 	// -v, -vSPEC (not -verbose, which package flag parses).
 	return strings.HasPrefix(a, "-v") && !strings.HasPrefix(a, "-verbose")
-}
-
-// detachCommand returns the program and arguments that run govn db with
-// args in a detached child. Run as ovsdb-server (a link to govn), the child
-// keeps that name, so that ovn-ctl, which checks the name of the process
-// its pidfile names, recognises it.
-func detachCommand(argv0 string, args []string) (exe string, childArgs []string, err error) {
-	return programCommand(argv0, dbProgramName, "db", args)
 }
 
 // programCommand returns the program and arguments that run "govn sub

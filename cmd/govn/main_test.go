@@ -220,12 +220,12 @@ func TestProgramName(t *testing.T) {
 			t.Errorf("commandLine(%q) = %q, want %q", tc.argv, got, tc.want)
 		}
 	}
-	exe, args, err := detachCommand("/usr/sbin/ovsdb-server", []string{"--detach", "x.db"})
+	exe, args, err := programCommand("/usr/sbin/ovsdb-server", dbProgramName, "db", []string{"--detach", "x.db"})
 	if err != nil || exe != "/usr/sbin/ovsdb-server" || strings.Join(args, " ") != "--detach x.db" {
-		t.Errorf("detachCommand as ovsdb-server = %q %q %v", exe, args, err)
+		t.Errorf("programCommand as ovsdb-server = %q %q %v", exe, args, err)
 	}
-	exe, args, err = detachCommand("govn", []string{"x.db"})
+	exe, args, err = programCommand("govn", dbProgramName, "db", []string{"x.db"})
 	if err != nil || filepath.Base(exe) == "ovsdb-server" || strings.Join(args, " ") != "db x.db" {
-		t.Errorf("detachCommand as govn = %q %q %v", exe, args, err)
+		t.Errorf("programCommand as govn = %q %q %v", exe, args, err)
 	}
 }

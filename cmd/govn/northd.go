@@ -213,22 +213,8 @@ func (o northdOptions) tls() (*tls.Config, error) {
 // startNorthd runs northd with opts, or with --detach starts a child that
 // does, run with args.
 func startNorthd(ctx context.Context, opts northdOptions, args []string) error {
-	env := os.Environ()
-	if opts.detach && !daemon.IsChild(env) {
-		// Run as ovn-northd (a link to govn), the child keeps the name:
-		// ovn-ctl checks the name of the process its pidfile names.
-		exe, childArgs, err := programCommand(os.Args[0], northdProgramName, "northd", args)
-		if err != nil {
-			return fmt.Errorf("--detach: %w", err)
-		}
-		return daemon.Detach(exe, childArgs, env)
-	}
-	ready := daemon.ChildNotifier(env)
-	if err := serveNorthd(ctx, opts, ready.Ready); err != nil {
-		ready.Fail(err)
-		return err
-	}
-	return nil
+	return runDaemon(ctx, opts.detach, northdProgramName, "northd", args,
+		func(ctx context.Context, ready func()) error { return serveNorthd(ctx, opts, ready) })
 }
 
 // serveNorthd runs northd until ctx ends or ovn-appctl exit; it calls
@@ -243,19 +229,11 @@ func serveNorthd(ctx context.Context, opts northdOptions, ready func()) error {
 			return fmt.Errorf("--user %s: %w", opts.user, err)
 		}
 	}
-	level := slog.LevelInfo
-	if opts.verbose {
-		level = slog.LevelDebug
+	logOut, level, closeLog, err := openDaemonLog(opts.logFile, opts.verbose)
+	if err != nil {
+		return err
 	}
-	var logOut io.Writer = os.Stderr
-	if opts.logFile != "" {
-		f, err := os.OpenFile(opts.logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-		if err != nil {
-			return fmt.Errorf("opening log file: %w", err)
-		}
-		defer f.Close()
-		logOut = f
-	}
+	defer closeLog()
 	// In Open vSwitch's log format, as ovn-northd.log.
 	logger := slog.New(vlog.New(logOut, "northd", level))
 	if len(opts.vlog) > 0 {
