@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/govn/govn/bench/procstat"
 )
 
 // Config configures a run.
@@ -374,7 +376,7 @@ func (s *subject) change(ctx context.Context, kind string, i int) error {
 		}
 		seq = w["seq"]
 	}
-	cpu0, err := runtime(s.northd.pid())
+	cpu0, err := procstat.CPUTime(s.northd.pid())
 	if err != nil {
 		return err
 	}
@@ -396,7 +398,7 @@ func (s *subject) change(ctx context.Context, kind string, i int) error {
 	if _, _, err = busyUntilIdle(ctx, s.northd.pid(), time.Now(), 100*time.Millisecond, 10*time.Minute); err != nil {
 		return err
 	}
-	cpu1, err := runtime(s.northd.pid())
+	cpu1, err := procstat.CPUTime(s.northd.pid())
 	l.cpu = append(l.cpu, Duration(cpu1-cpu0))
 	return err
 }

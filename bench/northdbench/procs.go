@@ -1,7 +1,6 @@
 package northdbench
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/govn/govn/bench/procstat"
 	"github.com/govn/govn/ovsdb/jsonrpc"
 	"github.com/govn/govn/unixctl"
 )
@@ -116,41 +116,13 @@ type usage struct {
 
 func procUsage(pid int) (usage, error) {
 	var u usage
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	peak, _, err := procstat.Memory(pid)
 	if err != nil {
 		return u, err
 	}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if fields := strings.Fields(sc.Text()); len(fields) >= 2 && fields[0] == "VmHWM:" {
-			kb, _ := strconv.ParseInt(fields[1], 10, 64)
-			u.peakRSS = kb << 10
-		}
-	}
-	f.Close()
-	u.cpu, err = runtime(pid)
+	u.peakRSS = peak
+	u.cpu, err = procstat.CPUTime(pid)
 	return u, err
-}
-
-// runtime is the CPU time all of a process's threads have run, from
-// /proc/PID/task/*/schedstat (nanoseconds, unlike the ticks of stat).
-func runtime(pid int) (time.Duration, error) {
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
-	if err != nil || len(tasks) == 0 {
-		return 0, fmt.Errorf("no schedstat for process %d", pid)
-	}
-	var sum int64
-	for _, t := range tasks {
-		b, err := os.ReadFile(t)
-		if err != nil {
-			continue // a thread that ended meanwhile
-		}
-		if fields := strings.Fields(string(b)); len(fields) > 0 {
-			ns, _ := strconv.ParseInt(fields[0], 10, 64)
-			sum += ns
-		}
-	}
-	return time.Duration(sum), nil
 }
 
 // dbServer is an OVSDB server on one database.
@@ -418,7 +390,7 @@ var errNotIdle = errors.New("did not go idle")
 // returns when it was last busy (past start) and the CPU it used since
 // start.
 func busyUntilIdle(ctx context.Context, pid int, start time.Time, quiet, limit time.Duration) (last time.Time, cpu time.Duration, err error) {
-	first, err := runtime(pid)
+	first, err := procstat.CPUTime(pid)
 	if err != nil {
 		return start, 0, err
 	}
@@ -431,7 +403,7 @@ func busyUntilIdle(ctx context.Context, pid int, start time.Time, quiet, limit t
 		case <-time.After(time.Millisecond):
 		}
 		now := time.Now()
-		cur, err := runtime(pid)
+		cur, err := procstat.CPUTime(pid)
 		if err != nil {
 			return last, prev - first, err
 		}

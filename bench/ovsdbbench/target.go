@@ -1,18 +1,16 @@
 package ovsdbbench
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/govn/govn/bench/procstat"
 	"github.com/govn/govn/ovsdb/jsonrpc"
 )
 
@@ -171,32 +169,7 @@ func echoing(h jsonrpc.Handler) jsonrpc.Handler {
 
 // memory returns the server's peak and current resident set size in bytes.
 func (s *server) memory() (peak, current int64, err error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 {
-			continue
-		}
-		kb, perr := strconv.ParseInt(fields[1], 10, 64)
-		if perr != nil {
-			continue
-		}
-		switch fields[0] {
-		case "VmHWM:":
-			peak = kb << 10
-		case "VmRSS:":
-			current = kb << 10
-		}
-	}
-	if peak == 0 || current == 0 {
-		return 0, 0, errors.New("no VmHWM/VmRSS in /proc status")
-	}
-	return peak, current, sc.Err()
+	return procstat.Memory(s.cmd.Process.Pid)
 }
 
 // stop kills the server and waits for it.
@@ -212,25 +185,11 @@ func (s *server) stop() {
 	s.stderr.Close()
 }
 
-// cpuTime returns the CPU time the server's threads have used, summed
-// from their schedstat (nanosecond resolution, unlike /proc/PID/stat).
+// cpuTime returns the CPU time the server's threads have used.
 func (s *server) cpuTime() (time.Duration, error) {
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", s.cmd.Process.Pid))
-	if err != nil || len(tasks) == 0 {
-		return 0, fmt.Errorf("no schedstat for %s: %v", s.target.Name, err)
+	d, err := procstat.CPUTime(s.cmd.Process.Pid)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", s.target.Name, err)
 	}
-	var total time.Duration
-	for _, t := range tasks {
-		b, err := os.ReadFile(t)
-		if err != nil {
-			continue // a thread that has just exited
-		}
-		f, _, _ := strings.Cut(string(b), " ")
-		ns, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w", t, err)
-		}
-		total += time.Duration(ns)
-	}
-	return total, nil
+	return d, nil
 }
