@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 
 	"github.com/govn/govn/bench/dpbench"
 )
@@ -43,3 +45,14 @@ func benchCommand() *command {
 
 // dpbenchInternal is the hidden subcommand of govn bench that dpbench runs.
 const dpbenchInternal = "datapath-internal"
+
+// writeReport prints a bench's report: with --json as one indented JSON
+// object, else as the table writeTable writes.
+func writeReport(out io.Writer, asJSON bool, report any, writeTable func(io.Writer) error) error {
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(report)
+	}
+	return writeTable(out)
+}

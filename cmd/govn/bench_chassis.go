@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"time"
@@ -53,13 +53,7 @@ func benchChassisCommand() *command {
 				if err != nil {
 					return err
 				}
-				if *asJSON {
-					enc := json.NewEncoder(s.out)
-					enc.SetIndent("", "  ")
-					return enc.Encode(r)
-				}
-				r.WriteTable(s.out)
-				return nil
+				return writeReport(s.out, *asJSON, r, func(w io.Writer) error { r.WriteTable(w); return nil })
 			}}
 		},
 	}

@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
+	"io"
 	"log/slog"
 	"time"
 
@@ -54,11 +54,5 @@ func benchConntrack(ctx context.Context, s stdio, f ctFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.asJSON {
-		enc := json.NewEncoder(s.out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	rep.WriteTable(s.out)
-	return nil
+	return writeReport(s.out, f.asJSON, rep, func(w io.Writer) error { rep.WriteTable(w); return nil })
 }

@@ -79,10 +79,5 @@ func benchNorthd(ctx context.Context, s stdio, f northdBenchFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.asJSON {
-		enc := json.NewEncoder(s.out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(report)
-	}
-	return report.WriteTable(s.out)
+	return writeReport(s.out, f.asJSON, report, report.WriteTable)
 }

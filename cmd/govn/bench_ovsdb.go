@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -99,10 +98,5 @@ func benchOVSDB(ctx context.Context, s stdio, f ovsdbBenchFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.asJSON {
-		enc := json.NewEncoder(s.out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(report)
-	}
-	return report.WriteTable(s.out)
+	return writeReport(s.out, f.asJSON, report, report.WriteTable)
 }
