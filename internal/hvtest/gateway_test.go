@@ -185,8 +185,16 @@ func gatewayRouter(t *testing.T, opts Options) {
 		// takes the replies back to the gateway, which unSNATs them.
 		c.NBCtl(t, "--wait=hv", "set", "Logical_Router", "gw",
 			"options:lb_force_snat_ip="+gwLBSNATIP, "options:dnat_force_snat_ip="+gwDNATSNATIP)
-		if got := get(t, ext, "http://"+gwDNATIP+"/peer"); got != "vm1 "+gwDNATSNATIP {
-			t.Errorf("GET %s from ext: %q, want vm1 seeing the dnat_force_snat_ip %s", gwDNATIP, got, gwDNATSNATIP)
+		// ovs-vswitchd revalidates its megaflows after an OpenFlow change
+		// asynchronously, so --wait=hv does not promise that the very next
+		// connection sees the new SNAT (seen once on a loaded machine with
+		// the real ovn-northd and ovn-controller): wait for it, bounded.
+		var got string
+		if err := waitFor(10*time.Second, "GET "+gwDNATIP+" from ext seen from "+gwDNATSNATIP, func() bool {
+			got = get(t, ext, "http://"+gwDNATIP+"/peer")
+			return got == "vm1 "+gwDNATSNATIP
+		}); err != nil {
+			t.Errorf("%v: last answer %q, want vm1 seeing the dnat_force_snat_ip %s", err, got, gwDNATSNATIP)
 		}
 		peersUntilAll(t, ext, "http://"+gwVIP+"/peer", map[string]string{"vm1": gwLBSNATIP, "vm2": gwLBSNATIP})
 	})
