@@ -190,6 +190,12 @@ type side struct {
 func (s *side) setUp(t *tb) {
 	s.log.Info("building the cluster")
 	s.c = hvtest.New(t, hvtest.Options{Hypervisors: 2, Chassis: func(int) hvtest.Chassis { return s.chassis }})
+	s.addProbe(t)
+}
+
+// addProbe makes switch ls0 and the probe VM on hv2 that the new ports
+// ping.
+func (s *side) addProbe(t *tb) {
 	s.c.NBCtl(t, "ls-add", "ls0")
 	s.c.NBCtl(t, "lsp-add", "ls0", probe.LSP, "--", "lsp-set-addresses", probe.LSP, probe.MAC+" "+ip(probe))
 	s.probe = s.c.AddVM(t, s.c.Hypervisor(2), probe)

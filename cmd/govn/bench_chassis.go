@@ -12,28 +12,43 @@ import (
 	"github.com/govn/govn/bench/chassisbench"
 )
 
-// benchChassisCommand is "govn bench chassis --port-up [--ports N]
-// [--json] [--no-ovn]": port-up latency of govn chassis and, side by
-// side, of the real ovn-controller with ovs-vswitchd, each on a cluster
-// of network namespaces (see package chassisbench). The govn side runs
-// this binary as govn chassis.
+// benchChassisCommand is "govn bench chassis": govn (govn db, govn
+// northd, govn chassis) and the real OVN (ovn-northd, ovn-controller,
+// ovs-vswitchd's userspace datapath) on the same namespaces and topology,
+// one after the other (see package chassisbench). With --port-up it
+// measures only port-up latency, both clusters up at once. The govn side
+// runs this binary.
 func benchChassisCommand() *command {
 	return &command{
 		name:    "chassis",
-		summary: "port-up latency of govn chassis and of the real ovn-controller + ovs-vswitchd, in namespaces (root)",
-		usage:   "[--port-up] [--ports=N (1..1000)] [--json] [--no-ovn] [--timeout=DURATION] [-v]",
+		summary: "govn chassis against the real ovn-controller + ovs-vswitchd: HTTP, ping, iperf3, port-up, change latency, address sets (root)",
+		usage: "[--json] [--no-ovn] [-v] [--requests=N] [--warm-requests=N] [--rounds=N] [--seconds=DURATION] [--pings=N] " +
+			"[--ports=N] [--changes=N] [--address-set=N] | --port-up [--ports=N] [--timeout=DURATION]",
 		setup: func(fs *flag.FlagSet) leaf {
-			// Port-up latency is the only measurement so far, so the
-			// flag that names it is also the default.
-			_ = fs.Bool("port-up", true, "measure port-up latency (the default and, so far, only measurement)")
-			ports := fs.Int("ports", 100, "ports to bind one after another on each side")
+			portUp := fs.Bool("port-up", false, "measure only port-up latency (both clusters at once, ports bound in turn)")
+			ports := fs.Int("ports", 0, "ports to bind one after another on each side (default 100 with --port-up, else 20)")
 			asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
-			noOVN := fs.Bool("no-ovn", false, "skip the real ovn-controller and ovs-vswitchd")
-			timeout := fs.Duration("timeout", 5*time.Second, "give up on a port whose first ping has no answer after this long")
-			verbose := fs.Bool("v", false, "log every port to stderr")
+			noOVN := fs.Bool("no-ovn", false, "skip the real OVN")
+			timeout := fs.Duration("timeout", 5*time.Second, "with --port-up, give up on a port whose first ping has no answer after this long")
+			verbose := fs.Bool("v", false, "log every step to stderr")
+			requests := fs.Int("requests", 5000, "ab -n of each timed run")
+			warm := fs.Int("warm-requests", 1000, "ab -n of the run before the first datapath flow count")
+			rounds := fs.Int("rounds", 3, "timed ab runs per target (the figure is their median)")
+			seconds := fs.Duration("seconds", 5*time.Second, "length of each iperf3 test")
+			pings := fs.Int("pings", 20, "first-packet pings per path (ten times as many steady echoes)")
+			changes := fs.Int("changes", 20, "Northbound commits timed until every chassis has them")
+			addrs := fs.Int("address-set", 10000, "addresses in the set of the ACL measurement")
 			return leaf{run: func(ctx context.Context, s stdio, _ []string) error {
-				if *ports < 1 || *ports > 1000 || *timeout <= 0 {
+				if *ports < 0 || *ports > 1000 || *timeout <= 0 {
 					return fmt.Errorf("%w: --ports must be in 1..1000 and --timeout positive", errUsage)
+				}
+				for _, v := range []int{*requests, *warm, *rounds, *pings, *changes, *addrs} {
+					if v < 1 || v > 1000000 {
+						return fmt.Errorf("%w: --requests, --warm-requests, --rounds, --pings, --changes and --address-set must be in 1..1000000", errUsage)
+					}
+				}
+				if *seconds < time.Second {
+					return fmt.Errorf("%w: --seconds must be at least 1s", errUsage)
 				}
 				self, err := os.Executable()
 				if err != nil {
@@ -43,12 +58,23 @@ func benchChassisCommand() *command {
 				if *verbose {
 					level = slog.LevelDebug
 				}
-				r, err := chassisbench.Run(ctx, chassisbench.Options{
-					Govn:    []string{self, "chassis"},
-					Ports:   *ports,
-					OVN:     !*noOVN,
-					Timeout: *timeout,
-					Log:     slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: level})),
+				log := slog.New(slog.NewTextHandler(s.err, &slog.HandlerOptions{Level: level}))
+				if *portUp {
+					n := *ports
+					if n == 0 {
+						n = 100
+					}
+					r, err := chassisbench.Run(ctx, chassisbench.Options{
+						Govn: []string{self, "chassis"}, Ports: n, OVN: !*noOVN, Timeout: *timeout, Log: log,
+					})
+					if err != nil {
+						return err
+					}
+					return writeReport(s.out, *asJSON, r, func(w io.Writer) error { r.WriteTable(w); return nil })
+				}
+				r, err := chassisbench.RunSuite(ctx, chassisbench.SuiteOptions{
+					Govn: self, OVN: !*noOVN, Requests: *requests, WarmRequests: *warm, Rounds: *rounds,
+					Seconds: *seconds, Pings: *pings, Ports: *ports, Changes: *changes, AddressSet: *addrs, Log: log,
 				})
 				if err != nil {
 					return err

@@ -27,6 +27,13 @@ type Options struct {
 	// Southbound databases that the caller serves; otherwise the cluster
 	// starts the real ovsdb-server for each.
 	NB, SB string
+	// DB, if set, is the program and leading arguments of a database
+	// server that takes ovsdb-server's --remote, --unixctl, --log-file and
+	// --pidfile and creates its file with --create=nb or --create=sb, e.g.
+	// {"/path/govn", "db"}: it serves the Northbound and Southbound in the
+	// central namespace instead of the real ovsdb-server (unless NB or SB
+	// are given).
+	DB []string
 	// Northd starts the northd (default RealNorthd); NoNorthd for none.
 	Northd Northd
 	// Chassis returns the chassis of hypervisor i (1-based); default
@@ -128,10 +135,10 @@ func New(t testing.TB, opts Options) *Cluster {
 	c.Central = c.newNS(t, "central")
 	c.NB, c.SB = opts.NB, opts.SB
 	if c.NB == "" {
-		c.NB = c.startOVSDB(t, "nb", "/usr/share/ovn/ovn-nb.ovsschema")
+		c.NB = c.startDB(t, opts.DB, "nb", "/usr/share/ovn/ovn-nb.ovsschema")
 	}
 	if c.SB == "" {
-		c.SB = c.startOVSDB(t, "sb", "/usr/share/ovn/ovn-sb.ovsschema")
+		c.SB = c.startDB(t, opts.DB, "sb", "/usr/share/ovn/ovn-sb.ovsschema")
 	}
 	opts.Northd.Start(t, c)
 	// Runs before the databases stop (cleanups run last in, first out).
@@ -222,6 +229,23 @@ func (c *Cluster) nsRun(t testing.TB, ns string, args ...string) string {
 
 // startOVSDB creates and serves a database from schema in the central
 // namespace and returns its socket path.
+func (c *Cluster) startDB(t testing.TB, server []string, name, schema string) string {
+	t.Helper()
+	if len(server) == 0 {
+		return c.startOVSDB(t, name, schema)
+	}
+	needBinaries(t, server[0])
+	sock := filepath.Join(c.Dir, name+".sock")
+	args := append(append([]string{}, server...), "--create="+name, "--remote=punix:"+sock,
+		"--unixctl="+filepath.Join(c.Dir, name+".ctl"),
+		"--log-file="+filepath.Join(c.Dir, "db-"+name+".log"),
+		"--pidfile="+filepath.Join(c.Dir, "db-"+name+".pid"),
+		filepath.Join(c.Dir, name+".db"))
+	c.Start(t, c.Central, "central/db-"+name, ovsEnv(c.Dir), args...)
+	waitSocket(t, sock)
+	return sock
+}
+
 func (c *Cluster) startOVSDB(t testing.TB, name, schema string) string {
 	t.Helper()
 	needBinaries(t, "ovsdb-server", "ovsdb-tool")

@@ -41,11 +41,16 @@ type Chassis interface {
 
 // RealChassis is the real ovs-vswitchd (userspace datapath, no kernel
 // module) with the real ovn-controller, over ovsdb-server.
-type RealChassis struct{}
+type RealChassis struct {
+	// Monitor runs ovs-vswitchd with --monitor: a crashed switch is
+	// restarted (its pid in Dir/ovs-vswitchd.pid changes), as a
+	// service manager would, instead of ending the hypervisor.
+	Monitor bool
+}
 
 // Start starts ovsdb-server, ovs-vswitchd --disable-system and
 // ovn-controller in the hypervisor's namespace.
-func (RealChassis) Start(t testing.TB, hv *Hypervisor) {
+func (r RealChassis) Start(t testing.TB, hv *Hypervisor) {
 	t.Helper()
 	needBinaries(t, "ovsdb-server", "ovsdb-tool", "ovs-vswitchd", "ovn-controller")
 	const schema = "/usr/share/openvswitch/vswitch.ovsschema"
@@ -61,10 +66,13 @@ func (RealChassis) Start(t testing.TB, hv *Hypervisor) {
 		"--pidfile="+filepath.Join(hv.Dir, "ovsdb-server.pid"), "--no-chdir")
 	waitSocket(t, hv.DB)
 	hv.Vsctl(t, "--no-wait", "init")
-	c.Start(t, hv.NS, hv.Name+"/ovs-vswitchd", env,
-		"ovs-vswitchd", "unix:"+hv.DB, "--disable-system",
-		"--log-file="+filepath.Join(hv.Dir, "ovs-vswitchd.log"),
-		"--pidfile="+filepath.Join(hv.Dir, "ovs-vswitchd.pid"), "--no-chdir")
+	vswitchd := []string{"ovs-vswitchd", "unix:" + hv.DB, "--disable-system",
+		"--log-file=" + filepath.Join(hv.Dir, "ovs-vswitchd.log"),
+		"--pidfile=" + filepath.Join(hv.Dir, "ovs-vswitchd.pid"), "--no-chdir"}
+	if r.Monitor {
+		vswitchd = append(vswitchd, "--monitor")
+	}
+	c.Start(t, hv.NS, hv.Name+"/ovs-vswitchd", env, vswitchd...)
 	// The daemons' control sockets are Dir/NAME.PID.ctl (ovn-controller
 	// 23.03 takes no --unixctl), which ovs-appctl -t NAME finds through
 	// Dir/NAME.pid when OVS_RUNDIR is Dir: see Hypervisor.Run.
