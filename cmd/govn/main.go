@@ -96,6 +96,7 @@ func rootCommand() *command {
 			dbCommand(),
 			northdCommand(),
 			lflowCommand(),
+			traceCommand(),
 			switchCommand(),
 			chassisCommand(),
 			sandboxCommand(),

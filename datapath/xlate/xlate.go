@@ -121,6 +121,9 @@ type Step struct {
 	Table uint8
 	Rule  string // the matched rule, or "" for a miss
 	Note  string
+	// Matched is the rule matched, or whose action the note is about
+	// (nil for a miss): its cookie says which logical flow made it.
+	Matched *flow.Rule
 }
 
 // Result is a translation's outcome.
@@ -347,6 +350,7 @@ func invert(m *flow.Mask) *flow.Mask {
 func (c *ctx) step(s Step) {
 	if c.opts.Trace {
 		s.Depth = c.depth
+		s.Matched = c.rule
 		c.res.Trace = append(c.res.Trace, s)
 	}
 }
