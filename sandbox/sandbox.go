@@ -544,6 +544,12 @@ func (s *Sandbox) Describe(w io.Writer) {
 			hv.Ctl, strings.TrimSpace(out), vm.MAC, routerMAC(vm.Switch), vm.IP(), dst.IP())
 		p("      (a ping from %s to %s through the pipelines: each rule, and the megaflow it makes)", vm.Name, dst.Name)
 	}
+	if vm.Switch != "" {
+		p("  %s trace --db=unix:%s --ovnnb=unix:%s %s 'inport == %q && eth.src == %s && eth.dst == %s && ip4.src == %s && ip4.dst == %s && tcp.dst == 80'",
+			s.opts.Govn, s.SB, s.NB, vm.Switch, vm.Name, vm.MAC, routerMAC(vm.Switch), vm.IP(), vip)
+		p("      (%s's HTTP request to lb0's VIP, as %s runs it: the logical flows, the datapath rules and the megaflows,", vm.Name, hv.Name)
+		p("       each rule and megaflow field with the logical flow and Northbound row behind it; --json for JSON)")
+	}
 	p("  ovn-appctl -t %s status             (northd)", s.NorthdCtl)
 	p("  logs: %s/*.log, %s/hv*/chassis.log", s.Dir, s.Dir)
 }

@@ -87,7 +87,7 @@ func (m *Microflow) set(c *lflow.Clause) error {
 		return nil
 	}
 	if len(c.Alts) != 1 {
-		return fmt.Errorf("%s must have one value, not %d", sym.Name, len(c.Alts))
+		return fmt.Errorf("%s must have one value, not %d (a microflow is one packet: say ip4 or ip6, tcp or udp ...)", sym.Name, len(c.Alts))
 	}
 	f, ok := flow.FieldByName(sym.DP)
 	if !ok {
