@@ -40,7 +40,11 @@
 // (groups already in the Southbound are reused). An owner remembers the
 // flows it contributed; the table counts contributions per (flow,
 // datapath), which costs nothing more than the datapath set itself, and
-// there is no per-owner reference list on the flow. A Southbound row keeps
+// there is no per-owner reference list on the flow. A flow can also be put
+// on a whole set of datapaths (a dpSet: the switches of a load balancer
+// group), computed like a memo: the set's members change without
+// regenerating the owners of its flows, and an owner holds one
+// contribution per flow, not one per datapath. A Southbound row keeps
 // its UUID for as long as its content exists, so transactions carry only
 // real changes.
 //

@@ -35,6 +35,9 @@ type dpRef struct {
 type flowEntry struct {
 	key flowKey
 	dps []dpRef // sorted by dp
+	// sets are the sets of datapaths the flow is on as a whole (see
+	// dpSet), each once; the flow is on the union of dps and sets.
+	sets []*dpSet
 	// dirty says the entry's datapaths changed since the Southbound last
 	// saw it (or it is new, or gone: no dps).
 	dirty bool
@@ -58,11 +61,7 @@ func newFlowTable() *flowTable {
 
 // add puts the flow k on datapath dp once more and returns its entry.
 func (t *flowTable) add(k flowKey, dp dpID) *flowEntry {
-	e := t.entries[k]
-	if e == nil {
-		e = &flowEntry{key: k}
-		t.entries[k] = e
-	}
+	e := t.entry(k)
 	i, found := slices.BinarySearchFunc(e.dps, dp, func(r dpRef, d dpID) int { return int(r.dp) - int(d) })
 	if found {
 		e.dps[i].n++
@@ -70,6 +69,16 @@ func (t *flowTable) add(k flowKey, dp dpID) *flowEntry {
 	}
 	e.dps = slices.Insert(e.dps, i, dpRef{dp, 1})
 	t.markDirty(e)
+	return e
+}
+
+// entry returns the entry of k, a new one if there is none.
+func (t *flowTable) entry(k flowKey) *flowEntry {
+	e := t.entries[k]
+	if e == nil {
+		e = &flowEntry{key: k}
+		t.entries[k] = e
+	}
 	return e
 }
 
@@ -102,18 +111,25 @@ func (t *flowTable) takeDirty() []*flowEntry {
 	t.dirty = nil
 	for _, e := range d {
 		e.dirty = false
-		if len(e.dps) == 0 {
+		if len(e.dps) == 0 && len(e.sets) == 0 {
 			delete(t.entries, e.key)
 		}
 	}
 	return d
 }
 
-// datapaths returns e's datapaths.
+// datapaths returns e's datapaths, sorted, each once.
 func (e *flowEntry) datapaths() []dpID {
 	out := make([]dpID, len(e.dps))
 	for i, r := range e.dps {
 		out[i] = r.dp
 	}
-	return out
+	if len(e.sets) == 0 {
+		return out
+	}
+	for _, set := range e.sets {
+		out = append(out, set.dps...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

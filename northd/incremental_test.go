@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/govn/govn/bench/northdbench"
 	"github.com/govn/govn/ovsdb"
 	"github.com/govn/govn/schema/nb"
 )
@@ -400,6 +401,27 @@ func TestIncrementalEqualsFullCompute(t *testing.T) {
 			t.Logf("%d flows, %d port bindings; changes made: %v", h.sb.count("Logical_Flow"), h.sb.count("Port_Binding"), steps)
 		})
 	}
+	// govn bench northd's changes on its cluster, node adds and deletes
+	// (a switch and a gateway router joining and leaving the load
+	// balancer group) among them.
+	t.Run("k8s", func(t *testing.T) {
+		h := k8sClusterOf(t, northdbench.Shape{Nodes: 3, Services: 12})
+		w := &nbWorld{t: t, h: h}
+		for i := 0; i < 2; i++ {
+			for _, c := range k8sChanges {
+				c.do(h, w, i)
+				bumpNBCfg(h, w)
+				h.nbCommit()
+				h.sync()
+				if n := freshWrites(t, h); n != 0 {
+					t.Fatalf("after %s #%d, a fresh full compute changes %d Southbound rows", c.kind, i, n)
+				}
+			}
+		}
+		if r := h.s.Stats().Recomputes; r != 1 {
+			t.Errorf("%d full recomputes, want only the first", r)
+		}
+	})
 }
 
 // freshWrites starts a new State on h's databases, runs a full compute and

@@ -73,9 +73,14 @@ func loadOps(h *harness, ops northdbench.Ops) []Event {
 // k8sCluster is a harness with northdbench's cluster of n nodes, computed
 // and written.
 func k8sCluster(t testing.TB, n int) *harness {
+	return k8sClusterOf(t, northdbench.Shape{Nodes: n})
+}
+
+// k8sClusterOf is k8sCluster of any shape.
+func k8sClusterOf(t testing.TB, shape northdbench.Shape) *harness {
 	h := &harness{t: t, nb: newMemDB(t, NB, "nb"), sb: newMemDB(t, SB, "sb")}
 	h.s = New(h.nb.schema, h.sb.schema, Options{})
-	h.s.Apply(loadOps(h, northdbench.Shape{Nodes: n}.Northbound()))
+	h.s.Apply(loadOps(h, shape.Northbound()))
 	h.s.Recompute()
 	h.sync()
 	return h
@@ -189,11 +194,13 @@ func bumpNBCfg(h *harness, w *nbWorld) {
 // TestK8sChangeCost checks that each change govn bench northd makes costs
 // govn northd no full recompute and regenerates as many owners on a
 // 10-node cluster as on a 4-node one: work that does not grow with the
-// cluster.
+// cluster. Services grow with the nodes (3 a node), so that a node add
+// that regenerated the load balancers of its group would show.
 func TestK8sChangeCost(t *testing.T) {
 	costs := make(map[string][2]uint64)
+	flows := make(map[string][2]uint64)
 	for si, nodes := range []int{4, 10} {
-		h := k8sCluster(t, nodes)
+		h := k8sClusterOf(t, northdbench.Shape{Nodes: nodes, Services: 3 * nodes})
 		w := &nbWorld{t: t, h: h}
 		for _, c := range k8sChanges {
 			for i := 0; i < 2; i++ {
@@ -213,11 +220,14 @@ func TestK8sChangeCost(t *testing.T) {
 				cs := costs[c.kind]
 				cs[si] = max(cs[si], n)
 				costs[c.kind] = cs
+				fs := flows[c.kind]
+				fs[si] = max(fs[si], after.Flows-before.Flows)
+				flows[c.kind] = fs
 			}
 		}
 	}
 	for kind, cs := range costs {
-		t.Logf("%s: %d owners on 4 nodes, %d on 10", kind, cs[0], cs[1])
+		t.Logf("%s: %d owners on 4 nodes, %d on 10; %d flows generated on 4, %d on 10", kind, cs[0], cs[1], flows[kind][0], flows[kind][1])
 		if cs[1] > cs[0] {
 			t.Errorf("%s regenerates %d owners on 10 nodes, %d on 4: its cost grows with the cluster", kind, cs[1], cs[0])
 		}

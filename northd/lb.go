@@ -94,32 +94,34 @@ func lbProtocol(lb *nb.LoadBalancer) string {
 	return nb.LoadBalancerProtocolTCP
 }
 
-// lbSwitches returns the switches a load balancer is on, directly or
-// through a load balancer group, each once.
-func lbSwitches(g *gen, lb ovsdb.UUID) []ovsdb.UUID {
-	return lbDatapaths(g, nb.LogicalSwitchTable, lb)
-}
-
-// lbDatapaths returns the rows of table (Logical_Switch or Logical_Router)
-// that a load balancer is on, directly or through a load balancer group,
-// each once, sorted.
-func lbDatapaths(g *gen, table string, lb ovsdb.UUID) []ovsdb.UUID {
-	seen := map[ovsdb.UUID]bool{}
-	var out []ovsdb.UUID
-	add := func(ids []ovsdb.UUID) {
-		for _, id := range ids {
-			if !seen[id] {
-				seen[id] = true
-				out = append(out, id)
-			}
+// lbSwitches returns the switches a load balancer is on: those that list
+// it (sorted) and the sets of the switches of its groups. on says whether
+// there is any; the owner depends on that, not on the groups' members.
+func lbSwitches(g *gen, lb ovsdb.UUID) (direct []ovsdb.UUID, sets []*dpSet, on bool) {
+	direct = g.Referrers(NB, nb.LogicalSwitchTable, "load_balancer", lb)
+	on = len(direct) > 0
+	for _, grp := range g.Referrers(NB, nb.LoadBalancerGroupTable, "load_balancer", lb) {
+		set := lbGroupSwitches(g, grp)
+		sets = append(sets, set)
+		if g.NonEmpty(set) {
+			on = true
 		}
 	}
-	add(g.Referrers(NB, table, "load_balancer", lb))
-	for _, grp := range g.Referrers(NB, nb.LoadBalancerGroupTable, "load_balancer", lb) {
-		add(g.Referrers(NB, table, "load_balancer_group", grp))
-	}
-	sortUUIDs(out)
-	return out
+	return direct, sets, on
+}
+
+// lbGroupSwitches returns the set of the switches of a load balancer
+// group: a switch joining the group is added to the flows of its load
+// balancers without generating them again.
+func lbGroupSwitches(g *gen, grp ovsdb.UUID) *dpSet {
+	return g.DatapathSet("lbgroup-switches/"+grp.String(), func(g *gen) []dpID {
+		ids := g.Referrers(NB, nb.LogicalSwitchTable, "load_balancer_group", grp)
+		out := make([]dpID, len(ids))
+		for i, id := range ids {
+			out[i] = g.Datapath(id)
+		}
+		return out
+	})
 }
 
 // serviceMonitorKey is the record key of a Service_Monitor row.
@@ -134,12 +136,12 @@ func genLoadBalancer(g *gen) {
 	}
 	vips := parseVIPs(g, &lb)
 	proto := lbProtocol(&lb)
-	switches := lbSwitches(g, lb.UUID)
+	direct, groupSets, onSwitch := lbSwitches(g, lb.UUID)
 	svcMAC := nbOptions(g)["svc_monitor_mac"]
 
 	// The Southbound row, for the chassis (hairpin, affinity and
 	// health checks are theirs).
-	if len(switches) > 0 {
+	if onSwitch {
 		opts := maps.Clone(lb.Options)
 		if opts == nil {
 			opts = map[string]string{}
@@ -157,11 +159,11 @@ func genLoadBalancer(g *gen) {
 			cols["protocol"] = dString(proto)
 		}
 		var dps []ovsdb.UUID
-		for _, ls := range switches {
+		for _, ls := range direct {
 			dps = append(dps, g.Ref("Datapath_Binding", ls.String()))
 		}
 		g.RecordWithChildren("Load_Balancer", lb.UUID.String(), cols, map[string]childRows{
-			"datapath_group": {table: "Logical_DP_Group", rows: []map[string]ovsdb.Datum{{"datapaths": dUUIDs(dps)}}},
+			"datapath_group": {table: "Logical_DP_Group", rows: []map[string]ovsdb.Datum{{"datapaths": dUUIDs(dps)}}, dpSets: groupSets},
 		})
 	}
 
@@ -232,17 +234,17 @@ func genLoadBalancer(g *gen) {
 	}
 
 	lbOnRouters(g, &lb, vips, proto, down)
-	if len(switches) == 0 {
+	if !onSwitch {
 		return
 	}
 	ct := ctNamesFor(g.Features())
 	// The same flows on every switch: built once.
-	dps := make([]dpID, len(switches))
-	for i, ls := range switches {
-		dps[i] = g.Datapath(ls)
+	tg := dpTarget{sets: groupSets}
+	for _, ls := range direct {
+		tg.dps = append(tg.dps, g.Datapath(ls))
 	}
 	for i := range vips {
-		lbSwitchFlows(g, dps, &lb, &vips[i], proto, down, ct)
+		lbSwitchFlows(g, tg, &lb, &vips[i], proto, down, ct)
 	}
 }
 
@@ -256,7 +258,7 @@ func lbHealthChecks(g *gen, lb *nb.LoadBalancer) map[string]nb.LoadBalancerHealt
 }
 
 // lbSwitchFlows writes one VIP's flows on switches dps.
-func lbSwitchFlows(g *gen, dps []dpID, lb *nb.LoadBalancer, v *lbVIP, proto string, down map[lbEndpoint]bool, ct ctNames) {
+func lbSwitchFlows(g *gen, dps dpTarget, lb *nb.LoadBalancer, v *lbVIP, proto string, down map[lbEndpoint]bool, ct ctNames) {
 	ipf, reg, aff := "ip4", "reg1", "reg4"
 	if v.vip.ip.Is6() {
 		ipf, reg, aff = "ip6", "xxreg1", "xxreg0"
@@ -273,7 +275,7 @@ func lbSwitchFlows(g *gen, dps []dpID, lb *nb.LoadBalancer, v *lbVIP, proto stri
 	// Pre-stateful: traffic to the VIP (and only that traffic) loads the
 	// VIP into registers, as constants, for the hairpin and affinity
 	// stages.
-	g.FlowHintOn(dps, LSInPreStateful, 120, regbitConntrackNAT+" == 1 && "+match, load+ct.lb+";", id)
+	g.FlowHintTo(dps, LSInPreStateful, 120, regbitConntrackNAT+" == 1 && "+match, load+ct.lb+";", id)
 
 	var live []string
 	for _, be := range v.backends {
@@ -283,10 +285,10 @@ func lbSwitchFlows(g *gen, dps []dpID, lb *nb.LoadBalancer, v *lbVIP, proto stri
 	}
 	if len(live) == 0 {
 		if lb.Options["reject"] == "true" {
-			g.FlowHintOn(dps, LSInLB, prio, "ct.new && "+match,
+			g.FlowHintTo(dps, LSInLB, prio, "ct.new && "+match,
 				fmt.Sprintf("reg0 = 0; reject { outport <-> inport; next(pipeline=egress,table=%d);};", LSOutQoSMark.Table()), id)
 		} else {
-			g.FlowHintOn(dps, LSInLB, prio, "ct.new && "+match, "drop;", id)
+			g.FlowHintTo(dps, LSInLB, prio, "ct.new && "+match, "drop;", id)
 		}
 		return
 	}
@@ -294,7 +296,7 @@ func lbSwitchFlows(g *gen, dps []dpID, lb *nb.LoadBalancer, v *lbVIP, proto stri
 	if h := lbHashFields(lb, proto); h != "" {
 		args += "; hash_fields=\"" + h + "\""
 	}
-	g.FlowHintOn(dps, LSInLB, prio, "ct.new && "+match, regbitConntrackCommit+" = 0; "+ct.lb+"("+args+");", id)
+	g.FlowHintTo(dps, LSInLB, prio, "ct.new && "+match, regbitConntrackCommit+" = 0; "+ct.lb+"("+args+");", id)
 
 	// Session affinity: remember the backend a client got for the timeout.
 	timeout, _ := strconv.Atoi(lb.Options["affinity_timeout"])
@@ -302,15 +304,15 @@ func lbSwitchFlows(g *gen, dps []dpID, lb *nb.LoadBalancer, v *lbVIP, proto stri
 		return
 	}
 	vipMatch := fmt.Sprintf("ct.new && %s && %s == %s && reg2[0..15] == %d", ipf, reg, v.vip.ip, v.vip.port)
-	g.FlowHintOn(dps, LSInLBAffCheck, 100, vipMatch, regbitLBAffinity+" = chk_lb_aff(); next;", id)
+	g.FlowHintTo(dps, LSInLBAffCheck, 100, vipMatch, regbitLBAffinity+" = chk_lb_aff(); next;", id)
 	for _, be := range v.backends {
 		if down[be] {
 			continue
 		}
-		g.FlowHintOn(dps, LSInLB, 150,
+		g.FlowHintTo(dps, LSInLB, 150,
 			fmt.Sprintf("%s == 1 && ct.new && %s && %s == %s && reg8[0..15] == %d", regbitLBAffinity, ipf, aff, be.ip, be.port),
 			fmt.Sprintf("%s = 0; %s%s(backends=%s);", regbitConntrackCommit, load, ct.lb, be), id)
-		g.FlowHintOn(dps, LSInLBAffLearn, 100,
+		g.FlowHintTo(dps, LSInLBAffLearn, 100,
 			fmt.Sprintf("%s == 0 && %s && %s.dst == %s && %s.dst == %d", regbitLBAffinity, vipMatch, ipf, be.ip, proto, be.port),
 			fmt.Sprintf("commit_lb_aff(vip = \"%s\", backend = \"%s\", proto = %s, timeout = %d); /* drop */", v.vip, be, proto, timeout), id)
 	}

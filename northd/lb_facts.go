@@ -1,6 +1,7 @@
 package northd
 
 import (
+	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
@@ -96,29 +97,108 @@ type lbGroupRouter struct {
 	nat    map[netip.Addr]bool // routerNATIPs, of a gateway router
 }
 
-// lbGroupRoutersOf returns the routers of a load balancer group (a memo,
-// for the same reason as lbGroupFactsOf), sorted.
-func lbGroupRoutersOf(g *gen, grp ovsdb.UUID) []lbGroupRouter {
+// lbRouterClass is a kind of router of a load balancer group on which the
+// group's load balancers write the same flows: gateway routers or not,
+// with lb_force_snat_ip or not, with no gateway port that load balancing
+// happens on and no NAT address that is a VIP of the group. The routers of
+// a class are a dpSet, so a gateway router joining the group (a node add)
+// regenerates none of its load balancers.
+type lbRouterClass struct {
+	chassis, force bool
+}
+
+// lbGroupRouters is what the load balancers of a group need of its
+// routers: the classes that have routers (sorted) and, one by one, the
+// routers in no class, sorted.
+type lbGroupRouters struct {
+	classes []lbRouterClass
+	others  []lbGroupRouter
+}
+
+// lbGroupRouterOf returns what a load balancer needs of router id of
+// group grp, and whether the router belongs to a class.
+func lbGroupRouterOf(g *gen, grp, id ovsdb.UUID) (lbGroupRouter, bool) {
+	r := lbGroupRouter{id: id, target: routerLBTargetOf(g, id)}
+	if !r.target.enabled || r.target.dgp != nil {
+		return r, false
+	}
+	if r.target.chassis {
+		r.nat = routerNATIPs(g, id)
+		for _, a := range lbGroupFactsOf(g, grp).valid {
+			if r.nat[a] {
+				return r, false
+			}
+		}
+	}
+	return r, true
+}
+
+// lbGroupRoutersOf returns the routers of a load balancer group by class
+// (a memo: it changes when a class appears or goes, not when a router of
+// an existing class comes).
+func lbGroupRoutersOf(g *gen, grp ovsdb.UUID) lbGroupRouters {
 	return g.Memo("lbgroup-routers/"+grp.String(), func(g *gen) any {
 		ids := g.Referrers(NB, nb.LogicalRouterTable, "load_balancer_group", grp)
 		sortUUIDs(ids)
-		var out []lbGroupRouter
+		var out lbGroupRouters
 		for _, id := range ids {
-			r := lbGroupRouter{id: id, target: routerLBTargetOf(g, id)}
-			if r.target.chassis {
-				r.nat = routerNATIPs(g, id)
+			r, inClass := lbGroupRouterOf(g, grp, id)
+			if !inClass {
+				out.others = append(out.others, r)
+				continue
 			}
-			out = append(out, r)
+			c := lbRouterClass{chassis: r.target.chassis, force: r.target.force}
+			if !slices.Contains(out.classes, c) {
+				out.classes = append(out.classes, c)
+			}
 		}
+		slices.SortFunc(out.classes, func(a, b lbRouterClass) int {
+			return cmpBool(a.chassis, b.chassis)*2 + cmpBool(a.force, b.force)
+		})
 		return out
-	}).([]lbGroupRouter)
+	}).(lbGroupRouters)
 }
 
-// lbRouterList returns the routers a load balancer is on, directly or
-// through its groups, each once.
-func lbRouterList(g *gen, lb ovsdb.UUID) []lbGroupRouter {
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+// lbGroupClassRouters returns the set of the routers of class c of group
+// grp.
+func lbGroupClassRouters(g *gen, grp ovsdb.UUID, c lbRouterClass) *dpSet {
+	key := fmt.Sprintf("lbgroup-routers/%s/%t/%t", grp, c.chassis, c.force)
+	return g.DatapathSet(key, func(g *gen) []dpID {
+		var out []dpID
+		for _, id := range g.Referrers(NB, nb.LogicalRouterTable, "load_balancer_group", grp) {
+			r, inClass := lbGroupRouterOf(g, grp, id)
+			if inClass && r.target.chassis == c.chassis && r.target.force == c.force {
+				out = append(out, g.Datapath(id))
+			}
+		}
+		return out
+	})
+}
+
+// lbClassSet is a class of routers of a load balancer's group and the set
+// of its routers.
+type lbClassSet struct {
+	class lbRouterClass
+	set   *dpSet
+}
+
+// lbRouterList returns the routers a load balancer is on: one by one,
+// those that list it and those of its groups in no class, each once; and
+// the classes of routers of its groups.
+func lbRouterList(g *gen, lb ovsdb.UUID) ([]lbGroupRouter, []lbClassSet) {
 	seen := map[ovsdb.UUID]bool{}
 	var out []lbGroupRouter
+	var classes []lbClassSet
 	direct := g.Referrers(NB, nb.LogicalRouterTable, "load_balancer", lb)
 	sortUUIDs(direct)
 	for _, id := range direct {
@@ -130,12 +210,16 @@ func lbRouterList(g *gen, lb ovsdb.UUID) []lbGroupRouter {
 		out = append(out, r)
 	}
 	for _, grp := range g.Referrers(NB, nb.LoadBalancerGroupTable, "load_balancer", lb) {
-		for _, r := range lbGroupRoutersOf(g, grp) {
+		rs := lbGroupRoutersOf(g, grp)
+		for _, r := range rs.others {
 			if !seen[r.id] {
 				seen[r.id] = true
 				out = append(out, r)
 			}
 		}
+		for _, c := range rs.classes {
+			classes = append(classes, lbClassSet{c, lbGroupClassRouters(g, grp, c)})
+		}
 	}
-	return out
+	return out, classes
 }

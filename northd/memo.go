@@ -51,6 +51,10 @@ func (s *State) computeMemo(o *owner, m *memoState) any {
 // refreshMemo recomputes a stale memo and, if its value changed, marks its
 // readers stale. A memo nobody reads any more is dropped.
 func (s *State) refreshMemo(o *owner) {
+	if set := s.dpSets[o.memo]; set != nil {
+		s.refreshSet(o, set)
+		return
+	}
 	m := s.memos[o.memo]
 	if m == nil {
 		return

@@ -36,11 +36,13 @@ type flowContribution struct {
 // flows and rows it generated, what it read to generate them, and the
 // tunnel keys it holds. Regenerating an owner replaces all of it.
 type owner struct {
-	key     ownerKey
-	flows   []flowContribution
-	records []recordKey
-	deps    []depKey
-	keys    []keyClaim
+	key   ownerKey
+	flows []flowContribution
+	// setFlows are the flows the owner put on sets of datapaths.
+	setFlows []setContribution
+	records  []recordKey
+	deps     []depKey
+	keys     []keyClaim
 	// dirty says something the owner read has changed since it was last
 	// generated.
 	dirty bool

@@ -30,6 +30,10 @@ type record struct {
 type childRows struct {
 	table string
 	rows  []map[string]ovsdb.Datum
+	// dpSets, for a single Logical_DP_Group row, are sets of datapaths
+	// whose members the row's datapaths include as well, as they are when
+	// the row is written (a set's change writes the record again).
+	dpSets []*dpSet
 }
 
 // Record makes the owner want Southbound row key of table to have cols.
@@ -48,6 +52,11 @@ func (g *gen) RecordWithChildren(table, key string, cols map[string]ovsdb.Datum,
 		return
 	}
 	g.s.records[k] = &record{owner: g.o, cols: cols, children: children}
+	for _, ch := range children {
+		for _, set := range ch.dpSets {
+			set.records[k] = struct{}{}
+		}
+	}
 	g.o.records = append(g.o.records, k)
 	g.s.dirtyRecords[k] = struct{}{}
 }

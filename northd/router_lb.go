@@ -203,6 +203,7 @@ func routerPortLBFlows(g *gen, r *logicalRouter, p *routerPort) {
 // know about the router.
 type lbRouterTarget struct {
 	dps     []dpID      // the routers alike in what follows
+	sets    []*dpSet    // and sets of them
 	chassis bool        // a gateway router (options:chassis)
 	force   bool        // options:lb_force_snat_ip is set
 	dgp     *routerPort // the gateway port of a distributed router, or nil
@@ -217,8 +218,8 @@ type lbRouterTarget struct {
 // Routers alike in all that (ovn-kubernetes's gateway routers, one a node)
 // get their flows built once.
 func lbOnRouters(g *gen, lb *nb.LoadBalancer, vips []lbVIP, proto string, down map[lbEndpoint]bool) {
-	routers := lbRouterList(g, lb.UUID)
-	if len(routers) == 0 || len(vips) == 0 {
+	routers, classes := lbRouterList(g, lb.UUID)
+	if (len(routers) == 0 && len(classes) == 0) || len(vips) == 0 {
 		return
 	}
 	ct := ctNamesFor(g.Features())
@@ -255,6 +256,21 @@ func lbOnRouters(g *gen, lb *nb.LoadBalancer, vips []lbVIP, proto string, down m
 		t.dps = []dpID{g.Datapath(r.id)}
 		byClass[c] = &t
 		targets = append(targets, &t)
+	}
+	// The routers of a class of the groups: a VIP on none of their NAT
+	// addresses.
+	for _, cs := range classes {
+		c := class{chassis: cs.class.chassis, force: cs.class.force}
+		if c.chassis {
+			c.natVIP = strings.Repeat("0", len(vips))
+		}
+		t := byClass[c]
+		if t == nil {
+			t = &lbRouterTarget{chassis: c.chassis, force: c.force, natVIP: c.natVIP}
+			byClass[c] = t
+			targets = append(targets, t)
+		}
+		t.sets = append(t.sets, cs.set)
 	}
 	for _, t := range targets {
 		for i := range vips {
@@ -302,7 +318,7 @@ func lbGatewayPort(ports []routerPort) *routerPort {
 // lbRouterVIPFlows writes one VIP's flows on the routers of t; natVIP
 // says the VIP is on an address they SNAT to.
 func lbRouterVIPFlows(g *gen, t *lbRouterTarget, lb *nb.LoadBalancer, v *lbVIP, natVIP bool, proto string, down map[lbEndpoint]bool, ct ctNames) {
-	dps, id := t.dps, lb.UUID
+	dps, id := dpTarget{t.dps, t.sets}, lb.UUID
 	ipf := ipFamily(v.vip.ip)
 	vipReg, beReg := "reg0", "reg4"
 	if v.vip.ip.Is6() {
@@ -311,11 +327,11 @@ func lbRouterVIPFlows(g *gen, t *lbRouterTarget, lb *nb.LoadBalancer, v *lbVIP, 
 	// Several load balancers may share a VIP address (with other ports or
 	// protocols): the defrag flow is the address's, one flow without a
 	// stage hint, as ovn-northd writes it once.
-	g.FlowOn(dps, LRInDefrag, 100, fmt.Sprintf("ip && %s.dst == %s", ipf, v.vip.ip), "ct_dnat;")
+	g.FlowTo(dps, LRInDefrag, 100, fmt.Sprintf("ip && %s.dst == %s", ipf, v.vip.ip), "ct_dnat;")
 	if natVIP {
 		// A VIP on an address the router SNATs to: its traffic is the
 		// load balancer's, not a reply to unSNAT.
-		g.FlowHintOn(dps, LRInUnsnat, 120, fmt.Sprintf("%s && %s.dst == %s && %s && %s.dst == %d", ipf, ipf, v.vip.ip, proto, proto, v.vip.port), "next;", id)
+		g.FlowHintTo(dps, LRInUnsnat, 120, fmt.Sprintf("%s && %s.dst == %s && %s && %s.dst == %d", ipf, ipf, v.vip.ip, proto, proto, v.vip.port), "next;", id)
 	}
 
 	match := fmt.Sprintf("ct.new && !ct.rel && %s && %s.dst == %s", ipf, ipf, v.vip.ip)
@@ -345,7 +361,7 @@ func lbRouterVIPFlows(g *gen, t *lbRouterTarget, lb *nb.LoadBalancer, v *lbVIP, 
 		// ovn-northd 23.03 writes the SNAT flag before the drop here,
 		// which no action parser accepts (drop must be alone), so that
 		// ovn-controller ignores the flow; govn drops as meant.
-		g.FlowHintOn(dps, LRInDNAT, prio, match+resident, "drop;", id)
+		g.FlowHintTo(dps, LRInDNAT, prio, match+resident, "drop;", id)
 		return
 	}
 	strs := make([]string, len(live))
@@ -356,7 +372,7 @@ func lbRouterVIPFlows(g *gen, t *lbRouterTarget, lb *nb.LoadBalancer, v *lbVIP, 
 	if h := lbHashFields(lb, proto); h != "" {
 		args += "; hash_fields=\"" + h + "\""
 	}
-	g.FlowHintOn(dps, LRInDNAT, prio, match+resident, fmt.Sprintf("%s%s(%s%s);", flag, ct.lb, args, suffix), id)
+	g.FlowHintTo(dps, LRInDNAT, prio, match+resident, fmt.Sprintf("%s%s(%s%s);", flag, ct.lb, args, suffix), id)
 
 	if t.dgp != nil {
 		var alts []string
@@ -367,7 +383,7 @@ func lbRouterVIPFlows(g *gen, t *lbRouterTarget, lb *nb.LoadBalancer, v *lbVIP, 
 				alts = append(alts, fmt.Sprintf("(%s.src == %s)", ipf, be.ip))
 			}
 		}
-		g.FlowHintOn(dps, LROutUndnat, 120, fmt.Sprintf("%s && (%s) && outport == %q%s", ipf, strings.Join(alts, " || "), t.dgp.nb.Name, resident), undnat, id)
+		g.FlowHintTo(dps, LROutUndnat, 120, fmt.Sprintf("%s && (%s) && outport == %q%s", ipf, strings.Join(alts, " || "), t.dgp.nb.Name, resident), undnat, id)
 	}
 
 	// Session affinity: the check remembers the VIP (and port) in
@@ -381,7 +397,7 @@ func lbRouterVIPFlows(g *gen, t *lbRouterTarget, lb *nb.LoadBalancer, v *lbVIP, 
 		check += fmt.Sprintf("reg9[16..31] = %s.dst; ", proto)
 	}
 	// Affinity is not bound to the gateway chassis.
-	g.FlowHintOn(dps, LRInLBAffCheck, 100, match, check+"reg9[6] = chk_lb_aff(); next;", id)
+	g.FlowHintTo(dps, LRInLBAffCheck, 100, match, check+"reg9[6] = chk_lb_aff(); next;", id)
 	for _, be := range live {
 		m := fmt.Sprintf("reg9[6] == 1 && ct.new && %s && %s == %s", ipf, beReg, be.ip)
 		learn := fmt.Sprintf("reg9[6] == 0 && ct.new && %s && %s == %s", ipf, vipReg, v.vip.ip)
@@ -393,11 +409,11 @@ func lbRouterVIPFlows(g *gen, t *lbRouterTarget, lb *nb.LoadBalancer, v *lbVIP, 
 		if v.vip.port != 0 {
 			learn += fmt.Sprintf(" && %s.dst == %d", proto, be.port)
 		}
-		g.FlowHintOn(dps, LRInDNAT, 150, m, fmt.Sprintf("%s = %s; %s%s(backends=%s%s);", vipReg, v.vip.ip, flag, ct.lb, be, suffix), id)
+		g.FlowHintTo(dps, LRInDNAT, 150, m, fmt.Sprintf("%s = %s; %s%s(backends=%s%s);", vipReg, v.vip.ip, flag, ct.lb, be, suffix), id)
 		commit := fmt.Sprintf("commit_lb_aff(vip = \"%s\", backend = \"%s\", proto = %s, timeout = %d); /* drop */", v.vip, be, proto, timeout)
 		if v.vip.port == 0 {
 			commit = fmt.Sprintf("commit_lb_aff(vip = \"%s\", backend = \"%s\", timeout = %d); /* drop */", v.vip, be, timeout)
 		}
-		g.FlowHintOn(dps, LRInLBAffLearn, 100, learn, commit, id)
+		g.FlowHintTo(dps, LRInLBAffLearn, 100, learn, commit, id)
 	}
 }

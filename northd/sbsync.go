@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/govn/govn/ovsdb"
@@ -491,7 +492,7 @@ func (w *sbWriter) insertChildren(ch childRows) ovsdb.Datum {
 			resolved[c], _ = w.resolve(d)
 		}
 		if ch.table == "Logical_DP_Group" {
-			atoms = append(atoms, ovsdb.UUIDAtom(w.groupOf(resolved["datapaths"])))
+			atoms = append(atoms, ovsdb.UUIDAtom(w.groupOf(w.withSets(resolved["datapaths"], ch.dpSets))))
 			continue
 		}
 		atoms = append(atoms, ovsdb.UUIDAtom(w.b.Insert(ch.table, resolved)))
@@ -524,11 +525,31 @@ func (w *sbWriter) sameChildren(table string, cur *ovsdb.Row, col string, ch chi
 		for c, d := range row {
 			resolved[c], _ = w.resolve(d)
 		}
+		if ch.table == "Logical_DP_Group" {
+			resolved["datapaths"] = w.withSets(resolved["datapaths"], ch.dpSets)
+		}
 		want = append(want, canonicalRow(resolved))
 	}
 	sort.Strings(have)
 	sort.Strings(want)
 	return slices.Equal(have, want)
+}
+
+// withSets adds to dps, a set of Datapath_Binding rows, the rows of the
+// datapaths of sets that exist.
+func (w *sbWriter) withSets(dps ovsdb.Datum, sets []*dpSet) ovsdb.Datum {
+	if len(sets) == 0 {
+		return dps
+	}
+	atoms := slices.Clone(dps.Keys)
+	for _, set := range sets {
+		for _, dp := range set.dps {
+			if id, ok := w.rowOf(recordKey{"Datapath_Binding", w.s.dpNB[dp].String()}); ok {
+				atoms = append(atoms, ovsdb.UUIDAtom(id))
+			}
+		}
+	}
+	return ovsdb.Set(atoms...)
 }
 
 func canonicalRow(m map[string]ovsdb.Datum) string {
@@ -574,7 +595,8 @@ func (w *sbWriter) flows() {
 func (w *sbWriter) flow(e *flowEntry) bool {
 	s := w.s
 	existing := s.sbIndex.flows[e.key]
-	if len(e.dps) == 0 {
+	all := e.datapaths()
+	if len(all) == 0 {
 		for _, id := range existing {
 			w.b.Delete("Logical_Flow", id)
 			w.ops++
@@ -583,8 +605,8 @@ func (w *sbWriter) flow(e *flowEntry) bool {
 	}
 	var dps []ovsdb.Atom
 	complete := true
-	for _, r := range e.dps {
-		id, ok := w.rowOf(recordKey{"Datapath_Binding", s.dpNB[r.dp].String()})
+	for _, dp := range all {
+		id, ok := w.rowOf(recordKey{"Datapath_Binding", s.dpNB[dp].String()})
 		if !ok {
 			complete = false
 			continue
@@ -602,7 +624,7 @@ func (w *sbWriter) flow(e *flowEntry) bool {
 	if len(dps) == 1 {
 		dpCol = ovsdb.Scalar(dps[0])
 	} else {
-		groupCol = ovsdb.Scalar(ovsdb.UUIDAtom(w.group(e)))
+		groupCol = ovsdb.Scalar(ovsdb.UUIDAtom(w.group(e, all)))
 	}
 	if len(existing) > 0 {
 		id := existing[0]
@@ -675,18 +697,25 @@ func (w *sbWriter) groupHolds(cur ovsdb.Datum, dps []ovsdb.Atom) bool {
 // group returns a Logical_DP_Group row for e's datapaths: one this
 // transaction inserted for the same set, or a new one. (Groups are not
 // root rows: the database drops one as soon as no flow refers to it.)
-func (w *sbWriter) group(e *flowEntry) ovsdb.UUID {
-	var b strings.Builder
-	for _, r := range e.dps {
-		fmt.Fprintf(&b, "%d,", r.dp)
+func (w *sbWriter) group(e *flowEntry, all []dpID) ovsdb.UUID {
+	var key string
+	if len(e.dps) == 0 && len(e.sets) == 1 {
+		// The flows of a set: named by the set, not by its members.
+		key = e.sets[0].key
+	} else {
+		b := make([]byte, 0, 4*len(all))
+		for _, dp := range all {
+			b = strconv.AppendUint(b, uint64(dp), 10)
+			b = append(b, ',')
+		}
+		key = string(b)
 	}
-	key := b.String()
 	if id, ok := w.groups[key]; ok {
 		return id
 	}
 	var dps []ovsdb.Atom
-	for _, r := range e.dps {
-		if id, ok := w.rowOf(recordKey{"Datapath_Binding", w.s.dpNB[r.dp].String()}); ok {
+	for _, dp := range all {
+		if id, ok := w.rowOf(recordKey{"Datapath_Binding", w.s.dpNB[dp].String()}); ok {
 			dps = append(dps, ovsdb.UUIDAtom(id))
 		}
 	}

@@ -43,6 +43,9 @@ type State struct {
 	symtab       *lflow.Symtab
 	memos        map[string]*memoState
 	memoOwners   map[string]*owner
+	// dpSets are the sets of datapaths flows are put on (dpset.go); their
+	// owners are in memoOwners.
+	dpSets map[string]*dpSet
 
 	stats Stats
 	nbw   nbSync
@@ -88,6 +91,7 @@ func New(nbSchema, sbSchema *ovsdb.Schema, opts Options) *State {
 		bfdDisc:      make(map[string]int64),
 		memos:        make(map[string]*memoState),
 		memoOwners:   make(map[string]*owner),
+		dpSets:       make(map[string]*dpSet),
 	}
 	s.sbIndex = newSBIndex(s)
 	s.nbw.now = opts.Now
@@ -247,21 +251,24 @@ func (s *State) ensureOwners() {
 // generate replaces o's output with a fresh generation (or removes it, for
 // an owner whose row is gone).
 func (s *State) generate(o *owner) {
-	oldFlows, oldRecords, oldKeys := o.flows, o.records, o.keys
+	oldFlows, oldSetFlows, oldRecords, oldKeys := o.flows, o.setFlows, o.records, o.keys
 	for _, k := range o.deps {
 		s.deps.remove(k, o)
 	}
-	o.flows, o.records, o.deps, o.keys = nil, nil, nil, nil
+	o.flows, o.setFlows, o.records, o.deps, o.keys = nil, nil, nil, nil, nil
 
 	if !o.gone {
 		s.kinds[o.key.kind].gen(&gen{s: s, o: o})
-		s.stats.Flows += uint64(len(o.flows))
+		s.stats.Flows += uint64(len(o.flows) + len(o.setFlows))
 	}
 
 	// Add before removing, so that a flow the owner makes again keeps its
 	// entry (and its Southbound row) instead of being deleted and reinserted.
 	for _, c := range oldFlows {
 		s.flows.remove(c.e, c.dp)
+	}
+	for _, c := range oldSetFlows {
+		s.flows.removeOn(c.e, c.set)
 	}
 	kept := make(map[recordKey]bool, len(o.records))
 	for _, k := range o.records {
