@@ -3,6 +3,7 @@ package pinctrl
 import (
 	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"net"
 	"net/netip"
 )
@@ -155,6 +156,48 @@ func tcpReset(f *frame, swap bool) ([]byte, error) {
 		et = etherIPv6
 	}
 	return append(f.ethHeader(ethDst, ethSrc, et), ipPacket(src, dst, protoTCP, 255, t, 16)...), nil
+}
+
+// SCTP chunk types and the ABORT chunk's T bit (RFC 9260 3.2, 3.3.7).
+const (
+	sctpChunkInit  = 1
+	sctpChunkAbort = 6
+	sctpAbortT     = 0x01
+)
+
+// castagnoli is CRC32c's table: SCTP's checksum (RFC 9260 appendix A).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// sctpAbort is sctp_abort { }'s starting packet: an ABORT answering the
+// SCTP packet, ports exchanged, addresses left for the body to exchange.
+// As RFC 9260 8.4 and 8.5.1 say for a packet of no association, the
+// ABORT of an INIT carries the INIT's initiate tag and the T bit clear;
+// of anything else, the packet's own verification tag with the T bit set.
+func sctpAbort(f *frame) ([]byte, error) {
+	if f.proto != protoSCTP || f.fragment || len(f.l4) < 12 {
+		return nil, errors.New("not an SCTP packet")
+	}
+	in := f.l4
+	vtag, flags := binary.BigEndian.Uint32(in[4:]), byte(sctpAbortT)
+	if len(in) >= 16 && in[12] == sctpChunkInit {
+		if len(in) < 20 {
+			return nil, errors.New("truncated SCTP INIT chunk")
+		}
+		vtag, flags = binary.BigEndian.Uint32(in[16:]), 0
+	}
+	s := make([]byte, 16)
+	binary.BigEndian.PutUint16(s[0:], binary.BigEndian.Uint16(in[2:]))
+	binary.BigEndian.PutUint16(s[2:], binary.BigEndian.Uint16(in[0:]))
+	binary.BigEndian.PutUint32(s[4:], vtag)
+	s[12], s[13] = sctpChunkAbort, flags
+	binary.BigEndian.PutUint16(s[14:], 4)
+	// The CRC32c goes on the wire least significant byte first.
+	binary.LittleEndian.PutUint32(s[8:], crc32.Checksum(s, castagnoli))
+	et := uint16(etherIPv4)
+	if f.ipSrc.Is6() {
+		et = etherIPv6
+	}
+	return append(f.ethHeader(f.dst, f.src, et), ipPacket(f.ipSrc, f.ipDst, protoSCTP, 255, s, -1)...), nil
 }
 
 // reject is reject { }'s starting packet: a TCP RST for TCP, otherwise

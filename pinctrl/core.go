@@ -177,7 +177,7 @@ func (h *handling) nested(a *lflow.NestedAction) error {
 	case "reject":
 		pkt, err = reject(h.f)
 	case "sctp_abort":
-		return errors.New("sctp_abort is not supported yet")
+		pkt, err = sctpAbort(h.f)
 	default:
 		return fmt.Errorf("nested action %s is not supported", a.Name)
 	}

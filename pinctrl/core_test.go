@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"hash/crc32"
 	"net"
 	"net/netip"
 	"testing"
@@ -76,6 +77,29 @@ func tcpFrame(src, dst netip.Addr, flags byte, payload int) []byte {
 	return ethFrame(routerMAC, vmMAC, et, ipPacket(src, dst, protoTCP, 64, t, 16))
 }
 
+// sctpFrame is an SCTP packet (ports 40000 → 5000, verification tag
+// vtag) holding one chunk.
+func sctpFrame(src, dst netip.Addr, vtag uint32, chunk []byte) []byte {
+	s := make([]byte, 12, 12+len(chunk))
+	binary.BigEndian.PutUint16(s, 40000)
+	binary.BigEndian.PutUint16(s[2:], 5000)
+	binary.BigEndian.PutUint32(s[4:], vtag)
+	s = append(s, chunk...)
+	binary.LittleEndian.PutUint32(s[8:], crc32.Checksum(s, crc32.MakeTable(crc32.Castagnoli)))
+	et := uint16(etherIPv4)
+	if src.Is6() {
+		et = etherIPv6
+	}
+	return ethFrame(routerMAC, vmMAC, et, ipPacket(src, dst, protoSCTP, 64, s, -1))
+}
+
+// sctpInit is an INIT chunk with initiate tag tag.
+func sctpInit(tag uint32) []byte {
+	c := []byte{1, 0, 0, 20, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 1, 0, 1, 0, 0, 0, 1}
+	binary.BigEndian.PutUint32(c[4:], tag)
+	return c
+}
+
 func ip4u32(a netip.Addr) uint64 { return uint64(binary.BigEndian.Uint32(a.AsSlice())) }
 
 // checkSums verifies the IPv4 header checksum and the L4 checksum of a
@@ -107,6 +131,18 @@ func checkSums(t *testing.T, b []byte) *frame {
 	var ps uint32
 	if f.proto != protoICMP {
 		ps = sum(sum(0, f.ipSrc.AsSlice()), f.ipDst.AsSlice()) + uint32(f.proto) + uint32(len(f.l4))
+	}
+	if f.proto == protoSCTP {
+		if len(f.l4) < 12 {
+			t.Fatalf("SCTP packet of %d bytes", len(f.l4))
+		}
+		c := append([]byte(nil), f.l4...)
+		want := uint32(c[8]) | uint32(c[9])<<8 | uint32(c[10])<<16 | uint32(c[11])<<24
+		clear(c[8:12])
+		if crc32.Checksum(c, crc32.MakeTable(crc32.Castagnoli)) != want {
+			t.Errorf("bad SCTP checksum")
+		}
+		return f
 	}
 	if f.etype != etherARP && sum(ps, f.l4) != 0xffff {
 		t.Errorf("bad L4 checksum (proto %d)", f.proto)
@@ -241,6 +277,26 @@ func TestNestedActions(t *testing.T) {
 				if f.ipDst != vmIP || tc[13] != 0x14 || binary.BigEndian.Uint32(tc[8:]) != 1001 || binary.BigEndian.Uint32(tc[4:]) != 0 ||
 					binary.BigEndian.Uint16(tc[2:]) != 40000 || binary.BigEndian.Uint16(tc) != 80 {
 					t.Errorf("RST % x", f.raw)
+				}
+			}},
+		{"sctp_abort of an INIT: its initiate tag, T clear",
+			"sctp_abort { eth.dst <-> eth.src; ip4.dst <-> ip4.src; outport <-> inport; output; };",
+			sctpFrame(vmIP, farIP, 0, sctpInit(0xabcdef01)), 2, nil,
+			func(t *testing.T, f *frame) {
+				s := f.l4
+				if f.proto != protoSCTP || f.ipDst != vmIP || f.ipSrc != farIP || !bytes.Equal(f.dst, vmMAC) || len(s) != 16 ||
+					binary.BigEndian.Uint16(s) != 5000 || binary.BigEndian.Uint16(s[2:]) != 40000 ||
+					binary.BigEndian.Uint32(s[4:]) != 0xabcdef01 || s[12] != 6 || s[13] != 0 || binary.BigEndian.Uint16(s[14:]) != 4 {
+					t.Errorf("ABORT % x", f.raw)
+				}
+			}},
+		{"sctp_abort of DATA over IPv6: the packet's tag, T set",
+			"sctp_abort { eth.dst <-> eth.src; ip6.dst <-> ip6.src; outport <-> inport; output; };",
+			sctpFrame(vmIP6, netip.MustParseAddr("bef0::9"), 0x12345678, []byte{0, 3, 0, 17, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 'x', 0, 0, 0}), 2, nil,
+			func(t *testing.T, f *frame) {
+				s := f.l4
+				if f.proto != protoSCTP || f.ipDst != vmIP6 || len(s) != 16 || binary.BigEndian.Uint32(s[4:]) != 0x12345678 || s[12] != 6 || s[13] != 1 {
+					t.Errorf("ABORT % x", f.raw)
 				}
 			}},
 		{"reject of a TCP segment with ACK",

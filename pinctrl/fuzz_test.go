@@ -15,6 +15,7 @@ func frameSeeds() [][]byte {
 		dhcpFrame(dhcpRequest, zero, []byte{optRequestedIP, 4, 10, 0, 0, 11}),
 		tcpFrame(vmIP, farIP, 0x02, 0),
 		tcpFrame(vmIP6, netip.MustParseAddr("bef0::9"), 0x10, 4),
+		sctpFrame(vmIP, farIP, 0, sctpInit(7)),
 		udpFrame(routerMAC, vmIP, farIP, 5000, 53, []byte{0x12, 0x34, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 3, 'v', 'm', '1', 0, 0, 1, 0, 1}),
 		ethFrame(routerMAC, vmMAC, 0x8100, []byte{0, 5, 8, 0, 0x45, 0, 0, 20, 0, 0, 0, 0, 64, 1, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2}),
 		{},
@@ -93,6 +94,7 @@ func FuzzHandle(f *testing.F) {
 		"icmp6 { eth.dst <-> eth.src; ip6.dst <-> ip6.src; output; };",
 		"tcp_reset { output; };",
 		"reject { output; };",
+		"sctp_abort { eth.dst <-> eth.src; ip4.dst <-> ip4.src; output; };",
 	}
 	for i, s := range frameSeeds() {
 		f.Add(s, uint8(i))

@@ -19,6 +19,7 @@ const (
 	protoICMP   = 1
 	protoTCP    = 6
 	protoUDP    = 17
+	protoSCTP   = 132
 	protoICMPv6 = 58
 )
 
