@@ -653,7 +653,7 @@ func allocateZones(ids map[string]string, sbc *client.Client, local map[string]b
 	}
 	var want []string
 	for _, p := range client.List[sb.PortBinding](sbc.Cache()) {
-		if isVIF(&p) && local[p.LogicalPort] {
+		if isVIF(&p) && (local[p.LogicalPort] || p.Type == "virtual" && p.VirtualParent != nil && local[*p.VirtualParent]) {
 			want = append(want, p.LogicalPort)
 		}
 	}

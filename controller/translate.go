@@ -207,6 +207,7 @@ func (tr *translation) index() {
 			tr.local[p.Datapath] = true
 		}
 	}
+	tr.indexVirtualPorts()
 	tr.indexGateways()
 	tr.indexLocalnets()
 	for i := range in.Multicast {
@@ -367,6 +368,8 @@ func (tr *translation) physical() {
 			tr.localPort(p, dk)
 		case p.Type == "chassisredirect" && tr.resident[p.LogicalPort]:
 			tr.redirectPort(p, dk)
+		case tr.resident[p.LogicalPort] && tr.isVirtualHere(p):
+			tr.virtualRules(p, dk, in.VIFs[*p.VirtualParent])
 		case tr.resident[p.LogicalPort] && isVIF(p):
 			tr.vifRules(p, dk, in.VIFs[p.LogicalPort])
 		case tr.isPatch(p):

@@ -64,6 +64,8 @@ type Output struct {
 	FDBs        []FDBEntry
 	SvcReplies  []SvcReply // for the service monitors' prober
 	IGMP        []IGMPReport
+	VPorts      []VPortBinding    // bind_vport's
+	Events      []ControllerEvent // trigger_event's
 }
 
 // MACBinding is a neighbor learned by put_arp or put_nd: a MAC_Binding
@@ -258,6 +260,10 @@ func (h *handling) call(a *lflow.CallAction) error {
 	switch a.Name {
 	case "igmp":
 		return h.igmp()
+	case "bind_vport":
+		return h.bindVport(a)
+	case "trigger_event":
+		return h.triggerEvent(a)
 	case "put_fdb":
 		if len(a.Args) != 2 {
 			return errors.New("put_fdb: want 2 arguments")

@@ -41,6 +41,9 @@
 //	tcp_reset { }       the RST that ovn-sb(5)'s pseudocode describes
 //	reject { }          a RST for TCP, ICMP port unreachable otherwise,
 //	                    addresses exchanged
+//	sctp_abort { }      an SCTP ABORT (RFC 9260 8.4: an INIT's initiate
+//	                    tag with the T bit clear, else the packet's own
+//	                    tag with T set)
 //
 // Actions with a result pause the pipeline; pinctrl rewrites the packet,
 // stores 1 in the result (0 if the action does not apply: a DHCPRELEASE,
@@ -60,6 +63,16 @@
 //
 // put_arp and put_nd learn a MAC binding (logical port, IP, MAC) to write,
 // put_fdb an FDB row (switch, MAC, port); each has its own writer.
+//
+// bind_vport("V", inport): a parent's ARP or ND for a virtual port's IP
+// binds the virtual port V to this chassis with the parent as its
+// virtual_parent (both columns in one write); the controller then holds
+// it (see package controller's virtual.go). trigger_event writes a
+// Controller_Event row of this chassis (empty_lb_backends with vip,
+// protocol and load_balancer; seq_num one past the highest); an event
+// whose row exists is not written again, one whose row the CMS deleted
+// is, by the next packet. Bindings and events just sent count as
+// written for recentTTL (3 s) while the Southbound catches up.
 //
 // IGMP and MLD snooping: igmp (ovn-northd's action for both) reads the
 // IGMPv1/v2/v3 and MLDv1/v2 reports and leaves of a local port on a
@@ -125,6 +138,5 @@
 // one difference is kept on purpose: ovn-controller 23.03 writes a
 // DHCPv6 domain search list as a single label, govn as DNS names.
 //
-// Not done yet: MLD queries, BFD, bind_vport, trigger_event,
-// sctp_abort; their packet-ins are counted as errors.
+// Not done yet: MLD queries, BFD; their packet-ins are counted as errors.
 package pinctrl

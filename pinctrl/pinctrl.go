@@ -88,6 +88,13 @@ type Pinctrl struct {
 	igmpStats  IGMPStats
 	queryNext  map[uint32]time.Time // when each querier switch queries next
 	igmpSynced time.Time            // when the membership went to the writer last
+
+	vports       chan VPortBinding          // bind_vport's, to their writer
+	recentVPort  map[VPortBinding]time.Time // bindings sent, until recentTTL has passed
+	vportStats   MACBindingStats
+	events       chan ControllerEvent // trigger_event's, to their writer
+	recentEvents map[string]time.Time // by ControllerEvent.Key, until recentTTL has passed
+	eventStats   MACBindingStats
 }
 
 // KindStats count one kind of controller action.
@@ -114,6 +121,8 @@ type Stats struct {
 	PacketOutErr uint64          // packet-outs the datapath refused
 	Services     SvcStats        // the service monitors probed here
 	IGMP         IGMPStats
+	VPorts       MACBindingStats // bind_vport's, counted as MAC bindings are
+	Events       MACBindingStats // trigger_event's
 }
 
 // New returns a Pinctrl; Run starts it.
@@ -132,13 +141,23 @@ func New(cfg Config) (*Pinctrl, error) {
 		buckets: map[string]*bucket{}, recent: map[BindingKey]string{}, ras: map[string]*raSchedule{}, garps: map[string]*garpSchedule{},
 		bindings: make(chan MACBinding, cfg.MACBindingQueue),
 		fdbs:     make(chan FDBEntry, cfg.MACBindingQueue), recentFDB: map[FDBKey]uint32{}, svc: newSvcProber(),
-		snoop: NewSnooping(), igmpDirty: true, igmpSync: make(chan igmpSnapshot, 1)}, nil
+		snoop: NewSnooping(), igmpDirty: true, igmpSync: make(chan igmpSnapshot, 1),
+		vports: make(chan VPortBinding, 256), recentVPort: map[VPortBinding]time.Time{},
+		events: make(chan ControllerEvent, 256), recentEvents: map[string]time.Time{}}, nil
 }
 
 // Run handles packet-ins until ctx ends.
 func (p *Pinctrl) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Add(4)
+	wg.Add(6)
+	go func() {
+		defer wg.Done()
+		p.writeVPorts(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		p.writeEvents(ctx)
+	}()
 	go func() {
 		defer wg.Done()
 		p.writeBindings(ctx)
@@ -331,6 +350,12 @@ func (p *Pinctrl) handle(pi *dp.PacketIn, now time.Time) {
 	for _, f := range out.FDBs {
 		p.learnFDB(f, st)
 	}
+	for _, v := range out.VPorts {
+		p.learnVPort(v, st, now)
+	}
+	for _, e := range out.Events {
+		p.raiseEvent(e, st, now)
+	}
 	p.svcReplies(out.SvcReplies, now)
 	if len(out.IGMP) > 0 {
 		p.applyIGMP(out.IGMP, st, now)
@@ -516,7 +541,8 @@ func (p *Pinctrl) commitBindings(ctx context.Context, batch map[BindingKey]MACBi
 func (p *Pinctrl) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := Stats{Kinds: map[string]KindStats{}, MACBindings: p.mb, FDB: p.fdbStats, PacketOutErr: p.outErrors, Services: p.svcStats, IGMP: p.igmpStats}
+	s := Stats{Kinds: map[string]KindStats{}, MACBindings: p.mb, FDB: p.fdbStats, PacketOutErr: p.outErrors, Services: p.svcStats, IGMP: p.igmpStats,
+		VPorts: p.vportStats, Events: p.eventStats}
 	for k, v := range p.counters {
 		s.Kinds[k] = *v
 	}
@@ -540,6 +566,12 @@ func (s Stats) String() string {
 		m.Learned, m.Duplicates, m.QueueDrops, m.Written, m.WriteFails)
 	m = s.FDB
 	fmt.Fprintf(&b, "fdb: learned %d, duplicates %d, queue drops %d, written %d, failed transactions %d\n",
+		m.Learned, m.Duplicates, m.QueueDrops, m.Written, m.WriteFails)
+	m = s.VPorts
+	fmt.Fprintf(&b, "virtual ports: bound %d, duplicates %d, queue drops %d, written %d, failed transactions %d\n",
+		m.Learned, m.Duplicates, m.QueueDrops, m.Written, m.WriteFails)
+	m = s.Events
+	fmt.Fprintf(&b, "controller events: raised %d, duplicates %d, queue drops %d, written %d, failed transactions %d\n",
 		m.Learned, m.Duplicates, m.QueueDrops, m.Written, m.WriteFails)
 	v := s.Services
 	fmt.Fprintf(&b, "service monitors: online %d, offline %d, undecided %d, error %d\n", v.Online, v.Offline, v.Undecided, v.Error)

@@ -32,6 +32,12 @@ type State struct {
 	ServiceMonitors []ServiceMonitor
 	// Mcast is the IP_Multicast configuration of each snooping switch.
 	Mcast map[uint32]McastConfig
+	// VPorts are the virtual ports (Port_Bindings of type virtual), by
+	// name.
+	VPorts map[string]VPort
+	// Events are the Controller_Event rows of this chassis, by
+	// ControllerEvent.Key.
+	Events map[string]bool
 }
 
 // Announcement is one nat_addresses entry resident here: a MAC and its
@@ -80,7 +86,8 @@ type BindingKey struct {
 
 // NewState reads the Southbound cache c for chassis (its name).
 func NewState(c *client.Cache, chassis string) *State {
-	st := &State{Datapaths: map[uint32]*Datapath{}, MACBindings: map[BindingKey]string{}, FDB: map[FDBKey]uint32{}}
+	st := &State{Datapaths: map[uint32]*Datapath{}, MACBindings: map[BindingKey]string{}, FDB: map[FDBKey]uint32{},
+		VPorts: map[string]VPort{}, Events: map[string]bool{}}
 	for _, f := range client.List[sb.FDB](c) {
 		st.FDB[FDBKey{uint32(f.DPKey), strings.ToLower(f.MAC)}] = uint32(f.PortKey)
 	}
@@ -109,6 +116,13 @@ func NewState(c *client.Cache, chassis string) *State {
 		if dp := byUUID[p.Datapath]; dp != nil {
 			dp.Ports[p.LogicalPort] = uint32(p.TunnelKey)
 			dp.PortNames[uint32(p.TunnelKey)] = p.LogicalPort
+			if p.Type == "virtual" {
+				v := VPort{Datapath: dp.Key, Here: p.Chassis != nil && *p.Chassis == me && me != (ovsdb.UUID{})}
+				if p.VirtualParent != nil {
+					v.Parent = *p.VirtualParent
+				}
+				st.VPorts[p.LogicalPort] = v
+			}
 		}
 	}
 	st.Mcast = mcastConfigs(c, byUUID, local)
@@ -170,6 +184,11 @@ func NewState(c *client.Cache, chassis string) *State {
 					dp.DNS[strings.ToLower(name)] = v
 				}
 			}
+		}
+	}
+	for _, e := range client.List[sb.ControllerEvent](c) {
+		if e.Chassis != nil && *e.Chassis == me && me != (ovsdb.UUID{}) {
+			st.Events[eventKey(e.EventType, e.EventInfo)] = true
 		}
 	}
 	for _, m := range client.List[sb.MACBinding](c) {

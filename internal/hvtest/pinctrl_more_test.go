@@ -1,0 +1,230 @@
+package hvtest
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// arpFrame is an ARP packet (op 1 request, 2 reply) from sha/spa to
+// tpa, broadcast.
+func arpFrame(op uint16, sha net.HardwareAddr, spa, tpa netip.Addr) []byte {
+	f := make([]byte, 14+28)
+	copy(f[0:6], []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	copy(f[6:12], sha)
+	binary.BigEndian.PutUint16(f[12:], 0x0806)
+	a := f[14:]
+	binary.BigEndian.PutUint16(a[0:], 1)
+	binary.BigEndian.PutUint16(a[2:], 0x0800)
+	a[4], a[5] = 6, 4
+	binary.BigEndian.PutUint16(a[6:], op)
+	copy(a[8:14], sha)
+	s, d := spa.As4(), tpa.As4()
+	copy(a[14:18], s[:])
+	copy(a[24:28], d[:])
+	return f
+}
+
+// tcpSYN is a TCP SYN from src (port 40001) to dst:port, sent to the
+// MAC dmac.
+func tcpSYN(dmac, smac net.HardwareAddr, src, dst netip.Addr, port uint16) []byte {
+	f := make([]byte, 14+20+20)
+	copy(f[0:6], dmac)
+	copy(f[6:12], smac)
+	binary.BigEndian.PutUint16(f[12:], 0x0800)
+	ip := f[14:]
+	ip[0], ip[8], ip[9] = 0x45, 64, 6
+	binary.BigEndian.PutUint16(ip[2:], 40)
+	s4, d4 := src.As4(), dst.As4()
+	copy(ip[12:16], s4[:])
+	copy(ip[16:20], d4[:])
+	binary.BigEndian.PutUint16(ip[10:], csum(0, ip[:20]))
+	tcp := ip[20:]
+	binary.BigEndian.PutUint16(tcp[0:], 40001)
+	binary.BigEndian.PutUint16(tcp[2:], port)
+	binary.BigEndian.PutUint32(tcp[4:], 1)
+	tcp[12], tcp[13] = 5<<4, 0x02
+	binary.BigEndian.PutUint16(tcp[14:], 64240)
+	var ps uint32
+	for i := 0; i < 8; i += 2 {
+		ps += uint32(binary.BigEndian.Uint16(ip[12+i:]))
+	}
+	binary.BigEndian.PutUint16(tcp[16:], csum(ps+6+20, tcp))
+	return f
+}
+
+// csum is the Internet checksum of b, starting from sum.
+func csum(sum uint32, b []byte) uint16 {
+	for i := 0; i+1 < len(b); i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(b[i:]))
+	}
+	if len(b)%2 == 1 {
+		sum += uint32(b[len(b)-1]) << 8
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	return ^uint16(sum)
+}
+
+// receive reads frames from the raw socket fd until match accepts one
+// (true) or timeout passes (false).
+func receive(fd int, timeout time.Duration, match func([]byte) bool) bool {
+	tv := unix.NsecToTimeval((100 * time.Millisecond).Nanoseconds())
+	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	buf := make([]byte, 2048)
+	for end := time.Now().Add(timeout); time.Now().Before(end); {
+		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if err == nil && match(buf[:n]) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestGovnChassisVirtualPort: a virtual port vip (10.0.0.100, parents
+// vm1 and vm2) on govn chassis with the real ovn-northd. vm2's
+// gratuitous ARP for the VIP binds vip to the chassis with vm2 as its
+// virtual_parent (bind_vport), and a frame to vip's MAC from vm1 then
+// reaches vm2's interface; vm1's ARP reply for the VIP moves it to vm1.
+func TestGovnChassisVirtualPort(t *testing.T) {
+	c := govnChassisCluster(t, 1)
+	hv := c.Hypervisor(1)
+	c.NBCtl(t, "ls-add", "ls0")
+	for _, p := range []struct{ name, addr string }{{"vm1", "0a:00:00:00:00:01 10.0.0.11"}, {"vm2", "0a:00:00:00:00:02 10.0.0.12"}} {
+		c.NBCtl(t, "lsp-add", "ls0", p.name, "--", "lsp-set-addresses", p.name, p.addr)
+	}
+	c.NBCtl(t, "lsp-add", "ls0", "vip", "--", "lsp-set-type", "vip", "virtual",
+		"--", "lsp-set-addresses", "vip", "0a:00:00:00:00:64 10.0.0.100",
+		"--", "lsp-set-options", "vip", "virtual-ip=10.0.0.100", "virtual-parents=vm1,vm2")
+	vm1 := c.AddVM(t, hv, VMSpec{Name: "vm1", LSP: "vm1", MAC: "0a:00:00:00:00:01", Addr: "10.0.0.11/24"})
+	vm2 := c.AddVM(t, hv, VMSpec{Name: "vm2", LSP: "vm2", MAC: "0a:00:00:00:00:02", Addr: "10.0.0.12/24"})
+	c.WaitPortUp(t, "vm1")
+	c.WaitPortUp(t, "vm2")
+	c.WaitHV(t)
+	defer func() {
+		if t.Failed() {
+			t.Logf("pinctrl/show:\n%s", hv.Run(t, "ovn-appctl", "-t", hv.Dir+"/chassis.ctl", "pinctrl/show"))
+			t.Logf("vip: %s", c.SBCtl(t, "--columns=chassis,virtual_parent,up", "find", "Port_Binding", "logical_port=vip"))
+		}
+	}()
+	fd1, _, err := rawSocket(vm1.NS, vm1.Dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd1)
+	fd2, _, err := rawSocket(vm2.NS, vm2.Dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd2)
+	vipIP := netip.MustParseAddr("10.0.0.100")
+	vipMAC, _ := net.ParseMAC("0a:00:00:00:00:64")
+	mac1, _ := net.ParseMAC(vm1.MAC)
+	mac2, _ := net.ParseMAC(vm2.MAC)
+	chassis := strings.TrimSpace(c.SBCtl(t, "--bare", "--columns=_uuid", "find", "Chassis", "name="+hv.Name))
+	waitParent := func(parent string, announce func()) {
+		t.Helper()
+		if err := waitFor(20*time.Second, "vip bound behind "+parent, func() bool {
+			announce()
+			out := c.SBCtl(t, "--bare", "--columns=virtual_parent,chassis", "find", "Port_Binding", "logical_port=vip")
+			f := strings.Fields(out)
+			return len(f) == 2 && f[0] == parent && f[1] == chassis
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// vm2's gratuitous ARP (a request for its own address).
+	waitParent("vm2", func() { _, _ = unix.Write(fd2, arpFrame(1, mac2, vipIP, vipIP)) })
+	c.WaitHV(t)
+	// A frame for vip's MAC from vm1 comes out of vm2's interface.
+	probe := missFrame(vipMAC, mac1, vm1.Addr.Addr(), vipIP)
+	got := false
+	for range 20 {
+		_, _ = unix.Write(fd1, probe)
+		if receive(fd2, 500*time.Millisecond, func(b []byte) bool { return len(b) >= 12 && bytes.Equal(b[0:6], vipMAC) && bytes.Equal(b[6:12], mac1) }) {
+			got = true
+			break
+		}
+	}
+	if !got {
+		t.Errorf("a frame to the virtual port's MAC did not reach its parent vm2")
+	}
+	// vm1 answers for the VIP: the port moves.
+	waitParent("vm1", func() { _, _ = unix.Write(fd1, arpFrame(2, mac1, vipIP, vipIP)) })
+	if up := strings.TrimSpace(c.SBCtl(t, "--bare", "--columns=up", "find", "Port_Binding", "logical_port=vip")); up != "true" {
+		t.Errorf("vip up = %q, want true", up)
+	}
+}
+
+// TestGovnChassisControllerEvent: with NB_Global options
+// controller_event=true, traffic to a load balancer VIP without
+// backends (options event=true) makes govn chassis write one
+// Controller_Event row (empty_lb_backends, with the VIP, protocol and
+// load balancer) however many packets hit it; after the CMS deletes the
+// row, the next packet raises it again.
+func TestGovnChassisControllerEvent(t *testing.T) {
+	c := govnChassisCluster(t, 1)
+	hv := c.Hypervisor(1)
+	c.NBCtl(t, "set", "NB_Global", ".", "options:controller_event=true")
+	c.NBCtl(t, "ls-add", "ls0", "--", "lsp-add", "ls0", "vm1", "--", "lsp-set-addresses", "vm1", "0a:00:00:00:00:01 10.0.0.11")
+	lb := strings.TrimSpace(c.NBCtl(t, "create", "Load_Balancer", "name=lb0", `vips:"10.0.0.100:80"=""`, "protocol=tcp", "options:event=true"))
+	c.NBCtl(t, "ls-lb-add", "ls0", "lb0")
+	vm1 := c.AddVM(t, hv, VMSpec{Name: "vm1", LSP: "vm1", MAC: "0a:00:00:00:00:01", Addr: "10.0.0.11/24"})
+	c.WaitPortUp(t, "vm1")
+	c.WaitHV(t)
+	defer func() {
+		if t.Failed() {
+			t.Logf("pinctrl/show:\n%s", hv.Run(t, "ovn-appctl", "-t", hv.Dir+"/chassis.ctl", "pinctrl/show"))
+			t.Logf("lflows: %s", c.SBCtl(t, "lflow-list", "ls0"))
+		}
+	}()
+	fd, _, err := rawSocket(vm1.NS, vm1.Dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	mac1, _ := net.ParseMAC(vm1.MAC)
+	syn := tcpSYN(net.HardwareAddr{0x0a, 0, 0, 0, 0, 0x64}, mac1, vm1.Addr.Addr(), netip.MustParseAddr("10.0.0.100"), 80)
+	connect := func() { _, _ = unix.Write(fd, syn) }
+	events := func() []string {
+		out := c.SBCtl(t, "--bare", "--columns=event_type,event_info", "list", "Controller_Event")
+		var rows []string
+		for _, r := range strings.Split(strings.TrimSpace(out), "\n\n") {
+			if r = strings.TrimSpace(r); r != "" {
+				rows = append(rows, r)
+			}
+		}
+		return rows
+	}
+	if err := waitFor(30*time.Second, "a Controller_Event row", func() bool { connect(); return len(events()) > 0 }); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		connect()
+	}
+	time.Sleep(2 * time.Second) // any duplicate would be written by now
+	rows := events()
+	if len(rows) != 1 {
+		t.Fatalf("Controller_Event rows %q, want one", rows)
+	}
+	for _, want := range []string{"empty_lb_backends", "vip=10.0.0.100:80", "protocol=tcp", "load_balancer=" + lb} {
+		if !strings.Contains(rows[0], want) {
+			t.Errorf("Controller_Event %q has no %s", rows[0], want)
+		}
+	}
+	if ch := strings.TrimSpace(c.SBCtl(t, "--bare", "--columns=chassis", "list", "Controller_Event")); ch != strings.TrimSpace(c.SBCtl(t, "--bare", "--columns=_uuid", "find", "Chassis", "name="+hv.Name)) {
+		t.Errorf("Controller_Event chassis %q, want %s's", ch, hv.Name)
+	}
+	t.Logf("event row seen")
+	c.SBCtl(t, "--all", "destroy", "Controller_Event")
+	if err := waitFor(30*time.Second, "the event raised again", func() bool { connect(); return len(events()) == 1 }); err != nil {
+		t.Error(err)
+	}
+}
