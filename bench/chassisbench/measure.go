@@ -25,15 +25,20 @@ const vip = "10.0.9.100"
 
 // meter runs the measurements on one deployment's cluster.
 type meter struct {
-	ctx        context.Context
-	t          *tb
-	c          *hvtest.Cluster
-	log        *slog.Logger
-	opts       *SuiteOptions
-	real       bool // the real OVN: ovs-vswitchd and ovn-controller
-	tool       lab.Tool
-	c1, s1, s2 *hvtest.VM
-	servers    int // iperf3 servers started so far, to name the next
+	ctx  context.Context
+	t    *tb
+	c    *hvtest.Cluster
+	log  *slog.Logger
+	opts *SuiteOptions
+	real bool // the real OVN: ovs-vswitchd and ovn-controller
+	tool lab.Tool
+	// c1 is the client of everything but the ab runs to the backend,
+	// which c2 makes: their connections to s1 would otherwise reuse the
+	// source ports of c1's through the VIP, while s1 still holds them in
+	// TIME_WAIT (both switches then drop the client's RST that answers
+	// s1's challenge ACK, and the connection hangs).
+	c1, c2, s1, s2 *hvtest.VM
+	servers        int // iperf3 servers started so far, to name the next
 }
 
 // buildTopology makes the bench's logical network and its VMs, and waits
@@ -60,6 +65,7 @@ func (m *meter) buildTopology() {
 		hvtest.VMSpec
 	}{
 		{"ls-c", 1, &m.c1, hvtest.VMSpec{Name: "c1", LSP: "c1", MAC: "0a:00:00:00:01:11", Addr: "10.0.1.11/24", Gateway: "10.0.1.1"}},
+		{"ls-c", 1, &m.c2, hvtest.VMSpec{Name: "c2", LSP: "c2", MAC: "0a:00:00:00:01:12", Addr: "10.0.1.12/24", Gateway: "10.0.1.1"}},
 		{"ls-s", 1, &m.s1, hvtest.VMSpec{Name: "s1", LSP: "s1", MAC: "0a:00:00:00:02:21", Addr: "10.0.2.21/24", Gateway: "10.0.2.1"}},
 		{"ls-s", 2, &m.s2, hvtest.VMSpec{Name: "s2", LSP: "s2", MAC: "0a:00:00:00:02:22", Addr: "10.0.2.22/24", Gateway: "10.0.2.1"}},
 	}
@@ -83,8 +89,10 @@ func (m *meter) buildTopology() {
 	// ab -c 1 opens a connection per request, tens of thousands in a
 	// run, and the server keeps each in TIME_WAIT for a minute: the whole
 	// port range makes a reused source port unlikely.
-	if _, err := lab.RunTimed(nil, lab.InNS(m.c1.NS, "sysctl", "-qw", "net.ipv4.ip_local_port_range=1024 65535")...); err != nil {
-		t.Fatal(err)
+	for _, cl := range []*hvtest.VM{m.c1, m.c2} {
+		if _, err := lab.RunTimed(nil, lab.InNS(cl.NS, "sysctl", "-qw", "net.ipv4.ip_local_port_range=1024 65535")...); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c.WaitHV(t)
 	for _, s := range []*hvtest.VM{m.s1, m.s2} {
@@ -92,16 +100,19 @@ func (m *meter) buildTopology() {
 			t.Fatal(err)
 		}
 	}
-	for _, u := range []string{m.s1.IP(), vip} {
+	for _, u := range []struct {
+		from *hvtest.VM
+		to   string
+	}{{m.c2, m.s1.IP()}, {m.c1, vip}} {
 		var last error
-		if err := lab.WaitFor(30*time.Second, "HTTP to "+u, func() bool {
-			body, err := m.tool.Curl(m.c1.NS, "http://"+u+"/")
+		if err := lab.WaitFor(30*time.Second, "HTTP to "+u.to, func() bool {
+			body, err := m.tool.Curl(u.from.NS, "http://"+u.to+"/")
 			if last = err; err == nil && strings.TrimSpace(body) != "s1" {
 				last = fmt.Errorf("answer %q, want s1", body)
 			}
 			return last == nil
 		}); err != nil {
-			t.Fatalf("%v: %v", err, last)
+			t.Fatalf("from %s: %v: %v", u.from.Name, err, last)
 		}
 	}
 }
@@ -134,31 +145,38 @@ func (m *meter) procs(hv *hvtest.Hypervisor) []proc {
 	return ps
 }
 
-// cpu is the CPU time the chassis processes of every hypervisor have used
-// so far.
-func (m *meter) cpu() CPUFigures {
-	var f CPUFigures
+// cpuMark is the CPU time of each chassis process, by pid, at one
+// moment.
+type cpuMark map[proc]float64
+
+// mark reads the CPU time the chassis processes of every hypervisor have
+// used so far.
+func (m *meter) mark() cpuMark {
+	mk := cpuMark{}
 	for _, hv := range m.c.HVs {
 		for _, p := range m.procs(hv) {
-			d, err := procstat.CPUTime(p.pid)
-			if err != nil {
-				continue
-			}
-			if p.controller {
-				f.Controller += d.Seconds()
-			} else {
-				f.Switch += d.Seconds()
+			if d, err := procstat.CPUTime(p.pid); err == nil {
+				mk[p] = d.Seconds()
 			}
 		}
 	}
-	f.Total = f.Switch + f.Controller
-	return f
+	return mk
 }
 
-// since is the CPU time used from f0 to f1.
-func since(f0, f1 CPUFigures) CPUFigures {
-	return CPUFigures{Switch: round3(f1.Switch - f0.Switch), Controller: round3(f1.Controller - f0.Controller),
-		Total: round3(f1.Total - f0.Total)}
+// since is the CPU time used from mark to now. A process that was not
+// there at mark (a restarted ovs-vswitchd) counts from zero; what a
+// crashed one used is lost.
+func (m *meter) since(mk cpuMark) CPUFigures {
+	var f CPUFigures
+	for p, now := range m.mark() {
+		d := now - mk[p]
+		if p.controller {
+			f.Controller += d
+		} else {
+			f.Switch += d
+		}
+	}
+	return CPUFigures{Switch: round3(f.Switch), Controller: round3(f.Controller), Total: round3(f.Switch + f.Controller)}
 }
 
 // restarts counts the crashes that ovs-vswitchd's monitor restarted, on
@@ -199,6 +217,7 @@ func (m *meter) dpFlows() (int, error) {
 				n++
 			}
 		}
+		m.log.Debug("datapath flows", "hv", hv.Name, "dump", out)
 	}
 	return n, nil
 }
@@ -253,20 +272,20 @@ func mib(b int64) float64 { return math1(float64(b) / (1 << 20)) }
 // math1 rounds to one decimal.
 func math1(v float64) float64 { return float64(int64(v*10+0.5)) / 10 }
 
-// http runs ab from c1 to addr: a warm-up run, then the timed runs.
-func (m *meter) http(addr, label string) (HTTPFigures, error) {
+// http runs ab from client to addr: a warm-up run, then the timed runs.
+func (m *meter) http(client *hvtest.VM, addr, label string) (HTTPFigures, error) {
 	f := HTTPFigures{Target: label + " " + addr + ":80", Completed: true}
 	url := "http://" + addr + ":80/"
-	warm := m.ab(url, m.opts.WarmRequests)
+	warm := m.ab(client, url, m.opts.WarmRequests)
 	f.Runs = append(f.Runs, warm)
 	var err error
 	if f.Flows1k, err = m.dpFlows(); err != nil {
 		return f, err
 	}
-	cpu0 := m.cpu()
+	cpu0 := m.mark()
 	var rates []float64
 	for i := 0; i < m.opts.Rounds; i++ {
-		r := m.ab(url, m.opts.Requests)
+		r := m.ab(client, url, m.opts.Requests)
 		f.Runs = append(f.Runs, r)
 		rates = append(rates, r.ReqPerSec)
 		if i == 0 {
@@ -275,7 +294,7 @@ func (m *meter) http(addr, label string) (HTTPFigures, error) {
 			}
 		}
 	}
-	f.CPU = since(cpu0, m.cpu())
+	f.CPU = m.since(cpu0)
 	for _, r := range f.Runs {
 		if r.Complete != r.Requests || r.Error != "" {
 			f.Completed = false
@@ -293,15 +312,15 @@ var (
 	abPartial  = regexp.MustCompile(`Total of (\d+) requests completed`)
 )
 
-// ab runs ab -n n -c 1 from c1 and parses what it printed; a run that
+// ab runs ab -n n -c 1 from client and parses what it printed; a run that
 // ends in an error says so in Error, with the requests it completed.
-func (m *meter) ab(url string, n int) ABRun {
+func (m *meter) ab(client *hvtest.VM, url string, n int) ABRun {
 	r := ABRun{Requests: n}
 	restarts := m.restarts()
 	ctx, cancel := context.WithTimeout(m.ctx, time.Duration(n)*20*time.Millisecond+time.Minute)
 	defer cancel()
 	start := time.Now()
-	out, err := m.c1.Command(ctx, "ab", "-q", "-n", strconv.Itoa(n), "-c", "1", "-s", "10", url).CombinedOutput()
+	out, err := client.Command(ctx, "ab", "-q", "-n", strconv.Itoa(n), "-c", "1", "-s", "10", url).CombinedOutput()
 	r.parse(string(out), err, time.Since(start))
 	r.SwitchRestarted = m.restarts() > restarts
 	m.log.Info("ab", "url", url, "n", n, "req_per_sec", r.ReqPerSec, "complete", r.Complete, "failed", r.Failed, "error", r.Error)
@@ -398,19 +417,19 @@ type iperfResult struct {
 func (m *meter) iperf(vm *hvtest.VM) (IperfFigures, error) {
 	f := IperfFigures{Target: vm.Name + " " + vm.IP()}
 	secs := strconv.Itoa(int(m.opts.Seconds.Round(time.Second).Seconds()))
-	cpu0 := m.cpu()
+	cpu0 := m.mark()
 	tcp, err := m.iperf3(vm, "-t", secs)
 	if err != nil {
 		return f, fmt.Errorf("TCP to %s: %w", vm.Name, err)
 	}
-	cpu1 := m.cpu()
-	f.TCPCPU = since(cpu0, cpu1)
+	f.TCPCPU = m.since(cpu0)
+	cpu1 := m.mark()
 	f.TCPMbitPerSec = math1(tcp.End.SumReceived.BitsPerSecond / 1e6)
 	udp, err := m.iperf3(vm, "-t", secs, "-u", "-l", "64", "-b", "0")
 	if err != nil {
 		return f, fmt.Errorf("UDP to %s: %w", vm.Name, err)
 	}
-	f.UDPCPU = since(cpu1, m.cpu())
+	f.UDPCPU = m.since(cpu1)
 	if s := udp.End.Sum; s.Seconds > 0 {
 		f.UDPSentPerSec = math1(float64(s.Packets) / s.Seconds)
 		f.UDPPacketsPerSec = math1(float64(s.Packets-s.LostPackets) / s.Seconds)

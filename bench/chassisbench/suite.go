@@ -24,7 +24,7 @@ import (
 //   - govn: govn db (NB, SB), govn northd and govn chassis.
 //
 // The topology (see buildTopology): two hypervisors over Geneve; switch
-// ls-c with the client c1 (hv1); switch ls-s with the servers s1 (hv1) and
+// ls-c with the clients c1 and c2 (hv1); switch ls-s with the servers s1 (hv1) and
 // s2 (hv2); router lr0 between them; load balancer lb0 on ls-c, VIP
 // 10.0.9.100:80 → s1:80; a stateful ACL on ls-s (allow-related to
 // tcp.dst == 80), so that all IP traffic on ls-s goes through conntrack.
@@ -120,8 +120,8 @@ type Goal struct {
 // Side is every figure of one deployment.
 type Side struct {
 	Deployment string `json:"deployment"`
-	// HTTP is ab -c 1 from c1 to s1:80 straight (through lr0) and through
-	// the VIP.
+	// HTTP is ab -c 1 to s1:80 straight from c2 (through lr0) and from
+	// c1 through the VIP.
 	Direct HTTPFigures `json:"http_direct"`
 	VIP    HTTPFigures `json:"http_vip"`
 	// Ping from c1 to s1 (one hypervisor, through lr0) and to s2 (across
@@ -316,8 +316,8 @@ func (d deployment) run(ctx context.Context, opts *SuiteOptions) (*Side, error) 
 				s.Errors = append(s.Errors, name+": "+err.Error())
 			}
 		}
-		step("ab to the VIP", func() (err error) { s.VIP, err = m.http(vip, "vip"); return })
-		step("ab to the backend", func() (err error) { s.Direct, err = m.http(m.s1.IP(), "direct"); return })
+		step("ab to the VIP", func() (err error) { s.VIP, err = m.http(m.c1, vip, "vip"); return })
+		step("ab to the backend", func() (err error) { s.Direct, err = m.http(m.c2, m.s1.IP(), "direct"); return })
 		step("ping", func() (err error) {
 			if s.PingSameHV, err = m.ping(m.s1); err != nil {
 				return err

@@ -672,6 +672,17 @@ func (c *ctx) group(id uint32) {
 		}
 		return
 	}
+	if b, ok := onlyBucket(g); ok {
+		// Nothing to choose (a load balancer with one backend): neither a
+		// hash in the datapath, whose recirculation would need a
+		// megaflow per dp_hash slot, nor the 5-tuple, which would need
+		// one per connection.
+		c.step(Step{Table: c.table, Note: fmt.Sprintf("group:%d has one bucket", id)})
+		c.depth++
+		c.runActions(b.Actions)
+		c.depth--
+		return
+	}
 	switch g.Method {
 	case flow.Select5Tuple:
 		cause := fmt.Sprintf("select group %d", id)
@@ -728,6 +739,22 @@ func (c *ctx) selectByHash(id uint32) {
 	if total := groupWeight(g); total > 0 {
 		c.runPick(g, slot*total>>hashSlotBits)
 	}
+}
+
+// onlyBucket returns a select group's one bucket of nonzero weight, if it
+// has exactly one.
+func onlyBucket(g *flow.GroupDef) (*flow.Bucket, bool) {
+	var only *flow.Bucket
+	for i := range g.Buckets {
+		if g.Buckets[i].Weight == 0 {
+			continue
+		}
+		if only != nil {
+			return nil, false
+		}
+		only = &g.Buckets[i]
+	}
+	return only, only != nil
 }
 
 func groupWeight(g *flow.GroupDef) uint64 {

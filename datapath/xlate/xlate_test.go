@@ -202,6 +202,37 @@ func TestGroups(t *testing.T) {
 	}
 }
 
+// TestSelectOneBucket: a select group with one bucket of nonzero weight
+// (a load balancer with one backend) runs it at once, by either method:
+// no dp_hash and recirculation (a megaflow per hash slot), no 5-tuple in
+// the mask (a megaflow per connection).
+func TestSelectOneBucket(t *testing.T) {
+	for _, m := range []flow.SelectionMethod{flow.SelectHash, flow.Select5Tuple} {
+		ts := program(t, ruleSpec{0, 10, matchAll, []flow.Action{flow.Group{ID: 1}}})
+		var b flow.Bundle
+		b.AddGroup(flow.GroupDef{ID: 1, Method: m, Buckets: []flow.Bucket{
+			{Weight: 0, Actions: []flow.Action{flow.Output{Port: 9}}},
+			{Weight: 100, Actions: []flow.Action{flow.Output{Port: 10}}}}})
+		if _, err := ts.Apply(b); err != nil {
+			t.Fatal(err)
+		}
+		tr := New(ts)
+		for sp := uint64(1); sp < 5; sp++ {
+			k := tcpKey(sp, 80)
+			res := tr.Translate(&k, Options{})
+			if got := flow.DPActionsString(res.Actions); got != "10" {
+				t.Errorf("method %v: actions %s, want 10", m, got)
+			}
+			if !res.Mask.Get(flow.TPSrc).IsZero() || !res.Mask.Get(flow.DPHash).IsZero() {
+				t.Errorf("method %v: megaflow matches the connection: %s", m, res.String())
+			}
+		}
+		if n := tr.RecircStates(); n != 0 {
+			t.Errorf("method %v: %d frozen states, want none", m, n)
+		}
+	}
+}
+
 // TestSelectHashShares: a dp_hash select group shares the hash slots out
 // in proportion to its buckets' weights, as OVN's load balancers make
 // them (weight 100 each) and with uneven weights.
