@@ -31,11 +31,20 @@
 //     field with the rule that made the megaflow match it (matched, ruled
 //     out, or read by an action: xlate.Reason) and that rule's source.
 //
-// The logical section is read off the datapath's path, not interpreted
-// separately: it is what the chassis really ran. So it ends where the
-// chassis hands the packet to a tunnel (the rest runs on the destination
-// chassis: trace there with Options.Chassis), and actions the controller
-// carries out (DHCP, ARP replies) end at the controller() action.
+// A frame the chassis sends into its Geneve port is followed to the
+// chassis whose encap address the tunnel header names, modelled the same
+// way and entered by its tunnel port with that header (tun_id, OVN's
+// port-key option), at most four chassis in all; each is a Hop with its
+// passes, megaflows and outputs (the packet's headers after every
+// rewrite: the backend a load balancer chose, the TTL a router
+// decremented).
+//
+// The logical section is read off the datapaths' paths, not interpreted
+// separately: it is what the chassis really ran. Actions the controller
+// carries out (DHCP, ARP replies) end at the controller() action; a
+// localnet port's provider network is not modelled (no bridge mappings),
+// and each chassis gets a connection tracker of its own, empty: the
+// packet is the first of its connection.
 // Group ids are renumbered and rules installed in an order of their
 // contents (canonical), so a trace does not depend on the Southbound's
 // UUIDs; otherwise the model is the chassis's datapath.

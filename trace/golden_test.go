@@ -78,7 +78,7 @@ var goldenCases = []struct {
 	name, datapath, microflow string
 }{
 	{"lb-request", "ls1", `inport == "vm1" && eth.src == 0a:00:00:00:01:11 && eth.dst == 0a:00:00:00:01:01 && ip4.src == 10.0.1.11 && ip4.dst == 172.16.0.100 && tcp.src == 40000 && tcp.dst == 80`},
-	{"acl-drop", "ls1", `inport == "vm2" && eth.src == 0a:00:00:00:01:12 && eth.dst == 0a:00:00:00:01:01 && ip4.src == 10.0.1.12 && ip4.dst == 10.0.2.22 && icmp4`},
+	{"acl-drop", "ls1", `inport == "vm2" && eth.src == 0a:00:00:00:01:12 && eth.dst == 0a:00:00:00:01:01 && ip4.src == 10.0.1.12 && ip4.dst == 10.0.2.21 && icmp4`},
 	{"routed", "ls1", `inport == "vm1" && eth.src == 0a:00:00:00:01:11 && eth.dst == 0a:00:00:00:01:01 && ip4.src == 10.0.1.11 && ip4.dst == 10.0.2.21 && udp.src == 5000 && udp.dst == 53`},
 }
 
@@ -124,7 +124,7 @@ func checkNamed(t *testing.T, name string, r *Result) {
 	t.Helper()
 	want := map[string][]string{
 		"lb-request": {"Load_Balancer lb0", "Logical_Router_Port lr0-ls2"},
-		"acl-drop":   {"ACL ", "Logical_Router_Port lr0-ls2", "Logical_Switch_Port web2"},
+		"acl-drop":   {"ACL ", "Logical_Router_Port lr0-ls2", "Logical_Switch_Port web1"},
 		"routed":     {"Logical_Router_Port lr0-ls2", "Logical_Switch_Port web1"},
 	}[name]
 	owners := map[string]bool{}
@@ -144,11 +144,15 @@ func checkNamed(t *testing.T, name string, r *Result) {
 			t.Errorf("no logical flow of the trace is owned by %q; owners: %v", w, owners)
 		}
 	}
-	if len(r.Megaflows) == 0 {
+	if len(r.Hops) == 0 || len(r.Hops[0].Megaflows) == 0 {
 		t.Fatal("no megaflow")
 	}
 	logicalFields := 0
-	for _, m := range r.Megaflows {
+	var mfs []Megaflow
+	for _, h := range r.Hops {
+		mfs = append(mfs, h.Megaflows...)
+	}
+	for _, m := range mfs {
 		for _, f := range m.Fields[1:] {
 			if f.Source == nil || f.Source.Kind == KindUnknown {
 				t.Errorf("megaflow %d: field %s has no source", m.Pass, f.Field)

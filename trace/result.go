@@ -10,6 +10,7 @@ import (
 	"github.com/govn/govn/datapath/classifier"
 	"github.com/govn/govn/datapath/dp"
 	"github.com/govn/govn/datapath/flow"
+	"github.com/govn/govn/datapath/packet"
 	"github.com/govn/govn/datapath/xlate"
 	"github.com/govn/govn/lflow"
 	"github.com/govn/govn/ovsdb"
@@ -21,23 +22,45 @@ import (
 // and each megaflow field explained by its logical flow and that flow's
 // Northbound owner. It marshals to JSON as `govn trace --json` prints it.
 type Result struct {
-	Microflow string       `json:"microflow"`
-	Datapath  string       `json:"datapath"`
-	Chassis   string       `json:"chassis"`
-	Inport    string       `json:"inport"`
-	InPort    uint32       `json:"in_port"`
-	Packet    string       `json:"packet"`
-	Defaults  []string     `json:"defaults,omitempty"`
-	Ports     []PortNumber `json:"ports"`
+	Microflow string   `json:"microflow"`
+	Datapath  string   `json:"datapath"`
+	Inport    string   `json:"inport"`
+	Packet    string   `json:"packet"`
+	Defaults  []string `json:"defaults,omitempty"`
+	// Logical are the logical flows the packet ran, in order, on every
+	// chassis it crossed.
+	Logical []*Flow `json:"logical"`
+	// Hops are the chassis it crossed: the input port's, then each one a
+	// tunnel output reached.
+	Hops []Hop `json:"hops"`
+}
+
+// Hop is what one chassis's datapath did with the packet.
+type Hop struct {
+	Chassis string `json:"chassis"`
+	// From is how the packet arrived: by the input port's interface or
+	// by the tunnel from another chassis.
+	From  string       `json:"from"`
+	Ports []PortNumber `json:"ports"`
 	// Problems are the Southbound rows the chassis's compiler skipped.
 	Problems  []string   `json:"problems,omitempty"`
-	Logical   []*Flow    `json:"logical"`
 	Passes    []Pass     `json:"passes"`
 	Megaflows []Megaflow `json:"megaflows"`
+	Outputs   []Output   `json:"outputs"`
+}
+
+// Output is a packet the chassis sent out of an interface (its headers
+// after every rewrite) or through the tunnel (with the outer header).
+type Output struct {
+	Port   uint32 `json:"port"`
+	Name   string `json:"name"`
+	Packet string `json:"packet"`
+	Tunnel string `json:"tunnel,omitempty"`
 }
 
 // Flow is a logical flow and who made it.
 type Flow struct {
+	Chassis  string `json:"chassis"`
 	UUID     string `json:"uuid"`
 	Datapath string `json:"datapath"`
 	Pipeline string `json:"pipeline"`
@@ -140,13 +163,25 @@ type Field struct {
 }
 
 // explain fills res from the translations and megaflows.
-func (ix *index) explain(res *Result, passes []pass, mfs []dp.Megaflow, tables *classifier.Tables) {
+func (ix *index) explain(res *Result, hop *Hop, run *runResult, tables *classifier.Tables) {
 	ifaces := map[uint32]string{}
-	for _, p := range res.Ports {
+	for _, p := range hop.Ports {
 		ifaces[p.Number] = p.Name
 	}
-	e := &explainer{ix: ix, ifaces: ifaces, flows: map[string]*Flow{}, groups: map[uint32]*Source{}}
-	for i, p := range passes {
+	e := &explainer{ix: ix, chassis: hop.Chassis, ifaces: ifaces, flows: map[string]*Flow{}, groups: map[uint32]*Source{}}
+	for _, o := range run.outputs {
+		var k flow.Key
+		packet.Extract(o.frame, &k)
+		out := Output{Port: o.no, Name: o.name, Packet: keyString(&k)}
+		if o.tunnel.Valid() {
+			md, _ := packet.OVNMetadata(o.tunnel.Options)
+			out.Tunnel = fmt.Sprintf("to %s (%s), tun_id=%d, inport key %d, outport key %d",
+				ix.chassisAt(o.tunnel.Dst), o.tunnel.Dst, o.tunnel.ID, md>>16&0x7fff, md&0xffff)
+		}
+		hop.Outputs = append(hop.Outputs, out)
+	}
+	mfs := run.megaflows
+	for i, p := range run.passes {
 		ps := Pass{RecircID: uint32(p.key.Get(flow.RecircID)), Actions: dpActions(p.res.Actions)}
 		if ps.RecircID != 0 {
 			ps.CTState = ctStateString(p.key.Get(flow.CTState))
@@ -169,7 +204,7 @@ func (ix *index) explain(res *Result, passes []pass, mfs []dp.Megaflow, tables *
 			}
 			ps.Steps = append(ps.Steps, st)
 		}
-		res.Passes = append(res.Passes, ps)
+		hop.Passes = append(hop.Passes, ps)
 		mf := Megaflow{Pass: i + 1, Actions: dpActions(p.res.Actions)}
 		reasons := p.res.Reasons
 		if m := findMegaflow(mfs, &p.key); m != nil {
@@ -191,7 +226,7 @@ func (ix *index) explain(res *Result, passes []pass, mfs []dp.Megaflow, tables *
 			}
 			mf.Fields = append(mf.Fields, e.field(&p.key, r))
 		}
-		res.Megaflows = append(res.Megaflows, mf)
+		hop.Megaflows = append(hop.Megaflows, mf)
 	}
 }
 
@@ -256,9 +291,10 @@ func dpActions(as []flow.DPAction) string {
 }
 
 type explainer struct {
-	ix     *index
-	ifaces map[uint32]string
-	flows  map[string]*Flow // by UUID and datapath
+	ix      *index
+	chassis string
+	ifaces  map[uint32]string
+	flows   map[string]*Flow // by UUID and datapath
 	// groups are the sources of the rules that ran each group.
 	groups map[uint32]*Source
 }
@@ -436,7 +472,7 @@ func (e *explainer) flow(lf *sb.LogicalFlow, dpKey int64) *Flow {
 	if f := e.flows[key]; f != nil {
 		return f
 	}
-	f := &Flow{UUID: lf.UUID.String(), Datapath: ix.dpName(dpID), Pipeline: lf.Pipeline, Table: lf.TableID,
+	f := &Flow{Chassis: e.chassis, UUID: lf.UUID.String(), Datapath: ix.dpName(dpID), Pipeline: lf.Pipeline, Table: lf.TableID,
 		Stage: lf.ExternalIDs["stage-name"], Priority: lf.Priority, Match: lf.Match, Actions: lf.Actions}
 	f.Owner, f.How = ix.owner(lf, dpID)
 	e.flows[key] = f
@@ -502,15 +538,16 @@ func (ix *index) lbOwner(lb *sb.LoadBalancer) *NBObject {
 	return &NBObject{Table: "Load_Balancer", UUID: id, Name: lb.Name, Detail: "vips " + mapString(lb.VIPs)}
 }
 
-// keyString formats a packet's key: every nonzero field and in_port.
+// keyString formats a packet's key: every nonzero header field (and
+// in_port, if set).
 func keyString(k *flow.Key) string {
 	var m flow.Match
 	m.Key = *k
 	for f := flow.Field(1); f.Valid(); f++ {
-		if f.PipelineOnly() {
+		if f.PipelineOnly() || f == flow.PktLen {
 			continue
 		}
-		if !k.GetU128(f).IsZero() || f == flow.InPort {
+		if !k.GetU128(f).IsZero() {
 			m.Mask.SetField(f)
 		}
 	}

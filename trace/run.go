@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"sort"
 	"strings"
 	"sync"
@@ -72,15 +73,87 @@ func Run(ctx context.Context, s *Southbound, n *Northbound, opts Options) (*Resu
 		}
 		chName = ix.chassis[*in.Chassis].Name
 	}
-	input, ports, tunnel := ix.chassisInput(chName, mf.Inport)
-	inNo := ports[mf.Inport]
-
 	tr, err := controller.NewTranslator()
 	if err != nil {
 		return nil, fmt.Errorf("trace: %w", err)
 	}
+	res := &Result{
+		Microflow: opts.Microflow,
+		Datapath:  ix.dpName(dpRow.UUID),
+		Inport:    mf.Inport,
+		Defaults:  mf.Defaults,
+	}
+	m := ix.model(tr, chName, mf.Inport)
+	inNo := m.ports[mf.Inport]
+	key := mf.Key
+	key.Set(flow.InPort, uint64(inNo))
+	frame, err := BuildFrame(&key, &mf.Given)
+	if err != nil {
+		return nil, fmt.Errorf("trace: microflow %q: %w", opts.Microflow, err)
+	}
+	res.Packet = keyString(&key)
+	// The hops: the first chassis, then each chassis a tunnel output
+	// reaches, breadth first, at most maxHops in all.
+	type arrival struct {
+		m      *model
+		inNo   uint32
+		frame  []byte
+		tunnel port.Tunnel
+		from   string
+	}
+	queue := []arrival{{m: m, inNo: inNo, frame: frame, from: fmt.Sprintf("interface %d (%s)", inNo, mf.Inport)}}
+	for len(queue) > 0 && len(res.Hops) < maxHops {
+		a := queue[0]
+		queue = queue[1:]
+		run, err := a.m.run(ctx, a.inNo, a.frame, a.tunnel, opts.Timeout)
+		if err != nil {
+			return nil, err
+		}
+		hop := Hop{Chassis: a.m.chassis, From: a.from, Ports: a.m.portList(), Problems: a.m.problems}
+		ix.explain(res, &hop, run, a.m.pipe.Tables())
+		for _, o := range run.outputs {
+			if !o.tunnel.Valid() {
+				continue
+			}
+			next := ix.chassisAt(o.tunnel.Dst)
+			if next == "" {
+				continue
+			}
+			nm := ix.model(tr, next, "")
+			if nm.tunnel == 0 {
+				continue
+			}
+			t := o.tunnel
+			if src := ix.encapIP(a.m.chassis); src.IsValid() {
+				t.Src = src
+			}
+			queue = append(queue, arrival{m: nm, inNo: nm.tunnel, frame: o.frame, tunnel: t,
+				from: fmt.Sprintf("tunnel from %s (%s), tun_id=%d", a.m.chassis, t.Src, t.ID)})
+		}
+		res.Hops = append(res.Hops, hop)
+	}
+	return res, nil
+}
+
+// maxHops bounds the chassis a trace follows a packet through.
+const maxHops = 4
+
+// model is one chassis's datapath rules, compiled from the Southbound.
+type model struct {
+	chassis  string
+	ports    map[string]uint32 // VIF interfaces by logical port
+	tunnel   uint32            // the Geneve port, 0 if none
+	pipe     *dp.Pipeline
+	problems []string
+	err      error
+}
+
+// model compiles the rules of chassis name, with an interface for inport
+// if it is not bound there.
+func (ix *index) model(tr *controller.Translator, name, inport string) *model {
+	input, ports, tunnel := ix.chassisInput(name, inport)
 	out := tr.Translate(input)
-	pipe := dp.NewPipeline()
+	m := &model{chassis: name, ports: ports, tunnel: tunnel, pipe: dp.NewPipeline(), problems: out.Problems}
 	rules, groups := canonical(out.Rules, out.Groups)
 	var b flow.Bundle
 	for _, g := range groups {
@@ -89,39 +162,44 @@ func Run(ctx context.Context, s *Southbound, n *Northbound, opts Options) (*Resu
 	for _, r := range rules {
 		b.Add(r)
 	}
-	if _, err := pipe.Apply(b); err != nil {
-		return nil, fmt.Errorf("trace: installing the chassis's rules: %w", err)
+	if _, err := m.pipe.Apply(b); err != nil {
+		m.err = fmt.Errorf("trace: installing %s's rules: %w", name, err)
 	}
+	return m
+}
 
-	key := mf.Key
-	key.Set(flow.InPort, uint64(inNo))
-	frame, err := BuildFrame(&key, &mf.Given)
-	if err != nil {
-		return nil, fmt.Errorf("trace: microflow %q: %w", opts.Microflow, err)
+func (m *model) portList() []PortNumber {
+	var ps []PortNumber
+	for name, no := range m.ports {
+		ps = append(ps, PortNumber{Name: name, Number: no})
 	}
-	passes, megaflows, err := runDatapath(ctx, pipe, ports, tunnel, inNo, frame, opts.Timeout)
-	if err != nil {
-		return nil, err
+	sort.Slice(ps, func(i, j int) bool { return ps[i].Number < ps[j].Number })
+	if m.tunnel != 0 {
+		ps = append(ps, PortNumber{Name: "(geneve tunnel)", Number: m.tunnel})
 	}
-	res := &Result{
-		Microflow: opts.Microflow,
-		Datapath:  ix.dpName(dpRow.UUID),
-		Chassis:   chName,
-		Inport:    mf.Inport,
-		InPort:    inNo,
-		Defaults:  mf.Defaults,
-		Problems:  out.Problems,
+	return ps
+}
+
+// chassisAt returns the chassis whose Geneve encap has address ip.
+func (ix *index) chassisAt(ip netip.Addr) string {
+	for _, e := range ix.s.Encaps {
+		if a, err := netip.ParseAddr(e.IP); err == nil && a == ip {
+			return e.ChassisName
+		}
 	}
-	res.Packet = keyString(&key)
-	for name, no := range ports {
-		res.Ports = append(res.Ports, PortNumber{Name: name, Number: no})
+	return ""
+}
+
+// encapIP returns chassis name's encap address.
+func (ix *index) encapIP(name string) netip.Addr {
+	for _, e := range ix.s.Encaps {
+		if e.ChassisName == name {
+			if a, err := netip.ParseAddr(e.IP); err == nil {
+				return a
+			}
+		}
 	}
-	sort.Slice(res.Ports, func(i, j int) bool { return res.Ports[i].Number < res.Ports[j].Number })
-	if tunnel != 0 {
-		res.Ports = append(res.Ports, PortNumber{Name: "(geneve tunnel)", Number: tunnel})
-	}
-	ix.explain(res, passes, megaflows, pipe.Tables())
-	return res, nil
+	return netip.Addr{}
 }
 
 // PortNumber is an interface of the modelled chassis.
@@ -154,35 +232,58 @@ func (r *recorder) Translate(k *flow.Key, opts xlate.Options) xlate.Result {
 	return res
 }
 
-// runDatapath runs an in-memory datapath over pipe with a channel port
-// for every interface, sends frame in by port inNo and returns the
-// translations and the megaflows installed once the packet is through.
-func runDatapath(ctx context.Context, pipe *dp.Pipeline, ports map[string]uint32, tunnel, inNo uint32, frame []byte, timeout time.Duration) ([]pass, []dp.Megaflow, error) {
+// output is a frame the datapath sent out of a port.
+type output struct {
+	no     uint32
+	name   string
+	frame  []byte
+	tunnel port.Tunnel
+}
+
+// runResult is what one chassis's datapath did with the packet.
+type runResult struct {
+	passes    []pass
+	megaflows []dp.Megaflow
+	outputs   []output
+}
+
+// run runs an in-memory datapath over m's rules with a channel port for
+// every interface, sends frame in by port inNo (through the tunnel port
+// with outer header t, if t is valid) and returns the translations, the
+// megaflows installed and the frames sent once the packet is through.
+func (m *model) run(ctx context.Context, inNo uint32, frame []byte, t port.Tunnel, timeout time.Duration) (*runResult, error) {
+	if m.err != nil {
+		return nil, m.err
+	}
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
-	rec := &recorder{Pipeline: pipe}
+	rec := &recorder{Pipeline: m.pipe}
 	ct := conntrack.New(conntrack.Config{})
 	defer ct.Close()
 	d, err := dp.New(dp.Config{Flows: rec, Conntrack: ct, IdleTimeout: time.Hour, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		return nil, nil, fmt.Errorf("trace: datapath: %w", err)
+		return nil, fmt.Errorf("trace: datapath: %w", err)
 	}
 	chans := map[uint32]*port.Channel{}
-	add := func(name string, no uint32) error {
-		c := port.NewChannel(name, 16, false)
-		chans[no] = c
-		return d.AddPort(no, c)
-	}
-	for name, no := range ports {
-		if err := add(name, no); err != nil {
-			return nil, nil, fmt.Errorf("trace: datapath: %w", err)
+	names := map[uint32]string{}
+	for name, no := range m.ports {
+		c := port.NewChannel(name, 64, false)
+		chans[no], names[no] = c, name
+		if err := d.AddPort(no, c); err != nil {
+			return nil, fmt.Errorf("trace: datapath: %w", err)
 		}
 	}
-	if tunnel != 0 {
-		if err := add("geneve", tunnel); err != nil {
-			return nil, nil, fmt.Errorf("trace: datapath: %w", err)
+	if m.tunnel != 0 {
+		c := port.NewTunnelChannel("geneve", 64)
+		chans[m.tunnel], names[m.tunnel] = c, "(geneve tunnel)"
+		if err := d.AddPort(m.tunnel, c); err != nil {
+			return nil, fmt.Errorf("trace: datapath: %w", err)
 		}
+	}
+	in := chans[inNo]
+	if in == nil {
+		return nil, fmt.Errorf("trace: %s has no interface %d", m.chassis, inNo)
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -191,28 +292,57 @@ func runDatapath(ctx context.Context, pipe *dp.Pipeline, ports map[string]uint32
 		cancel()
 		<-done
 	}()
-	if err := chans[inNo].Inject(frame, port.Offload{}); err != nil {
-		return nil, nil, fmt.Errorf("trace: sending the packet: %w", err)
+	if t.Valid() {
+		err = in.InjectTunnel(frame, t)
+	} else {
+		err = in.Inject(frame, port.Offload{})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("trace: sending the packet: %w", err)
 	}
 	// The worker counts the packet under the lock it holds until the
-	// packet and its recirculations are done; Megaflows takes that lock,
-	// so once the count shows, Megaflows sees the finished result.
+	// packet and its recirculations are done and sent; Megaflows takes
+	// that lock, so once the count shows, Megaflows sees the finished
+	// result and the frames are in the ports' queues.
 	deadline := time.Now().Add(timeout)
 	for d.Stats().Packets == 0 {
 		if time.Now().After(deadline) {
-			return nil, nil, errors.New("trace: the datapath did not take the packet in time")
+			return nil, errors.New("trace: the datapath did not take the packet in time")
 		}
 		select {
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(time.Millisecond):
 		}
 	}
-	mfs := d.Megaflows()
+	r := &runResult{megaflows: d.Megaflows()}
 	rec.mu.Lock()
-	passes := append([]pass(nil), rec.passes...)
+	r.passes = append([]pass(nil), rec.passes...)
 	rec.mu.Unlock()
-	return passes, mfs, nil
+	nos := make([]uint32, 0, len(chans))
+	for no := range chans {
+		nos = append(nos, no)
+	}
+	sort.Slice(nos, func(i, j int) bool { return nos[i] < nos[j] })
+	for _, no := range nos {
+		for drained := false; !drained; {
+			select {
+			case p := <-chans[no].Out():
+				o := output{no: no, name: names[no], frame: append([]byte(nil), p.Data...)}
+				if no == m.tunnel {
+					// Only the tunnel port adds the outer header (a
+					// packet that came by the tunnel keeps the one it
+					// arrived with wherever it goes).
+					o.tunnel = p.Tunnel
+					o.tunnel.Options = append([]byte(nil), p.Tunnel.Options...)
+				}
+				r.outputs = append(r.outputs, o)
+			default:
+				drained = true
+			}
+		}
+	}
+	return r, nil
 }
 
 // index is the Southbound (and Northbound) looked up by what rules say.

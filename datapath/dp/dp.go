@@ -173,6 +173,9 @@ func (d *Datapath) AddPort(no uint32, p port.Port) error {
 		return fmt.Errorf("datapath: add port %d (%s): number in use", no, p.Name())
 	}
 	_, isTunnel := p.(*port.UDPTunnel)
+	if t, ok := p.(interface{ IsTunnel() bool }); ok && t.IsTunnel() {
+		isTunnel = true // a channel standing for one (port.NewTunnelChannel)
+	}
 	pe := &portEntry{no: no, port: p, tunnel: isTunnel, done: make(chan struct{})}
 	pe.w = newWorker(d, pe)
 	m := make(map[uint32]*portEntry, len(old)+1)

@@ -12,6 +12,7 @@ type Channel struct {
 	in       chan *Packet
 	out      chan *Packet
 	offloads bool
+	tunnel   bool
 	done     chan struct{}
 	once     sync.Once
 	counters
@@ -28,6 +29,34 @@ func NewChannel(name string, depth int, offloads bool) *Channel {
 		out:      make(chan *Packet, depth),
 		offloads: offloads,
 		done:     make(chan struct{}),
+	}
+}
+
+// NewTunnelChannel returns a channel port that stands for a tunnel
+// port: the datapath gives each frame it sends there the outer header
+// (Packet.Tunnel) from the key's tunnel fields, and InjectTunnel makes
+// frames arrive with one.
+func NewTunnelChannel(name string, depth int) *Channel {
+	c := NewChannel(name, depth, false)
+	c.tunnel = true
+	return c
+}
+
+// IsTunnel reports whether c was made by NewTunnelChannel.
+func (c *Channel) IsTunnel() bool { return c.tunnel }
+
+// InjectTunnel is Inject for a frame that arrived through a tunnel with
+// outer header t.
+func (c *Channel) InjectTunnel(frame []byte, t Tunnel) error {
+	p := NewPacket(len(frame))
+	p.SetFrame(frame)
+	p.Tunnel = t
+	p.Tunnel.Options = append([]byte(nil), t.Options...)
+	select {
+	case c.in <- p:
+		return nil
+	case <-c.done:
+		return ErrClosed
 	}
 }
 
