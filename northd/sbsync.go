@@ -320,6 +320,35 @@ type sbWriter struct {
 	newGroups map[string]ovsdb.UUID
 	retry     []recordKey
 	deleted   map[ovsdb.UUID]bool // rows of other tables deleted along (deleteDependents)
+	// dpRows caches, for the flows (written after every record), each
+	// datapath's Southbound row: dpRowOK[dp] is 0 before the first
+	// look-up, 1 when the row is known, 2 when it is not there yet.
+	dpRows  []ovsdb.UUID
+	dpRowOK []uint8
+}
+
+// dpRow returns the Southbound Datapath_Binding row (real, or the
+// placeholder of this transaction's insert) of datapath dp. It may be used
+// only once every record has been written.
+func (w *sbWriter) dpRow(dp dpID) (ovsdb.UUID, bool) {
+	if int(dp) >= len(w.dpRowOK) {
+		n := len(w.s.dpNB)
+		w.dpRows = slices.Grow(w.dpRows, n-len(w.dpRows))[:n]
+		w.dpRowOK = slices.Grow(w.dpRowOK, n-len(w.dpRowOK))[:n]
+	}
+	switch w.dpRowOK[dp] {
+	case 1:
+		return w.dpRows[dp], true
+	case 2:
+		return ovsdb.UUID{}, false
+	}
+	id, ok := w.rowOf(recordKey{"Datapath_Binding", w.s.dpNB[dp].String()})
+	w.dpRows[dp] = id
+	w.dpRowOK[dp] = 2
+	if ok {
+		w.dpRowOK[dp] = 1
+	}
+	return id, ok
 }
 
 func (w *sbWriter) records() {
@@ -603,10 +632,10 @@ func (w *sbWriter) flow(e *flowEntry) bool {
 		}
 		return true
 	}
-	var dps []ovsdb.Atom
+	dps := make([]ovsdb.Atom, 0, len(all))
 	complete := true
 	for _, dp := range all {
-		id, ok := w.rowOf(recordKey{"Datapath_Binding", s.dpNB[dp].String()})
+		id, ok := w.dpRow(dp)
 		if !ok {
 			complete = false
 			continue
@@ -715,7 +744,7 @@ func (w *sbWriter) group(e *flowEntry, all []dpID) ovsdb.UUID {
 	}
 	var dps []ovsdb.Atom
 	for _, dp := range all {
-		if id, ok := w.rowOf(recordKey{"Datapath_Binding", w.s.dpNB[dp].String()}); ok {
+		if id, ok := w.dpRow(dp); ok {
 			dps = append(dps, ovsdb.UUIDAtom(id))
 		}
 	}

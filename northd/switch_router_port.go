@@ -98,16 +98,18 @@ func readRouterPeer(g *gen, name string) *routerPeer {
 				if err != nil {
 					continue
 				}
-				if !slices.Contains(p.lbIPs, a) {
-					p.lbIPs = append(p.lbIPs, a)
-				}
-				if a.Is4() && !slices.Contains(p.lbVIPs, ip) {
+				p.lbIPs = append(p.lbIPs, a)
+				if a.Is4() {
 					p.lbVIPs = append(p.lbVIPs, ip)
 				}
 			}
 		}
+		// Sorted and without duplicates (a router has hundreds of VIPs:
+		// no search of the list for each).
 		slices.Sort(p.lbVIPs)
+		p.lbVIPs = slices.Compact(p.lbVIPs)
 		slices.SortFunc(p.lbIPs, netip.Addr.Compare)
+		p.lbIPs = slices.Compact(p.lbIPs)
 		break
 	}
 	return p

@@ -1,0 +1,61 @@
+package northd
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/govn/govn/bench/northdbench"
+)
+
+// BenchmarkK8sColdStart is what govn northd does for a cold start and a
+// full recompute on northdbench's cluster, timed step by step (run with
+// -benchtime=1x and -cpuprofile to see where a full compute goes):
+//
+//   - ms-compute: Recompute of the loaded Northbound;
+//   - ms-writesb: the first WriteSB (every row inserted);
+//   - ms-sbecho: Apply of the Southbound's echo of that transaction, and
+//     Process;
+//   - ms-recompute: a later full recompute (inc-engine/recompute): Recompute
+//     and the WriteSB that compares everything and finds nothing to write.
+func BenchmarkK8sColdStart(b *testing.B) {
+	for _, nodes := range []int{100, 250} {
+		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				h := &harness{t: b, nb: newMemDB(b, NB, "nb"), sb: newMemDB(b, SB, "sb")}
+				evs := loadOps(h, northdbench.Shape{Nodes: nodes}.Northbound())
+				h.s = New(h.nb.schema, h.sb.schema, Options{})
+				h.s.Apply(evs)
+				b.StartTimer()
+
+				start := time.Now()
+				h.s.Recompute()
+				compute := time.Since(start)
+				start = time.Now()
+				ops := h.s.WriteSB(h.sb)
+				write := time.Since(start)
+				b.StopTimer()
+				echo := h.sb.commit()
+				b.StartTimer()
+				start = time.Now()
+				h.s.Apply(echo)
+				h.s.Process()
+				apply := time.Since(start)
+
+				start = time.Now()
+				h.s.Recompute()
+				again := h.s.WriteSB(h.sb)
+				recompute := time.Since(start)
+				if again != 0 {
+					b.Fatalf("a recompute of an unchanged Northbound wrote %d operations", again)
+				}
+				b.ReportMetric(float64(compute.Milliseconds()), "ms-compute")
+				b.ReportMetric(float64(write.Milliseconds()), "ms-writesb")
+				b.ReportMetric(float64(apply.Milliseconds()), "ms-sbecho")
+				b.ReportMetric(float64(recompute.Milliseconds()), "ms-recompute")
+				b.ReportMetric(float64(ops), "sb-ops")
+			}
+		})
+	}
+}
