@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/govn/govn/controller"
@@ -31,6 +32,8 @@ type chassisOptions struct {
 	detach    bool
 	verbose   bool
 	rundir    string
+	// cpuprofile, if set, is where a CPU profile of the whole run goes.
+	cpuprofile string
 }
 
 // chassisDetails ends govn chassis' help.
@@ -86,6 +89,7 @@ func defineChassisFlags(fs *flag.FlagSet, getenv func(string) string) *chassisFl
 	fs.StringVar(&o.logFile, "log-file", "", "append logs to `PATH` instead of standard error (without a value: $OVS_LOGDIR/govn-chassis.log)")
 	fs.BoolVar(&o.detach, "detach", false, "run in the background; return once the local database answers")
 	fs.BoolVar(&o.verbose, "verbose", false, "log debug messages")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile (go tool pprof) of the whole run to `PATH`")
 	fs.Bool("no-chdir", true, "accepted for compatibility (govn chassis never changes directory)")
 	fs.Bool("monitor", false, "accepted for compatibility and ignored")
 	return f
@@ -133,6 +137,17 @@ func serveChassis(ctx context.Context, opts chassisOptions, ready func()) error 
 			return err
 		}
 		defer pf.Remove()
+	}
+	if opts.cpuprofile != "" {
+		f, err := os.Create(opts.cpuprofile)
+		if err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -40,7 +40,24 @@ type subtable struct {
 	ports     *trie
 	portsMask uint64 // the ports' mask, as a 32-bit value
 	portsLen  uint   // 32 minus its trailing zero bits
+	// partitioned says the mask matches all of metadata, as OVN's flows
+	// do (it is the logical datapath): then tags has bit metaTag(v) set
+	// for every metadata value v of its rules (tagRules counts them by
+	// bit), and a lookup whose metadata's bit is clear skips the subtable
+	// without hashing it, as Open vSwitch's partitions do.
+	partitioned bool
+	tags        uint64
+	tagRules    *[64]int32
+	// words are the indexes of the mask's nonzero words: the only words
+	// a probe can un-wildcard.
+	words []uint8
 }
+
+// The metadata word of the key layout.
+var metaWord = flow.Metadata.Info().Word
+
+// metaTag is the bit of a metadata value in a subtable's tags.
+func metaTag(v uint64) uint64 { return 1 << (flow.HashFinish(flow.HashWord(0, v)) & 63) }
 
 // The ports word of the key layout: tp_src and tp_dst in its high 32 bits.
 var portsWord = flow.TPSrc.Info().Word
@@ -84,7 +101,42 @@ func newSubtable(m flow.Mask) *subtable {
 		st.portsMask = pm
 		st.portsLen = uint(32 - bits.TrailingZeros32(uint32(pm)))
 	}
+	if m.W[metaWord] == ^uint64(0) {
+		st.partitioned, st.tagRules = true, new([64]int32)
+	}
+	for s := range st.stageWords {
+		st.words = append(st.words, st.stageWords[s]...)
+	}
+	// Prefix tracking may un-wildcard the whole of a trie field, beyond
+	// the mask's own words (the low word of an IPv6 address).
+	for i, f := range trieFields {
+		if st.plen[i] == 0 {
+			continue
+		}
+		in := f.Info()
+		for w := in.Word; w < in.Word+int(f.Bits()+63)/64; w++ {
+			if !slices.Contains(st.words, uint8(w)) {
+				st.words = append(st.words, uint8(w))
+			}
+		}
+	}
 	return st
+}
+
+// tag counts a rule with metadata v in (d 1) or out of (d -1) the
+// subtable's tags.
+func (st *subtable) tag(v uint64, d int32) {
+	if !st.partitioned {
+		return
+	}
+	t := metaTag(v)
+	i := bits.TrailingZeros64(t)
+	st.tagRules[i] += d
+	if st.tagRules[i] > 0 {
+		st.tags |= t
+	} else {
+		st.tags &^= t
+	}
 }
 
 // onlyPorts reports whether m's L4 stage has no bits but tp_src and tp_dst.
@@ -151,6 +203,7 @@ func (c *Classifier) Insert(r *flow.Rule) (replaced *flow.Rule) {
 	for s := 0; s < flow.NumStages; s++ {
 		st.stageHashes[s][hs[s]]++
 	}
+	st.tag(m.Key.W[metaWord], 1)
 	if st.ports != nil {
 		st.ports.insert(flow.U128{Lo: portsOf(m.Key.W[portsWord])}, st.portsLen)
 	}
@@ -233,6 +286,7 @@ func (c *Classifier) Remove(priority uint16, match flow.Match) *flow.Rule {
 			delete(st.stageHashes[s], hs[s])
 		}
 	}
+	st.tag(match.Key.W[metaWord], -1)
 	if st.ports != nil {
 		st.ports.remove(flow.U128{Lo: portsOf(match.Key.W[portsWord])}, st.portsLen)
 	}
@@ -290,6 +344,7 @@ type Explain func(examined *flow.Mask, rule *flow.Rule)
 // lookupState caches per-lookup trie results.
 type lookupState struct {
 	k       *flow.Key
+	metaTag uint64     // metaTag of k's metadata
 	wc      *flow.Mask // the caller's wildcards
 	done    [numTries]bool
 	plens   [numTries]plenSet
@@ -331,22 +386,53 @@ func (c *Classifier) probe(st *subtable, ls *lookupState, scratch *flow.Mask, ex
 	if explain == nil {
 		return c.probeInto(st, ls, ls.wc)
 	}
-	*scratch = flow.Mask{}
+	if st.partitioned && st.tags&ls.metaTag == 0 && covered(ls.wc, &st.mask, st.stageWords[flow.StageMeta]) {
+		// Skipped by its tags at the cost of bits already examined:
+		// nothing new to explain.
+		return nil
+	}
+	// scratch is zero on entry and left zero: only the mask's words can
+	// have been set.
 	b := c.probeInto(st, ls, scratch)
 	rule := st.top
 	if b != nil {
 		rule = b.rules[0]
 	}
-	if !scratch.IsZero() {
-		explain(scratch, rule)
+	for _, w := range st.words {
+		if scratch.W[w] != 0 {
+			explain(scratch, rule)
+			break
+		}
 	}
-	ls.wc.Or(scratch)
+	for _, w := range st.words {
+		ls.wc.W[w] |= scratch.W[w]
+		scratch.W[w] = 0
+	}
 	return b
+}
+
+// covered reports whether wc has every bit of m in the words ws.
+func covered(wc, m *flow.Mask, ws []uint8) bool {
+	for _, w := range ws {
+		if m.W[w]&^wc.W[w] != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // probeInto is probe adding the examined bits to wc.
 func (c *Classifier) probeInto(st *subtable, ls *lookupState, wc *flow.Mask) *bucket {
 	k := ls.k
+	if st.partitioned && st.tags&ls.metaTag == 0 {
+		// No rule here has the key's metadata: the first stage would miss
+		// (or a rare hash collision pass it, to miss later), and costs
+		// the same bits.
+		for _, w := range st.stageWords[flow.StageMeta] {
+			wc.W[w] |= st.mask.W[w]
+		}
+		return nil
+	}
 	h := uint64(0x2545f4914f6cdd1d)
 	for s := 0; s <= st.lastStage; s++ {
 		// Prefix tracking runs where the addresses' stage begins, as OVS
@@ -405,7 +491,7 @@ func (c *Classifier) LookupExplain(k *flow.Key, wc *flow.Mask, explain Explain) 
 // priority-ordered pass over all subtables, clauses and ordinary rules
 // alike, keeps the examined bits as few as OVS's.
 func (c *Classifier) lookup(k *flow.Key, wc *flow.Mask, explain Explain, collectSoft bool) (best *flow.Rule, soft []*flow.Rule) {
-	ls := lookupState{k: k, wc: wc}
+	ls := lookupState{k: k, wc: wc, metaTag: metaTag(k.W[metaWord])}
 	var scratch *flow.Mask
 	if explain != nil {
 		scratch = new(flow.Mask)
@@ -437,7 +523,7 @@ func (c *Classifier) lookup(k *flow.Key, wc *flow.Mask, explain Explain, collect
 // minPriority (-1 for all), adding the examined bits to wc and reporting
 // them to explain (if not nil).
 func (c *Classifier) LookupAll(k *flow.Key, wc *flow.Mask, explain Explain, minPriority int, fn func(*flow.Rule)) {
-	ls := lookupState{k: k, wc: wc}
+	ls := lookupState{k: k, wc: wc, metaTag: metaTag(k.W[metaWord])}
 	var scratch *flow.Mask
 	if explain != nil {
 		scratch = new(flow.Mask)

@@ -137,13 +137,14 @@ func randomKey(rng *rand.Rand) flow.Key {
 	k.Set(flow.NWProto, []uint64{6, 17}[rng.IntN(2)])
 	k.Set(flow.TPDst, uint64(rng.IntN(4)))
 	k.Set(flow.Reg0, uint64(rng.IntN(4)))
+	k.Set(flow.Metadata, uint64(rng.IntN(3)))
 	return k
 }
 
 func randomRule(rng *rand.Rand, i int) *flow.Rule {
 	src := randomKey(rng)
 	r := &flow.Rule{Priority: uint16(rng.IntN(8)), Actions: []flow.Action{flow.Output{Port: uint32(i)}}}
-	for _, f := range []flow.Field{flow.InPort, flow.EthType, flow.NWProto, flow.TPDst, flow.Reg0} {
+	for _, f := range []flow.Field{flow.InPort, flow.EthType, flow.NWProto, flow.TPDst, flow.Reg0, flow.Metadata, flow.Metadata} {
 		if rng.IntN(3) == 0 {
 			r.Match.Set(f, src.Get(f))
 		}
@@ -189,6 +190,11 @@ func TestLookupAgainstReference(t *testing.T) {
 			var wc flow.Mask
 			got := c.Lookup(&k, &wc)
 			want := reference(rules, &k)
+			// With an explainer the lookup is the same, wildcards too.
+			var wcE flow.Mask
+			if gotE := c.LookupExplain(&k, &wcE, func(*flow.Mask, *flow.Rule) {}); gotE != got || wcE != wc {
+				t.Fatalf("round %d: with explain %v %v, without %v %v", round, gotE, wcE, got, wc)
+			}
 			if (got == nil) != (want == nil) || (got != nil && got.Priority != want.Priority) {
 				t.Fatalf("round %d: key %v: got %v want %v", round, k, got, want)
 			}
@@ -321,6 +327,69 @@ func TestTableSoundnessWithConjunctions(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestMetadataPartition: a subtable whose rules all match metadata (a
+// logical datapath) is skipped by a key with another metadata at the cost
+// of the first stage's bits alone, and its tags follow removals.
+func TestMetadataPartition(t *testing.T) {
+	c := New()
+	mk := func(md uint64) *flow.Rule {
+		return rule(10, uint32(md), func(m *flow.Match) {
+			m.Set(flow.Metadata, md)
+			m.Set(flow.Reg0, 1)
+			m.Set(flow.EthType, 0x0800)
+			m.Set(flow.TPDst, 80)
+		})
+	}
+	for md := uint64(1); md <= 3; md++ {
+		c.Insert(mk(md))
+	}
+	k := tcpKey("10.0.0.1", "10.0.0.2", 1000, 80)
+	k.Set(flow.Reg0, 1)
+	for md := uint64(1); md <= 3; md++ {
+		k.Set(flow.Metadata, md)
+		var wc flow.Mask
+		if r := c.Lookup(&k, &wc); r == nil || r.Actions[0] != (flow.Output{Port: uint32(md)}) {
+			t.Fatalf("metadata %d: got %v", md, r)
+		}
+	}
+	// Metadata values whose tag is clear: skipped, un-wildcarding only the
+	// first stage (metadata and reg0), never eth_type or the port.
+	st := c.subtables[0]
+	skipped := 0
+	for md := uint64(100); md < 200; md++ {
+		if st.tags&metaTag(md) != 0 {
+			continue
+		}
+		skipped++
+		k.Set(flow.Metadata, md)
+		var wc flow.Mask
+		if r := c.Lookup(&k, &wc); r != nil {
+			t.Fatalf("metadata %d: matched %v", md, r)
+		}
+		if wc.Get(flow.Metadata).Lo != ^uint64(0) || wc.Get(flow.Reg0).Lo != 0xffffffff ||
+			!wc.Get(flow.EthType).IsZero() || !wc.Get(flow.TPDst).IsZero() {
+			t.Fatalf("metadata %d: wildcards %v", md, wc)
+		}
+	}
+	if skipped == 0 {
+		t.Fatal("no metadata value was skipped")
+	}
+	for md := uint64(1); md <= 3; md++ {
+		if c.Remove(10, mk(md).Match) == nil {
+			t.Fatalf("remove metadata %d", md)
+		}
+	}
+	if len(c.subtables) != 0 {
+		t.Fatalf("%d subtables left", len(c.subtables))
+	}
+	c.Insert(mk(2))
+	c.Insert(mk(3))
+	c.Remove(10, mk(3).Match)
+	if st := c.subtables[0]; st.tags != metaTag(2) {
+		t.Errorf("tags %x after removing metadata 3, want %x", st.tags, metaTag(2))
 	}
 }
 
