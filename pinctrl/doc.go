@@ -86,10 +86,11 @@
 // members) say it in one transaction; changes made meanwhile collapse
 // into the next. Reports go on to the switch's multicast routers
 // (_MC_mrouter_flood: ports with mcast_flood_reports, relaying routers).
-// A switch whose IP_Multicast row makes it the querier
-// (querier with eth_src and ip4_src) and that has a port here sends an
-// IGMPv3 general query to all its ports at once and then every
-// query_interval.
+// A switch whose IP_Multicast row makes it the querier (querier with
+// eth_src) and that has a port here sends general queries to all its
+// ports at once and then every query_interval: IGMPv3 from ip4_src if
+// set, MLDv2 (RFC 3810, Hop-by-Hop Router Alert, hop limit 1, to ff02::1)
+// from ip6_src if set.
 //
 // Periodic router advertisements: every router port whose Port_Binding
 // has ipv6_ra_send_periodic (ovn-northd copies ipv6_ra_configs there) and
@@ -138,5 +139,6 @@
 // one difference is kept on purpose: ovn-controller 23.03 writes a
 // DHCPv6 domain search list as a single label, govn as DNS names.
 //
-// Not done yet: MLD queries, BFD; their packet-ins are counted as errors.
+// Not done yet: BFD (handle_bfd_msg); its packet-ins are counted as
+// errors.
 package pinctrl

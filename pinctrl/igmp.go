@@ -214,12 +214,14 @@ type McastConfig struct {
 	IdleTimeout time.Duration // a membership not reported again for this long ends
 	TableSize   int           // at most this many groups on the switch
 
-	// The switch is the querier when Querier is set with both EthSrc
-	// and IP4Src, and it has a port bound here: it sends a general query
-	// every QueryInterval, asking for answers within QueryMaxResp.
+	// The switch is the querier when Querier is set with EthSrc, and it
+	// has a port bound here: it sends a general query every
+	// QueryInterval, asking for answers within QueryMaxResp — an IGMP
+	// one from IP4Src if set, an MLD one from IP6Src if set.
 	Querier       bool
 	EthSrc        net.HardwareAddr
 	IP4Src        netip.Addr
+	IP6Src        netip.Addr
 	QueryInterval time.Duration
 	QueryMaxResp  time.Duration
 	Local         bool
@@ -350,6 +352,9 @@ func mcastConfigs(c *client.Cache, byUUID map[ovsdb.UUID]*Datapath, local map[ov
 		if ip, err := netip.ParseAddr(m.IP4Src); err == nil && ip.Is4() {
 			cfg.IP4Src = ip
 		}
+		if ip, err := netip.ParseAddr(m.IP6Src); err == nil && ip.Is6() && !ip.Is4In6() {
+			cfg.IP6Src = ip
+		}
 		cfg.QueryInterval = cfg.IdleTimeout / 2
 		if m.QueryInterval != nil && *m.QueryInterval > 0 {
 			cfg.QueryInterval = time.Duration(*m.QueryInterval) * time.Second
@@ -366,6 +371,52 @@ func mcastConfigs(c *client.Cache, byUUID map[ovsdb.UUID]*Datapath, local map[ov
 // queries reports whether the switch sends IGMP queries from here.
 func (c McastConfig) queries() bool {
 	return c.Enabled && c.Querier && c.Local && c.EthSrc != nil && c.IP4Src.IsValid()
+}
+
+// mldQueries reports whether the switch sends MLD queries from here.
+func (c McastConfig) mldQueries() bool {
+	return c.Enabled && c.Querier && c.Local && c.EthSrc != nil && c.IP6Src.IsValid()
+}
+
+// mldGeneralQuery is an MLDv2 general query from the switch cfg
+// configures (RFC 3810 5.1): to ff02::1 with hop limit 1 and a
+// Hop-by-Hop Router Alert option (RFC 2711, value 0: MLD), the
+// robustness variable 2, the query interval in QQIC.
+func mldGeneralQuery(cfg McastConfig) []byte {
+	q := make([]byte, 28)
+	q[0] = mldQuery
+	binary.BigEndian.PutUint16(q[4:], mldCode(cfg.QueryMaxResp/time.Millisecond))
+	q[24] = 2 // S = 0, QRV = 2
+	q[25] = igmpCode(cfg.QueryInterval / time.Second)
+	binary.BigEndian.PutUint16(q[2:], fold(onesSum(pseudoSum(cfg.IP6Src, allNodes, protoICMPv6, len(q)), q)))
+	h := make([]byte, 48, 48+len(q))
+	h[0] = 0x60
+	binary.BigEndian.PutUint16(h[4:], uint16(8+len(q)))
+	h[6], h[7] = 0, 1 // Hop-by-Hop options next; hop limit 1
+	copy(h[8:], cfg.IP6Src.AsSlice())
+	copy(h[24:], allNodes.AsSlice())
+	// Hop-by-Hop: ICMPv6 next, 8 bytes: Router Alert (MLD), PadN.
+	copy(h[40:], []byte{protoICMPv6, 0, 5, 2, 0, 0, 1, 0})
+	mac := net.HardwareAddr{0x33, 0x33, 0, 0, 0, 1}
+	f := &frame{}
+	return append(append(f.ethHeader(mac, cfg.EthSrc, etherIPv6), h...), q...)
+}
+
+// mldCode encodes n milliseconds as MLDv2's Maximum Response Code
+// (RFC 3810 5.1.3): as is below 32768, else a 3-bit exponent and a
+// 12-bit mantissa.
+func mldCode(n time.Duration) uint16 {
+	v := int64(n)
+	if v < 32768 {
+		return uint16(max(v, 0))
+	}
+	for exp := range 8 {
+		mant := v>>(exp+3) - 0x1000
+		if mant < 0x1000 {
+			return 0x8000 | uint16(exp)<<12 | uint16(mant)
+		}
+	}
+	return 0xffff
 }
 
 // allHosts is where general queries go (RFC 3376 4.1.12).

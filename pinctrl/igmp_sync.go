@@ -85,7 +85,7 @@ func (p *Pinctrl) sendQueries(st *State, now time.Time) {
 		if sw != nil {
 			flood, ok = sw.Ports["_MC_flood"]
 		}
-		if !cfg.queries() || !ok {
+		if !cfg.queries() && !cfg.mldQueries() || !ok {
 			delete(p.queryNext, key)
 			continue
 		}
@@ -96,8 +96,14 @@ func (p *Pinctrl) sendQueries(st *State, now time.Time) {
 		var k flow.Key
 		k.Set(flow.Metadata, uint64(key))
 		k.Set(flow.Reg0+15, uint64(flood)) // outport: every port of the switch
-		err := p.cfg.Switch.Execute(dp.PacketOut{Frame: igmpGeneralQuery(cfg), Key: k, Table: p.engine.layout.IngressOutput})
-		p.countPeriodic("igmp_query", err)
+		if cfg.queries() {
+			err := p.cfg.Switch.Execute(dp.PacketOut{Frame: igmpGeneralQuery(cfg), Key: k, Table: p.engine.layout.IngressOutput})
+			p.countPeriodic("igmp_query", err)
+		}
+		if cfg.mldQueries() {
+			err := p.cfg.Switch.Execute(dp.PacketOut{Frame: mldGeneralQuery(cfg), Key: k, Table: p.engine.layout.IngressOutput})
+			p.countPeriodic("mld_query", err)
+		}
 	}
 	for key := range p.queryNext {
 		if _, ok := st.Mcast[key]; !ok {

@@ -418,3 +418,69 @@ func TestIGMPFloodReports(t *testing.T) {
 		t.Errorf("query: %d packets, %v", len(out.Packets), err)
 	}
 }
+
+// TestMLDGeneralQuery: the query is an MLDv2 general query the parser
+// (and so a host) takes for one, from the configured addresses to
+// ff02::1 with hop limit 1 behind a Hop-by-Hop Router Alert.
+func TestMLDGeneralQuery(t *testing.T) {
+	cfg := querierConfig()
+	cfg.IP6Src = netip.MustParseAddr("fe80::ff:fe00:ff01")
+	b := mldGeneralQuery(cfg)
+	f, err := parseFrame(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.src.String() != routerMAC.String() || f.dst.String() != "33:33:00:00:00:01" ||
+		f.ipSrc != cfg.IP6Src || f.ipDst != allNodes || f.ttl != 1 || f.proto != protoICMPv6 {
+		t.Errorf("query %s > %s, %s > %s, hop limit %d proto %d", f.src, f.dst, f.ipSrc, f.ipDst, f.ttl, f.proto)
+	}
+	if len(f.ipHdr) != 48 || f.ipHdr[6] != 0 || !bytes.Equal(f.ipHdr[42:46], []byte{5, 2, 0, 0}) {
+		t.Errorf("IPv6 headers %x: want a Hop-by-Hop Router Alert (MLD)", f.ipHdr)
+	}
+	changes, query, err := parseMLD(f.l4, f.ipSrc, f.ipDst) // checks the checksum too
+	if err != nil || !query || len(changes) != 0 {
+		t.Errorf("parsed as %v query %v err %v", changes, query, err)
+	}
+	q := f.l4
+	if len(q) != 28 || binary.BigEndian.Uint16(q[4:]) != 1000 || q[24] != 2 || q[25] != igmpCode(150) || !bytes.Equal(q[8:24], make([]byte, 16)) {
+		t.Errorf("MLDv2 query %x: want max resp 1000 ms, QRV 2, QQIC 150, group ::", q)
+	}
+}
+
+// TestMLDCode: RFC 3810 5.1.3's Maximum Response Code: exact below
+// 32768 ms, else (mant | 0x1000) << (exp + 3) rounded down.
+func TestMLDCode(t *testing.T) {
+	for _, tc := range []struct {
+		ms   time.Duration
+		want uint16
+	}{{0, 0}, {1000, 1000}, {32767, 32767}, {32768, 0x8000}, {65536, 0x9000}, {1 << 30, 0xffff}} {
+		got := mldCode(tc.ms)
+		if got != tc.want {
+			t.Errorf("mldCode(%d) = %#x, want %#x", tc.ms, got, tc.want)
+		}
+		if got&0x8000 != 0 && got != 0xffff {
+			if v := time.Duration(uint32(got&0xfff|0x1000) << ((got>>12)&7 + 3)); v > tc.ms || tc.ms-v >= time.Duration(1)<<((got>>12)&7+3) {
+				t.Errorf("mldCode(%d) = %#x decodes to %d", tc.ms, got, v)
+			}
+		}
+	}
+}
+
+// TestMLDQuerySchedule: a querier switch with ip6_src sends an MLD query
+// with each IGMP one; with ip6_src only, MLD queries only.
+func TestMLDQuerySchedule(t *testing.T) {
+	p, sw := newTestPinctrl(t, Config{})
+	p.fixedState.Datapaths[2].Ports["_MC_flood"] = 32768
+	p.fixedState.Datapaths[3] = &Datapath{Key: 3, Ports: map[string]uint32{"_MC_flood": 32768}}
+	both, v6 := querierConfig(), querierConfig()
+	both.IP6Src = netip.MustParseAddr("fe80::1")
+	v6.IP6Src, v6.IP4Src = netip.MustParseAddr("fe80::2"), netip.Addr{}
+	p.fixedState.Mcast = map[uint32]McastConfig{2: both, 3: v6}
+	t0 := time.Unix(1000, 0)
+	p.tickIGMP(t0)
+	p.tickIGMP(t0.Add(150 * time.Second))
+	s := p.Stats().Kinds
+	if s["igmp_query"].Handled != 2 || s["mld_query"].Handled != 4 || sw.outs != 6 {
+		t.Errorf("igmp_query %+v, mld_query %+v, %d packets; want 2 IGMP and 4 MLD queries", s["igmp_query"], s["mld_query"], sw.outs)
+	}
+}

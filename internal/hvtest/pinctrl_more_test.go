@@ -228,3 +228,42 @@ func TestGovnChassisControllerEvent(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestGovnChassisMLDQuerier: a snooping switch with mcast_querier, its
+// eth_src and an ip6_src sends MLDv2 general queries (from fe80::fe to
+// ff02::1, hop limit 1, behind a Hop-by-Hop header) every
+// mcast_query_interval (sent on the chassis' 1 s tick); a VM's
+// interface sees them.
+func TestGovnChassisMLDQuerier(t *testing.T) {
+	c := govnChassisCluster(t, 1)
+	hv := c.Hypervisor(1)
+	c.NBCtl(t, "ls-add", "ls1", "--", "set", "Logical_Switch", "ls1", "other_config:mcast_snoop=true",
+		"--", "lsp-add", "ls1", "vm1", "--", "lsp-set-addresses", "vm1", "0a:00:00:00:00:01 10.0.0.11")
+	vm1 := c.AddVM(t, hv, VMSpec{Name: "vm1", LSP: "vm1", MAC: "0a:00:00:00:00:01", Addr: "10.0.0.11/24"})
+	c.WaitPortUp(t, "vm1")
+	fd, _, err := rawSocket(vm1.NS, vm1.Dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	c.NBCtl(t, "--wait=hv", "set", "Logical_Switch", "ls1", "other_config:mcast_querier=true",
+		"other_config:mcast_eth_src=0a:00:00:00:00:fe", "other_config:mcast_ip6_src=fe80::fe",
+		"other_config:mcast_query_interval=2")
+	src := netip.MustParseAddr("fe80::fe").As16()
+	n := 0
+	end := time.Now().Add(7 * time.Second)
+	for time.Now().Before(end) {
+		receive(fd, time.Until(end), func(b []byte) bool {
+			if len(b) >= 14+48+28 && binary.BigEndian.Uint16(b[12:]) == 0x86dd && b[14+6] == 0 && b[14+7] == 1 &&
+				bytes.Equal(b[14+8:14+24], src[:]) && b[14+40] == 58 && b[14+48] == 130 {
+				n++
+			}
+			return false
+		})
+	}
+	t.Logf("vm1 saw %d MLD queries in 7 s", n)
+	if n < 2 || n > 5 {
+		t.Errorf("vm1 saw %d MLD queries from fe80::fe in 7 s, want one every 2 s\npinctrl/show:\n%s", n,
+			hv.Run(t, "ovn-appctl", "-t", hv.Dir+"/chassis.ctl", "pinctrl/show"))
+	}
+}
