@@ -2,6 +2,7 @@ package hvtest
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"net"
 	"net/netip"
@@ -266,4 +267,57 @@ func TestGovnChassisMLDQuerier(t *testing.T) {
 		t.Errorf("vm1 saw %d MLD queries from fe80::fe in 7 s, want one every 2 s\npinctrl/show:\n%s", n,
 			hv.Run(t, "ovn-appctl", "-t", hv.Dir+"/chassis.ctl", "pinctrl/show"))
 	}
+}
+
+// TestGovnChassisGatewayMTU: a gateway router on govn chassis whose
+// port to ls2 has options:gateway_mtu=1300 answers a 1428-byte datagram
+// with DF from vm1 (ls1) to vm2 (ls2) with ICMP "fragmentation needed"
+// and MTU 1300 (check_pkt_larger and icmp4_error), which vm1's ping
+// reports; a datagram that fits goes through.
+func TestGovnChassisGatewayMTU(t *testing.T) {
+	c := govnChassisCluster(t, 1)
+	hv := c.Hypervisor(1)
+	c.NBCtl(t, "lr-add", "lr1", "--", "set", "Logical_Router", "lr1", "options:chassis="+hv.Name)
+	for _, n := range []struct{ ls, mac, cidr string }{
+		{"ls1", "0a:00:00:00:ff:11", "10.0.1.1/24"},
+		{"ls2", "0a:00:00:00:ff:12", "10.0.2.1/24"},
+	} {
+		lrp, lsp := "lr1-"+n.ls, n.ls+"-lr1"
+		c.NBCtl(t, "ls-add", n.ls, "--", "lrp-add", "lr1", lrp, n.mac, n.cidr,
+			"--", "lsp-add", n.ls, lsp, "--", "lsp-set-type", lsp, "router",
+			"--", "lsp-set-addresses", lsp, "router", "--", "lsp-set-options", lsp, "router-port="+lrp)
+	}
+	c.NBCtl(t, "set", "Logical_Router_Port", "lr1-ls2", "options:gateway_mtu=1300")
+	c.NBCtl(t, "lsp-add", "ls1", "vm1", "--", "lsp-set-addresses", "vm1", "0a:00:00:00:01:01 10.0.1.11")
+	c.NBCtl(t, "lsp-add", "ls2", "vm2", "--", "lsp-set-addresses", "vm2", "0a:00:00:00:02:02 10.0.2.12")
+	vm1 := c.AddVM(t, hv, VMSpec{Name: "vm1", LSP: "vm1", MAC: "0a:00:00:00:01:01", Addr: "10.0.1.11/24", Gateway: "10.0.1.1"})
+	vm2 := c.AddVM(t, hv, VMSpec{Name: "vm2", LSP: "vm2", MAC: "0a:00:00:00:02:02", Addr: "10.0.2.12/24", Gateway: "10.0.2.1"})
+	c.WaitPortUp(t, "vm1")
+	c.WaitPortUp(t, "vm2")
+	c.WaitHV(t)
+	if err := vm1.WaitPing(vm2.IP(), 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ping := func(size string) string {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		out, _ := vm1.Command(ctx, "ping", "-n", "-c", "1", "-W", "2", "-M", "do", "-s", size, vm2.IP()).CombinedOutput()
+		return string(out)
+	}
+	if out := ping("1200"); !strings.Contains(out, " 0% packet loss") {
+		t.Errorf("1228-byte ping with DF through the 1300-byte gateway MTU:\n%s", out)
+	}
+	var out string
+	for range 5 {
+		// The first answer is "Frag needed" from the router; once the
+		// kernel has learned the MTU, ping says so itself.
+		if out = ping("1400"); strings.Contains(out, "mtu = 1300") || strings.Contains(out, "mtu=1300") {
+			if strings.Contains(out, "Frag needed") {
+				t.Logf("%s", out)
+			}
+			return
+		}
+	}
+	t.Errorf("1428-byte ping with DF through the 1300-byte gateway MTU: no \"fragmentation needed\" with MTU 1300:\n%s\npinctrl/show:\n%s",
+		out, hv.Run(t, "ovn-appctl", "-t", hv.Dir+"/chassis.ctl", "pinctrl/show"))
 }
