@@ -78,6 +78,16 @@ func (r *Result) WriteText(w io.Writer) error {
 				fmt.Fprintf(&b, "    error: %s\n", p.Error)
 			}
 		}
+		if l := h.Live; l != nil {
+			if l.Agrees {
+				fmt.Fprintf(&b, "the running chassis (%s) agrees: its ofproto/trace %s ran the same %d rules to the same megaflow\n", l.Socket, l.Flow, l.Rules)
+			} else {
+				fmt.Fprintf(&b, "the running chassis (%s) DISAGREES, ofproto/trace %s:\n", l.Socket, l.Flow)
+				for _, d := range l.Differences {
+					fmt.Fprintf(&b, "    %s\n", d)
+				}
+			}
+		}
 		if len(h.Outputs) == 0 {
 			b.WriteString("out: nothing (dropped, or to the controller)\n")
 		}

@@ -47,6 +47,8 @@ type Hop struct {
 	Passes    []Pass     `json:"passes"`
 	Megaflows []Megaflow `json:"megaflows"`
 	Outputs   []Output   `json:"outputs"`
+	// Live is the check against the running chassis (Options.ChassisSocket).
+	Live *LiveCheck `json:"live,omitempty"`
 }
 
 // Output is a packet the chassis sent out of an interface (its headers

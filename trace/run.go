@@ -32,6 +32,12 @@ type Options struct {
 	// Chassis is the chassis whose datapath is modelled; empty: the one
 	// the input port is bound to.
 	Chassis string
+	// ChassisSocket, if set, is the control socket of the running govn
+	// chassis Chassis names (or the input port's): the model takes its
+	// interface numbers and conntrack zones, keeps its group ids, and the
+	// first hop is checked against the chassis's own ofproto/trace
+	// (Hop.Live).
+	ChassisSocket string
 	// Timeout bounds the wait for the in-memory datapath (default 10 s).
 	Timeout time.Duration
 }
@@ -83,7 +89,16 @@ func Run(ctx context.Context, s *Southbound, n *Northbound, opts Options) (*Resu
 		Inport:    mf.Inport,
 		Defaults:  mf.Defaults,
 	}
-	m := ix.model(tr, chName, mf.Inport)
+	var lv *live
+	if opts.ChassisSocket != "" {
+		if lv, err = ix.readLive(ctx, opts.ChassisSocket); err != nil {
+			return nil, err
+		}
+		if _, ok := lv.ports[mf.Inport]; !ok {
+			return nil, fmt.Errorf("trace: port %q has no interface on the chassis at %s (is it %s?)", mf.Inport, opts.ChassisSocket, chName)
+		}
+	}
+	m := ix.model(tr, chName, mf.Inport, lv)
 	inNo := m.ports[mf.Inport]
 	key := mf.Key
 	key.Set(flow.InPort, uint64(inNo))
@@ -111,6 +126,9 @@ func Run(ctx context.Context, s *Southbound, n *Northbound, opts Options) (*Resu
 		}
 		hop := Hop{Chassis: a.m.chassis, From: a.from, Ports: a.m.portList(), Problems: a.m.problems}
 		ix.explain(res, &hop, run, a.m.pipe.Tables())
+		if lv != nil && len(res.Hops) == 0 && len(hop.Passes) > 0 && len(hop.Megaflows) > 0 {
+			hop.Live = lv.check(ctx, a.frame, a.inNo, &hop.Passes[0], &hop.Megaflows[0])
+		}
 		for _, o := range run.outputs {
 			if !o.tunnel.Valid() {
 				continue
@@ -119,7 +137,7 @@ func Run(ctx context.Context, s *Southbound, n *Northbound, opts Options) (*Resu
 			if next == "" {
 				continue
 			}
-			nm := ix.model(tr, next, "")
+			nm := ix.model(tr, next, "", nil)
 			if nm.tunnel == 0 {
 				continue
 			}
@@ -149,12 +167,17 @@ type model struct {
 }
 
 // model compiles the rules of chassis name, with an interface for inport
-// if it is not bound there.
-func (ix *index) model(tr *controller.Translator, name, inport string) *model {
+// if it is not bound there, or with the interfaces and zones of the
+// running chassis lv.
+func (ix *index) model(tr *controller.Translator, name, inport string, lv *live) *model {
 	input, ports, tunnel := ix.chassisInput(name, inport)
+	if lv != nil {
+		ports, tunnel = lv.ports, lv.tunnel
+		input.VIFs, input.Zones, input.TunnelPort = lv.ports, lv.zones, lv.tunnel
+	}
 	out := tr.Translate(input)
 	m := &model{chassis: name, ports: ports, tunnel: tunnel, pipe: dp.NewPipeline(), problems: out.Problems}
-	rules, groups := canonical(out.Rules, out.Groups)
+	rules, groups := canonical(out.Rules, out.Groups, lv == nil)
 	var b flow.Bundle
 	for _, g := range groups {
 		b.AddGroup(g)
@@ -495,7 +518,7 @@ func (ix *index) chassisInput(name, inport string) (*controller.Input, map[strin
 // buckets (a select group's id is the basis of its hash, so this makes
 // the load balancer's choice of backend the same on every run). The
 // model then differs from a running chassis in its group ids only.
-func canonical(rules []flow.Rule, groups []flow.GroupDef) ([]flow.Rule, []flow.GroupDef) {
+func canonical(rules []flow.Rule, groups []flow.GroupDef, renumberGroups bool) ([]flow.Rule, []flow.GroupDef) {
 	text := func(r *flow.Rule) string {
 		return fmt.Sprintf("%03d %05d %s %s", r.Table, 65535-int(r.Priority), r.Match.String(), flow.ActionsString(r.Actions))
 	}
@@ -511,8 +534,10 @@ func canonical(rules []flow.Rule, groups []flow.GroupDef) ([]flow.Rule, []flow.G
 	sort.SliceStable(gs, func(i, j int) bool { return gtext(&gs[i]) < gtext(&gs[j]) })
 	ids := map[uint32]uint32{}
 	for i := range gs {
-		ids[gs[i].ID] = uint32(i + 1)
-		gs[i].ID = uint32(i + 1)
+		if renumberGroups {
+			ids[gs[i].ID] = uint32(i + 1)
+			gs[i].ID = uint32(i + 1)
+		}
 	}
 	var renumber func(as []flow.Action) []flow.Action
 	renumber = func(as []flow.Action) []flow.Action {
