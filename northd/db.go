@@ -222,7 +222,7 @@ func (d *rowDB) apply(table string, old, new *ovsdb.Row, touch func(depKey)) {
 			continue
 		}
 		if isMembership(table, c) {
-			touch(depKey{db: d.which, kind: depColumn, table: table, id: id, column: c.Name})
+			touch(depKey{db: d.which, kind: depColumn, table: table, id: id, name: c.Name})
 		} else {
 			rowChanged = true
 		}
@@ -291,7 +291,7 @@ func (d *rowDB) reindexRefs(table string, c *ovsdb.ColumnSchema, id ovsdb.UUID, 
 		if len(d.referrers[k]) == 0 {
 			delete(d.referrers, k)
 		}
-		touch(depKey{db: d.which, kind: depReferrers, table: table, column: c.Name, id: u})
+		touch(depKey{db: d.which, kind: depReferrers, table: table, name: c.Name, id: u})
 	}
 	for _, u := range newT {
 		if in(oldT, u) {
@@ -302,7 +302,7 @@ func (d *rowDB) reindexRefs(table string, c *ovsdb.ColumnSchema, id ovsdb.UUID, 
 			d.referrers[k] = make(map[ovsdb.UUID]struct{})
 		}
 		d.referrers[k][id] = struct{}{}
-		touch(depKey{db: d.which, kind: depReferrers, table: table, column: c.Name, id: u})
+		touch(depKey{db: d.which, kind: depReferrers, table: table, name: c.Name, id: u})
 	}
 }
 

@@ -80,7 +80,7 @@ func (s *State) computeSet(o *owner, set *dpSet) []dpID {
 // changes. A set that no owner reads and no flow is on is dropped.
 func (s *State) refreshSet(o *owner, set *dpSet) {
 	dk := depKey{kind: depDerived, name: set.key}
-	if len(s.deps[dk]) == 0 && len(set.entries) == 0 {
+	if s.deps.count(dk) == 0 && len(set.entries) == 0 {
 		for _, k := range o.deps {
 			s.deps.remove(k, o)
 		}

@@ -20,8 +20,8 @@ func (g *gen) ID() ovsdb.UUID { return g.o.key.id }
 
 func (g *gen) dep(k depKey) {
 	// Each once: a generator reads the same row many times.
-	if g.s.deps.add(k, g.o) {
-		g.o.deps = append(g.o.deps, k)
+	if e, ok := g.s.deps.add(k, g.o); ok {
+		g.o.deps = append(g.o.deps, e)
 	}
 }
 
@@ -35,7 +35,7 @@ func (g *gen) Row(db DB, table string, id ovsdb.UUID) *ovsdb.Row {
 // Members returns the UUIDs in membership column column of a row and makes
 // the owner depend on that column.
 func (g *gen) Members(db DB, table string, id ovsdb.UUID, column string) []ovsdb.UUID {
-	g.dep(depKey{db: db, kind: depColumn, table: table, id: id, column: column})
+	g.dep(depKey{db: db, kind: depColumn, table: table, id: id, name: column})
 	d := g.s.db(db)
 	v, ok := d.column(table, d.row(table, id), column)
 	if !ok {
@@ -51,7 +51,7 @@ func (g *gen) Members(db DB, table string, id ovsdb.UUID, column string) []ovsdb
 // Referrers returns the rows of table that refer to target through column,
 // sorted, and makes the owner depend on that set.
 func (g *gen) Referrers(db DB, table, column string, target ovsdb.UUID) []ovsdb.UUID {
-	g.dep(depKey{db: db, kind: depReferrers, table: table, column: column, id: target})
+	g.dep(depKey{db: db, kind: depReferrers, table: table, name: column, id: target})
 	set := g.s.db(db).referrers[refKey{table, column, target}]
 	return sortedUUIDs(set)
 }

@@ -60,7 +60,7 @@ func (s *State) refreshMemo(o *owner) {
 		return
 	}
 	dk := depKey{kind: depDerived, name: o.memo}
-	if len(s.deps[dk]) == 0 {
+	if s.deps.count(dk) == 0 {
 		for _, k := range o.deps {
 			s.deps.remove(k, o)
 		}

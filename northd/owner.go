@@ -41,7 +41,7 @@ type owner struct {
 	// setFlows are the flows the owner put on sets of datapaths.
 	setFlows []setContribution
 	records  []recordKey
-	deps     []depKey
+	deps     []*depEntry
 	keys     []keyClaim
 	// dirty says something the owner read has changed since it was last
 	// generated.

@@ -133,7 +133,7 @@ func (s *State) Apply(events []Event) {
 
 // touch marks stale the owners that read k.
 func (s *State) touch(k depKey) {
-	for o := range s.deps[k] {
+	for _, o := range s.deps.owners(k) {
 		s.markDirty(o)
 	}
 }
