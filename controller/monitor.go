@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/govn/govn/ovsdb"
 	"github.com/govn/govn/ovsdb/client"
@@ -92,6 +93,7 @@ type sbChanges struct {
 	mu     sync.Mutex
 	rows   map[string]map[ovsdb.UUID]bool
 	resync bool
+	since  time.Time // when the oldest change not yet taken arrived
 	wake   chan struct{}
 }
 
@@ -102,6 +104,9 @@ func newSBChanges() *sbChanges {
 // onChange is the client's Options.OnChange.
 func (s *sbChanges) onChange(cs client.ChangeSet) {
 	s.mu.Lock()
+	if s.since.IsZero() && (cs.Resync || len(cs.Events) > 0) {
+		s.since = time.Now()
+	}
 	if cs.Resync {
 		s.resync = true
 	}
@@ -123,28 +128,29 @@ func (s *sbChanges) onChange(cs client.ChangeSet) {
 
 // take returns and forgets the changes: the changed rows by table, or
 // resync when the engine must compare every row (the first contents, a
-// reconnection that could not resume).
-func (s *sbChanges) take() (rows map[string]map[ovsdb.UUID]bool, resync bool) {
+// reconnection that could not resume), and when the oldest arrived.
+func (s *sbChanges) take() (rows map[string]map[ovsdb.UUID]bool, resync bool, since time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rows, resync = s.rows, s.resync
-	s.rows, s.resync = map[string]map[ovsdb.UUID]bool{}, false
-	return rows, resync
+	rows, resync, since = s.rows, s.resync, s.since
+	s.rows, s.resync, s.since = map[string]map[ovsdb.UUID]bool{}, false, time.Time{}
+	return rows, resync, since
 }
 
 // feed gives the engine the Southbound changes collected since the last
-// feed.
-func (e *Engine) feed(cache *client.Cache, changes *sbChanges) {
-	rows, resync := changes.take()
+// feed and returns when the oldest of them arrived (zero if none did).
+func (e *Engine) feed(cache *client.Cache, changes *sbChanges) time.Time {
+	rows, resync, since := changes.take()
 	if resync {
 		e.Resync(cache)
-		return
+		return since
 	}
 	for table, ids := range rows {
 		for id := range ids {
 			e.UpdateRow(cache, table, id)
 		}
 	}
+	return since
 }
 
 // Resync compares every row of the engine's tables with cache's.

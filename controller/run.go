@@ -15,6 +15,7 @@ import (
 	"github.com/govn/govn/datapath/flow"
 	"github.com/govn/govn/datapath/port"
 	"github.com/govn/govn/datapath/switchd"
+	"github.com/govn/govn/incproc"
 	"github.com/govn/govn/ovsdb"
 	"github.com/govn/govn/ovsdb/client"
 	"github.com/govn/govn/pinctrl"
@@ -37,6 +38,21 @@ type Config struct {
 	Commands func(cmds map[string]unixctl.Command)
 	// Stop ends Run (the exit command calls it).
 	Stop func()
+	// Observe, if not nil, is given the parts of the running chassis
+	// whose counters metrics read, once the datapath runs.
+	Observe func(Sources)
+	// Applied, if not nil, is told for each batch of Southbound changes
+	// how long it took from its arrival until its flows were installed
+	// and the bindings written back.
+	Applied func(latency time.Duration)
+}
+
+// Sources are the parts of a running chassis that metrics read; each is
+// safe to use from any goroutine.
+type Sources struct {
+	Engine  func() []incproc.NodeStats
+	Switch  *switchd.Switch
+	Pinctrl func() pinctrl.Stats
 }
 
 // integrationBridge is the bridge OVN's ports are on unless
@@ -80,6 +96,9 @@ type chassis struct {
 	// portSeen is when each iface-id was first seen without
 	// ovn-installed, to log how long it took to get there.
 	portSeen map[string]time.Time
+	// sbSince is when the oldest Southbound change fed to the engine but
+	// not yet installed arrived (Config.Applied).
+	sbSince time.Time
 }
 
 type iface struct {
@@ -159,6 +178,9 @@ func Run(ctx context.Context, cfg Config) error {
 			cmds[name] = cmd
 		}
 		cfg.Commands(cmds)
+	}
+	if cfg.Observe != nil {
+		cfg.Observe(Sources{Engine: c.eng.Stats, Switch: sw, Pinctrl: pc.Stats})
 	}
 	go pc.Run(ctx)
 
@@ -300,6 +322,12 @@ func (c *chassis) iterate(ctx context.Context) error {
 	step("install")
 	err = c.writeBack(ctx, name, chUUID, c.eng.Bind())
 	step("writeback")
+	if err == nil && !c.sbSince.IsZero() {
+		if c.cfg.Applied != nil {
+			c.cfg.Applied(time.Since(c.sbSince))
+		}
+		c.sbSince = time.Time{}
+	}
 	return err
 }
 
@@ -316,7 +344,9 @@ func (c *chassis) compute(ctx context.Context, name string, chUUID ovsdb.UUID, z
 		if pass > 0 && !changed {
 			return nil
 		}
-		c.eng.feed(c.sb.Cache(), c.sbChanges)
+		if since := c.eng.feed(c.sb.Cache(), c.sbChanges); !since.IsZero() && (c.sbSince.IsZero() || since.Before(c.sbSince)) {
+			c.sbSince = since
+		}
 		c.eng.SetLocal(c.input(name, chUUID, zones))
 		if c.eng.NeedsRun() {
 			if err := c.eng.Run(ctx); err != nil {

@@ -117,6 +117,17 @@ func (ts *Tables) TableStats(table uint8) TableStats {
 	}
 }
 
+// RuleCounts returns the number of rules in each table.
+func (ts *Tables) RuleCounts() [flow.NumTables]int {
+	ts.mu.RLock()
+	defer ts.mu.RUnlock()
+	var n [flow.NumTables]int
+	for i, t := range ts.tables {
+		n[i] = t.Len()
+	}
+	return n
+}
+
 // Dump returns a copy of every rule of table (all tables if table is
 // flow.NumTables), for observability.
 func (ts *Tables) Dump(table int) []flow.Rule {

@@ -618,6 +618,21 @@ func (t *Tracker) Stats() Stats {
 	return s
 }
 
+// ZoneCounts calls fn with the number of connections of every live zone
+// that has a table (flushed zones are left out), in zone order. It takes each zone's read lock in turn, never all at once.
+func (t *Tracker) ZoneCounts(fn func(zone uint16, count int)) {
+	for i := range t.zones {
+		if z := t.zones[i].Load(); z != nil {
+			z.mu.RLock()
+			n, dead := z.count, z.dead
+			z.mu.RUnlock()
+			if !dead {
+				fn(uint16(i), n)
+			}
+		}
+	}
+}
+
 // Dump calls fn for every connection of zone, until fn returns false. It
 // holds the zone's read lock for one chunk of entries at a time.
 func (t *Tracker) Dump(zone uint16, fn func(Entry) bool) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -400,6 +401,24 @@ func (d *Datapath) PortStats() map[uint32]port.Stats {
 		m[no] = pe.port.Stats()
 	}
 	return m
+}
+
+// PortCounters are one port's number, name and counters.
+type PortCounters struct {
+	No    uint32
+	Name  string
+	Stats port.Stats
+}
+
+// Ports returns every port's counters, by port number.
+func (d *Datapath) Ports() []PortCounters {
+	ports := *d.ports.Load()
+	out := make([]PortCounters, 0, len(ports))
+	for no, pe := range ports {
+		out = append(out, PortCounters{No: no, Name: pe.port.Name(), Stats: pe.port.Stats()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].No < out[j].No })
+	return out
 }
 
 // Megaflow describes an installed megaflow for dumps.

@@ -34,6 +34,9 @@ type Config struct {
 	// transaction is tried again (defaults 100ms and 4s).
 	MinBackoff, MaxBackoff time.Duration
 	Logger                 *slog.Logger
+	// OnWrite, if not nil, is told about every iteration that wrote the
+	// Southbound (metrics), on Run's goroutine.
+	OnWrite func(LastWrite)
 }
 
 // Daemon is one `govn northd`. New builds it, Run runs it; the other
@@ -433,6 +436,9 @@ func (d *Daemon) noteWrite(w LastWrite) {
 	w.Seq = d.last.Seq + 1
 	d.last = w
 	d.mu.Unlock()
+	if d.cfg.OnWrite != nil {
+		d.cfg.OnWrite(w)
+	}
 }
 
 // lastRun is how long the last engine run took and whether it recomputed.

@@ -515,6 +515,7 @@ func (d *dbState) notifyLocked(cs *ovsdb.ChangeSet, txnID ovsdb.UUID) {
 		}
 		// Queued, not sent: unlock writes them after releasing d.mu.
 		if m.sess.conn.QueueNotification(m.method(), m.prefix, txn, sh.b) == nil {
+			d.counters.monitorUpdates.Add(1)
 			d.queuedLocked(m.sess.conn)
 		}
 	}

@@ -129,6 +129,15 @@ type dbState struct {
 	// notifyGen counts notified commits; it tells a sharedEnc or monitor
 	// whether it has seen the current one.
 	notifyGen uint64
+	// counters are read without d.mu (metrics scrapes).
+	counters dbCounters
+}
+
+// dbCounters count a database's work since the server started.
+type dbCounters struct {
+	transactions   atomic.Uint64 // transact requests answered
+	commits        atomic.Uint64 // transactions that changed the database
+	monitorUpdates atomic.Uint64 // update notifications queued for monitors
 }
 
 // unlock releases d.mu, then sends the monitor updates that commits made
@@ -475,16 +484,27 @@ func (s *Server) serveConn(ctx context.Context, rwc io.ReadWriteCloser, opts con
 	return sess.conn.Done()
 }
 
-// Stats describes the server for memory/show.
+// Stats describes the server for memory/show and metrics.
 type Stats struct {
 	Sessions int
 	Monitors int
 	Rows     map[string]int
+	// Databases has each database's counters, by name.
+	Databases map[string]DBStats
+}
+
+// DBStats are one database's sizes and counters since the server started.
+type DBStats struct {
+	Rows, Monitors int
+	// Transactions counts the transact requests answered; Commits those
+	// that changed the database; MonitorUpdates the update notifications
+	// queued for monitors (a commit's fan-out).
+	Transactions, Commits, MonitorUpdates uint64
 }
 
 // Stats returns counts of sessions, monitors and rows per database.
 func (s *Server) Stats() Stats {
-	st := Stats{Rows: map[string]int{}}
+	st := Stats{Rows: map[string]int{}, Databases: map[string]DBStats{}}
 	s.sessMu.Lock()
 	st.Sessions = len(s.sessions)
 	s.sessMu.Unlock()
@@ -497,6 +517,9 @@ func (s *Server) Stats() Stats {
 			n += len(d.db.Table(tn).Rows)
 		}
 		st.Rows[name] = n
+		st.Databases[name] = DBStats{Rows: n, Monitors: len(d.monitors),
+			Transactions: d.counters.transactions.Load(), Commits: d.counters.commits.Load(),
+			MonitorUpdates: d.counters.monitorUpdates.Load()}
 		d.unlock()
 	}
 	return st
@@ -520,6 +543,7 @@ type deferringLog interface {
 // it, the caller must call settle after releasing d.mu.
 func (d *dbState) commitDeferLocked(cs *ovsdb.ChangeSet, deferred bool) (*storage.Commit, error) {
 	d.db.Apply(cs)
+	d.counters.commits.Add(1)
 	id := d.uuids.New()
 	d.lastTxn = id
 	d.appendHistoryLocked(commitEntry{id: id, cs: cs, rows: cs.Len()})

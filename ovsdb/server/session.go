@@ -220,6 +220,7 @@ func (b *blockedTxn) runLocked(expired bool) (blocked bool) {
 		b.timer.Stop()
 	}
 	b.done = true
+	d.counters.transactions.Add(1)
 	b.sess.mu.Lock()
 	b.sess.removePendingLocked(b)
 	b.sess.mu.Unlock()
