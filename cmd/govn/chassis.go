@@ -11,8 +11,11 @@ import (
 	"runtime/pprof"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/govn/govn/controller"
 	"github.com/govn/govn/internal/daemon"
+	"github.com/govn/govn/internal/metrics"
 	unixctlpkg "github.com/govn/govn/unixctl"
 )
 
@@ -34,6 +37,7 @@ type chassisOptions struct {
 	rundir    string
 	// cpuprofile, if set, is where a CPU profile of the whole run goes.
 	cpuprofile string
+	metrics    string // --metrics address; "" for none
 }
 
 // chassisDetails ends govn chassis' help.
@@ -56,7 +60,7 @@ func chassisCommand() *command {
 	return &command{
 		name:    "chassis",
 		summary: "run a hypervisor: ovn-controller's and ovs-vswitchd's jobs on govn's datapath (root)",
-		usage:   "[--db=unix:PATH] [--unixctl=PATH] [--pidfile[=PATH]] [--log-file[=PATH]] [--detach]",
+		usage:   "[--db=unix:PATH] [--unixctl=PATH] [--pidfile[=PATH]] [--log-file[=PATH]] [--detach] [--metrics=ADDR]",
 		details: chassisDetails,
 		setup: func(fs *flag.FlagSet) leaf {
 			f := defineChassisFlags(fs, os.Getenv)
@@ -90,6 +94,7 @@ func defineChassisFlags(fs *flag.FlagSet, getenv func(string) string) *chassisFl
 	fs.BoolVar(&o.detach, "detach", false, "run in the background; return once the local database answers")
 	fs.BoolVar(&o.verbose, "verbose", false, "log debug messages")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile (go tool pprof) of the whole run to `PATH`")
+	fs.StringVar(&o.metrics, "metrics", "", metricsUsage)
 	fs.Bool("no-chdir", true, "accepted for compatibility (govn chassis never changes directory)")
 	fs.Bool("monitor", false, "accepted for compatibility and ignored")
 	return f
@@ -152,6 +157,17 @@ func serveChassis(ctx context.Context, opts chassisOptions, ready func()) error 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
+	// The metrics endpoint is up before anything else starts, so that a
+	// busy address stops govn chassis with nothing to undo; the
+	// chassis's collectors join the registry once its datapath runs.
+	var reg *prometheus.Registry
+	if opts.metrics != "" {
+		reg = metrics.NewRegistry()
+		if _, err := metrics.Serve(ctx, opts.metrics, reg, logger); err != nil {
+			return err
+		}
+	}
+
 	localDB := opts.db
 	dbDone := make(chan error, 1)
 	if localDB == "" {
@@ -194,7 +210,15 @@ func serveChassis(ctx context.Context, opts chassisOptions, ready func()) error 
 		ready()
 	}
 	logger.Info("govn chassis starting", "db", localDB, "unixctl", ctlPath)
-	err = controller.Run(ctx, controller.Config{LocalDB: localDB, Logger: logger, Commands: commands, Stop: cancel})
+	cfg := controller.Config{LocalDB: localDB, Logger: logger, Commands: commands, Stop: cancel}
+	if reg != nil {
+		events := metrics.NewChassis(reg)
+		cfg.Applied = events.Applied
+		cfg.Observe = func(src controller.Sources) {
+			reg.MustRegister(metrics.Engine("chassis", src.Engine), metrics.Datapath(src.Switch), metrics.Pinctrl(src.Pinctrl))
+		}
+	}
+	err = controller.Run(ctx, cfg)
 	cancel()
 	if serving {
 		<-ctlDone

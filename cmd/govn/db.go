@@ -15,7 +15,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/govn/govn/internal/daemon"
+	"github.com/govn/govn/internal/metrics"
 	"github.com/govn/govn/ovsdb/server"
 	unixctlpkg "github.com/govn/govn/unixctl"
 )
@@ -151,6 +154,11 @@ func serveDB(ctx context.Context, opts dbOptions, ready func()) error {
 			return err
 		}
 		logger.Info("serving database", "name", db.Schema.Name, "file", path)
+	}
+	if err := startMetrics(ctx, opts.metrics, logger, func(reg *prometheus.Registry) {
+		reg.MustRegister(metrics.DB(srv.Stats))
+	}); err != nil {
+		return err
 	}
 	rem, err := srv.StartRemotes(ctx, server.RemoteOptions{Remotes: opts.remotes, TLS: opts.tls})
 	if err != nil {

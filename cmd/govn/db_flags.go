@@ -27,6 +27,7 @@ type dbOptions struct {
 	user       string
 	vlog       []string // Open vSwitch log settings, accepted and ignored
 	files      []string
+	metrics    string // --metrics address; "" for none
 }
 
 // dbDetails ends govn db's help.
@@ -78,6 +79,7 @@ func defineDBFlags(fs *flag.FlagSet, getenv func(string) string) *dbFlags {
 	fs.BoolVar(&o.verbose, "verbose", false, "log debug messages")
 	fs.StringVar(&o.logFile, "log-file", "", "append logs to `PATH` instead of standard error (without a value: $OVS_LOGDIR/ovsdb-server.log)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile to `FILE` until exit")
+	fs.StringVar(&o.metrics, "metrics", "", metricsUsage)
 	fs.BoolVar(&o.detach, "detach", false, "run in the background; return once the databases are served")
 	fs.BoolVar(&o.monitor, "monitor", false, "accepted for ovsdb-server compatibility and ignored: a crashed govn db is not restarted")
 	fs.StringVar(&o.user, "user", "", "run as `USER[:GROUP]` (after starting as root)")

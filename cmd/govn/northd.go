@@ -12,7 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/govn/govn/internal/daemon"
+	"github.com/govn/govn/internal/metrics"
 	"github.com/govn/govn/internal/vlog"
 	northdaemon "github.com/govn/govn/northd/daemon"
 	"github.com/govn/govn/ovsdb/client"
@@ -38,6 +41,7 @@ type northdOptions struct {
 	user                    string
 	rundir                  string
 	vlog                    []string
+	metrics                 string // --metrics address; "" for none
 }
 
 // northdDetails ends govn northd's help.
@@ -109,6 +113,7 @@ func defineNorthdFlags(fs *flag.FlagSet, getenv func(string) string) *northdFlag
 	fs.BoolVar(&o.verbose, "verbose", false, "log debug messages")
 	fs.StringVar(&o.user, "user", "", "run as `USER[:GROUP]` (after starting as root)")
 	fs.BoolVar(&o.paused, "dry-run", false, "start paused (ovn-appctl resume starts it)")
+	fs.StringVar(&o.metrics, "metrics", "", metricsUsage)
 	fs.Bool("no-chdir", true, "accepted for ovn-northd compatibility (govn northd never changes directory)")
 	fs.Bool("monitor", false, "accepted for ovn-northd compatibility and ignored: a crashed govn northd is not restarted")
 	fs.Int("n-threads", 1, "accepted for ovn-northd compatibility and ignored")
@@ -250,8 +255,14 @@ func serveNorthd(ctx context.Context, opts northdOptions, ready func()) error {
 		}
 		defer pf.Remove()
 	}
+	var events *metrics.Northd
+	var onWrite func(northdaemon.LastWrite)
+	if opts.metrics != "" {
+		// Registered with the registry below, once the daemon exists.
+		onWrite = func(w northdaemon.LastWrite) { events.Wrote(w.Latency, w.Ops, w.Recomputed) }
+	}
 	d, err := northdaemon.New(northdaemon.Config{NB: opts.nb, SB: opts.sb, TLS: tlsConf, Logger: logger,
-		ProbeInterval: opts.probeInterval()})
+		ProbeInterval: opts.probeInterval(), OnWrite: onWrite})
 	if err != nil {
 		return err
 	}
@@ -259,6 +270,12 @@ func serveNorthd(ctx context.Context, opts northdOptions, ready func()) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if err := startMetrics(ctx, opts.metrics, logger, func(reg *prometheus.Registry) {
+		events = metrics.NewNorthd(reg)
+		reg.MustRegister(metrics.Engine("northd", d.Engine().Stats))
+	}); err != nil {
+		return err
+	}
 	path := opts.controlSocket(os.Getpid())
 	l, err := unixctlpkg.Listen(path)
 	if err != nil {
