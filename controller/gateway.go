@@ -18,10 +18,19 @@ import (
 //
 // A chassisredirect port belongs to the highest-priority gateway chassis
 // of its HA_Chassis_Group (or, without one, of its Gateway_Chassis rows)
-// that has a Chassis row: govn has no BFD, so every registered chassis
-// counts as alive. That chassis claims it, and output to it runs the
-// egress pipeline of its distributed port there; other chassis send it
-// over the tunnel to the chassis that claimed it.
+// that has a Chassis row and is alive. That chassis claims it, and
+// output to it runs the egress pipeline of its distributed port there;
+// other chassis send it over the tunnel to the gateway they find alive.
+//
+// Alive is what BFD over the tunnels says (bfd.go, Input.BFD), as in
+// ovn-controller: another chassis is alive when this chassis' session
+// with it is up; this chassis counts itself alive when at least one of
+// its sessions is up (with every session down it is cut off and claims
+// nothing). A group of one chassis needs no BFD: that chassis holds it.
+// When no gateway is alive in this chassis' view, traffic goes to the
+// chassis that claimed the port, else to the highest-priority other
+// chassis. Without BFD (Input.BFD nil) every registered chassis counts
+// as alive.
 
 // claimable reports whether this chassis may claim p (and must release
 // it when it no longer should hold it).
@@ -83,32 +92,31 @@ func (tr *translation) indexGateways() {
 	}
 }
 
-// activeGateway is the chassis that should hold a chassisredirect port
-// (zero if none).
-func (tr *translation) activeGateway(p *sb.PortBinding) ovsdb.UUID {
-	type cand struct {
-		ch   ovsdb.UUID
-		prio int64
-		name string
-	}
-	var cands []cand
+// gatewayCand is a gateway chassis of a chassisredirect port.
+type gatewayCand struct {
+	ch   ovsdb.UUID
+	prio int64
+	name string
+}
+
+// gatewayCandidates are p's registered gateway chassis, highest
+// priority first (ties by name).
+func (tr *translation) gatewayCandidates(p *sb.PortBinding) []gatewayCand {
+	var cands []gatewayCand
 	if p.HAChassisGroup != nil {
 		if g := tr.haGroups[*p.HAChassisGroup]; g != nil {
 			for _, id := range g.HAChassis {
 				if h := tr.haChassis[id]; h != nil && h.Chassis != nil && tr.chassisName[*h.Chassis] != "" {
-					cands = append(cands, cand{*h.Chassis, h.Priority, tr.chassisName[*h.Chassis]})
+					cands = append(cands, gatewayCand{*h.Chassis, h.Priority, tr.chassisName[*h.Chassis]})
 				}
 			}
 		}
 	} else {
 		for _, id := range p.GatewayChassis {
 			if g := tr.gwChassis[id]; g != nil && g.Chassis != nil && tr.chassisName[*g.Chassis] != "" {
-				cands = append(cands, cand{*g.Chassis, g.Priority, tr.chassisName[*g.Chassis]})
+				cands = append(cands, gatewayCand{*g.Chassis, g.Priority, tr.chassisName[*g.Chassis]})
 			}
 		}
-	}
-	if len(cands) == 0 {
-		return ovsdb.UUID{}
 	}
 	sort.Slice(cands, func(i, j int) bool {
 		if cands[i].prio != cands[j].prio {
@@ -116,7 +124,41 @@ func (tr *translation) activeGateway(p *sb.PortBinding) ovsdb.UUID {
 		}
 		return cands[i].name < cands[j].name
 	})
-	return cands[0].ch
+	return cands
+}
+
+// activeGateway is the chassis that should hold a chassisredirect port
+// in this chassis' view (zero if none is alive).
+func (tr *translation) activeGateway(p *sb.PortBinding) ovsdb.UUID {
+	cands := tr.gatewayCandidates(p)
+	switch {
+	case len(cands) == 0:
+		return ovsdb.UUID{}
+	case len(cands) == 1 || tr.in.BFD == nil:
+		return cands[0].ch
+	}
+	for _, c := range cands {
+		if c.ch == tr.in.ChassisUUID && c.ch != (ovsdb.UUID{}) {
+			if tr.bfdAnyUp() {
+				return c.ch
+			}
+			continue
+		}
+		if tr.in.BFD[c.name] {
+			return c.ch
+		}
+	}
+	return ovsdb.UUID{}
+}
+
+// bfdAnyUp reports whether any BFD session of this chassis is up.
+func (tr *translation) bfdAnyUp() bool {
+	for _, up := range tr.in.BFD {
+		if up {
+			return true
+		}
+	}
+	return false
 }
 
 // isPatch reports whether p joins two datapaths here: a patch port, or an
@@ -138,15 +180,26 @@ func (tr *translation) redirectPort(p *sb.PortBinding, dk int64) {
 }
 
 // remoteChassis is the chassis a port that is not here lives on: its
-// binding, or for an unclaimed chassisredirect port the gateway chassis
-// that should claim it.
+// binding, or for a chassisredirect port the gateway chassis alive in
+// this chassis' view.
 func (tr *translation) remoteChassis(p *sb.PortBinding) (ovsdb.UUID, bool) {
+	if p.Type == "chassisredirect" && (tr.in.BFD != nil || p.Chassis == nil) {
+		ch := tr.activeGateway(p)
+		if ch == (ovsdb.UUID{}) && p.Chassis != nil {
+			ch = *p.Chassis // none alive here: where it was claimed
+		}
+		if ch == (ovsdb.UUID{}) {
+			for _, c := range tr.gatewayCandidates(p) {
+				if c.ch != tr.in.ChassisUUID {
+					ch = c.ch // the highest priority but this cut-off chassis
+					break
+				}
+			}
+		}
+		return ch, ch != (ovsdb.UUID{}) && ch != tr.in.ChassisUUID
+	}
 	if p.Chassis != nil {
 		return *p.Chassis, *p.Chassis != tr.in.ChassisUUID
-	}
-	if p.Type == "chassisredirect" {
-		ch := tr.activeGateway(p)
-		return ch, ch != (ovsdb.UUID{}) && ch != tr.in.ChassisUUID
 	}
 	return ovsdb.UUID{}, false
 }

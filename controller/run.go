@@ -91,6 +91,7 @@ type chassis struct {
 	ifaces   map[string]*iface // by interface name
 	nextPort uint32
 	tunnel   *tunnelPort
+	bfd      *pinctrl.TunnelBFD // BFD over the tunnel (bfd.go)
 
 	problems map[string]bool // logged already
 	// portSeen is when each iface-id was first seen without
@@ -159,6 +160,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	c.bfd = pc.TunnelBFD()
+	c.bfd.OnChange(c.wake)
 	swDone := make(chan error, 1)
 	go func() { swDone <- sw.Run(ctx, nil) }()
 	if cfg.Commands != nil {
@@ -167,6 +170,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return "govn chassis (ovn-controller of OVN 23.03, ovs-vswitchd of Open vSwitch 3.1)\n", nil
 		}
 		cmds["ct-zone-list"] = c.ctZoneList
+		cmds["bfd/show"] = func([]string) (string, error) { return c.bfd.String(), nil }
 		cmds["pinctrl/show"] = func([]string) (string, error) {
 			ds := sw.Datapath().Stats()
 			return pc.Stats().String() + fmt.Sprintf("datapath packet-ins: sent %d, dropped %d (queue full)\n", ds.PacketIns, ds.PacketInDrops), nil
@@ -309,6 +313,7 @@ func (c *chassis) iterate(ctx context.Context) error {
 	if err := c.ensureTunnel(ids); err != nil {
 		c.problemOnce(err.Error())
 	}
+	c.configureBFD(name)
 	if err := c.compute(ctx, name, chUUID, zones, ifaceList, monitorAll); err != nil {
 		return err
 	}
@@ -782,6 +787,7 @@ func (c *chassis) input(name string, chUUID ovsdb.UUID, zones map[string]uint16)
 	if c.tunnel != nil {
 		in.TunnelPort = c.tunnel.no
 	}
+	in.BFD = c.bfdUp()
 	return in
 }
 

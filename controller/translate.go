@@ -63,6 +63,11 @@ type Input struct {
 	// ports of its bridge (which are in no hub): see localnet.go.
 	Physnets map[string][]uint32
 
+	// BFD says, by chassis name, whether this chassis' BFD session with
+	// it is up (bfd.go); nil without BFD, and then a chassisredirect
+	// port's gateway is its highest-priority chassis.
+	BFD map[string]bool
+
 	// Rows that gateway ports and the lookup tables read.
 	HAChassisGroups   []sb.HAChassisGroup
 	HAChassis         []sb.HAChassis
@@ -413,6 +418,9 @@ func (tr *translation) physical() {
 			}
 		}
 		sort.Slice(dks, func(i, j int) bool { return dks[i] < dks[j] })
+		if in.BFD != nil {
+			tr.bfdRule()
+		}
 		for _, dk := range dks {
 			tr.rule("table=%d,priority=100,in_port=%d,tun_id=%d actions=set_field:%d->metadata,move:tun_metadata0[16..30]->reg14[0..14],move:tun_metadata0[0..15]->reg15[0..15],resubmit(,%d)",
 				tablePhysToLog, in.TunnelPort, dk, dk, tableLocalOutput)

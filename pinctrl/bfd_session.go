@@ -99,6 +99,12 @@ var (
 	ErrBFDNoDisc   = errors.New("bfd: your discriminator zero in state init or up")
 )
 
+// same reports whether c and o have the same parameters (the jitter
+// source aside).
+func (c BFDConfig) same(o BFDConfig) bool {
+	return c.MinTx == o.MinTx && c.MinRx == o.MinRx && c.DetectMult == o.DetectMult && c.AdminDown == o.AdminDown
+}
+
 // withDefaults fills a config's zero fields.
 func (c BFDConfig) withDefaults() BFDConfig {
 	if c.MinTx <= 0 {
@@ -144,6 +150,9 @@ func (s *BFDSession) Diag() BFDDiag { return s.diag }
 // expires).
 func (s *BFDSession) LocalDisc() uint32  { return s.localDisc }
 func (s *BFDSession) RemoteDisc() uint32 { return s.remoteDisc }
+
+// RemoteState is the state the remote last reported.
+func (s *BFDSession) RemoteState() BFDState { return s.remoteState }
 
 // Polling reports whether a poll sequence runs.
 func (s *BFDSession) Polling() bool { return s.poll }

@@ -77,6 +77,7 @@ type Pinctrl struct {
 	fdbStats   MACBindingStats
 	outErrors  uint64
 	svc        *svcProber // the service monitors' state, on the runner's goroutine
+	tbfd       *TunnelBFD // BFD over the tunnel (bfd_tunnel.go)
 	svcStats   SvcStats
 
 	// IGMP snooping: snoop and igmpDirty belong to the Run goroutine;
@@ -143,16 +144,20 @@ func New(cfg Config) (*Pinctrl, error) {
 		fdbs:     make(chan FDBEntry, cfg.MACBindingQueue), recentFDB: map[FDBKey]uint32{}, svc: newSvcProber(),
 		snoop: NewSnooping(), igmpDirty: true, igmpSync: make(chan igmpSnapshot, 1),
 		vports: make(chan VPortBinding, 256), recentVPort: map[VPortBinding]time.Time{},
-		events: make(chan ControllerEvent, 256), recentEvents: map[string]time.Time{}}, nil
+		events: make(chan ControllerEvent, 256), recentEvents: map[string]time.Time{}, tbfd: NewTunnelBFD()}, nil
 }
 
 // Run handles packet-ins until ctx ends.
 func (p *Pinctrl) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Add(6)
+	wg.Add(7)
 	go func() {
 		defer wg.Done()
 		p.writeVPorts(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		p.runTunnelBFD(ctx.Done())
 	}()
 	go func() {
 		defer wg.Done()
@@ -327,6 +332,11 @@ func (p *Pinctrl) handle(pi *dp.PacketIn, now time.Time) {
 		return
 	}
 	p.mu.Unlock()
+	if kind == TunnelBFDUserData {
+		err := p.tbfd.Receive(pi, now)
+		p.count(ks, err == nil)
+		return
+	}
 	st := p.currentState(now)
 	if st == nil {
 		p.count(ks, false)
@@ -536,6 +546,10 @@ func (p *Pinctrl) commitBindings(ctx context.Context, batch map[BindingKey]MACBi
 	})
 	return n, err
 }
+
+// TunnelBFD returns the BFD sessions over the tunnel, for the
+// controller to configure and read.
+func (p *Pinctrl) TunnelBFD() *TunnelBFD { return p.tbfd }
 
 // Stats returns a snapshot of the counters.
 func (p *Pinctrl) Stats() Stats {

@@ -1,0 +1,173 @@
+package hvtest
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/govn/govn/internal/daemon"
+)
+
+// TestGovnChassisGatewayFailover: a distributed gateway port with two
+// gateway chassis, hv2 at priority 20 and hv3 at 10, all three
+// hypervisors govn chassis (the real ovn-northd). BFD over the tunnels
+// comes up between the gateways and hv1, hv2 claims the chassisredirect
+// port and vm1's traffic to an external host leaves through it. Then
+// hv2's chassis is killed (SIGKILL): BFD notices (about 3 s, Open
+// vSwitch's default timers), hv3 claims the port, hv1 sends to hv3, and
+// the ping from vm1 goes on. The gap is logged; it must stay under 15 s
+// on a loaded machine.
+func TestGovnChassisGatewayFailover(t *testing.T) {
+	if why := Available(); why != "" {
+		t.Skip(why)
+	}
+	var govn govnBinary
+	t.Cleanup(govn.remove)
+	bin := govn.get(t)
+	govnHas(t, bin, "chassis")
+	g := GovnChassis{Argv: []string{bin, "chassis"}}
+	c := New(t, Options{Hypervisors: 3, Northd: RealNorthd(), Physnet: "physnet1", Chassis: func(int) Chassis { return g }})
+	dumpOnFailure(t, c)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, hv := range c.HVs {
+				out, err := run(context.Background(), ovsEnv(hv.Dir), inNS(hv.NS, "ovs-appctl", "-t", hv.Dir+"/chassis.ctl", "bfd/show")...)
+				t.Logf("%s bfd/show (%v):\n%s", hv.Name, err, out)
+			}
+		}
+	})
+
+	c.NBCtl(t, "lr-add", "lr1")
+	for _, n := range []struct{ ls, mac, cidr string }{
+		{"ls1", "0a:00:00:00:ff:11", "10.0.1.1/24"},
+		{"pub", "0a:00:00:00:ff:01", "192.168.50.254/24"},
+	} {
+		lrp, lsp := "lr1-"+n.ls, n.ls+"-lr1"
+		c.NBCtl(t, "ls-add", n.ls, "--", "lrp-add", "lr1", lrp, n.mac, n.cidr,
+			"--", "lsp-add", n.ls, lsp, "--", "lsp-set-type", lsp, "router",
+			"--", "lsp-set-addresses", lsp, "router", "--", "lsp-set-options", lsp, "router-port="+lrp)
+	}
+	c.NBCtl(t, "lsp-add", "pub", "pub-ln", "--", "lsp-set-type", "pub-ln", "localnet",
+		"--", "lsp-set-addresses", "pub-ln", "unknown", "--", "lsp-set-options", "pub-ln", "network_name=physnet1")
+	c.NBCtl(t, "lrp-set-gateway-chassis", "lr1-pub", "hv2", "20")
+	c.NBCtl(t, "lrp-set-gateway-chassis", "lr1-pub", "hv3", "10")
+	c.NBCtl(t, "lr-nat-add", "lr1", "snat", "192.168.50.254", "10.0.1.0/24")
+	c.NBCtl(t, "lsp-add", "ls1", "vm1", "--", "lsp-set-addresses", "vm1", "0a:00:00:00:01:01 10.0.1.11")
+	vm1 := c.AddVM(t, c.Hypervisor(1), VMSpec{Name: "vm1", LSP: "vm1", MAC: "0a:00:00:00:01:01", Addr: "10.0.1.11/24", Gateway: "10.0.1.1"})
+	ext := c.AddExternal(t, VMSpec{Name: "ext", MAC: "0a:00:00:00:03:01", Addr: "192.168.50.1/24"})
+	c.WaitPortUp(t, "vm1")
+	c.WaitHV(t)
+
+	hv2, hv3 := c.Hypervisor(2), c.Hypervisor(3)
+	c.WaitBound(t, "cr-lr1-pub", hv2)
+	// Every pair of the three is up: the gateways with each other and
+	// with hv1, which the real ovn-northd lists in ref_chassis.
+	for _, hv := range c.HVs {
+		waitBFD(t, hv, func(s map[string]string) bool {
+			for _, o := range c.HVs {
+				if o != hv && s[o.Name] != "up" {
+					return false
+				}
+			}
+			return true
+		}, "every session up")
+	}
+	if err := vm1.WaitPing(ext.IP(), 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// The traffic leaves through hv2: the provider bridge receives the
+	// echo requests from hv2's link, not from hv3's.
+	before2, before3 := providerRx(t, c, hv2), providerRx(t, c, hv3)
+	if err := vm1.Ping(ext.IP(), 20); err != nil {
+		t.Fatal(err)
+	}
+	if n := providerRx(t, c, hv2) - before2; n < 20 {
+		t.Errorf("hv2, the active gateway, sent %d packets to the provider network for 20 echo requests", n)
+	}
+	if n := providerRx(t, c, hv3) - before3; n >= 10 {
+		t.Errorf("hv3, the standby gateway, sent %d packets to the provider network during 20 echo requests", n)
+	}
+
+	// 20 s of ping at 100/s while hv2 dies.
+	p := startPinger(t, vm1, ext.IP(), 2000)
+	time.Sleep(2 * time.Second)
+	pid, err := daemon.ReadPidfile(filepath.Join(hv2.Dir, "chassis.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitBound(t, "cr-lr1-pub", hv3)
+	claimed := time.Now()
+	r := p.wait(t)
+	var lastBefore, firstAfter time.Time
+	for _, at := range r.replies {
+		if at.Before(killed) {
+			lastBefore = at
+		} else if firstAfter.IsZero() {
+			firstAfter = at
+		}
+	}
+	if lastBefore.IsZero() || firstAfter.IsZero() {
+		t.Fatalf("no echo answered before (%v) or after (%v) the kill; %d of %d answered", lastBefore, firstAfter, r.received, r.sent)
+	}
+	gap := firstAfter.Sub(lastBefore)
+	t.Logf("gateway failover: kill to hv3's claim in the Southbound %v; ping gap %v (kill to first answer %v); %d of %d echoes lost at 100/s",
+		claimed.Sub(killed).Round(time.Millisecond), gap.Round(time.Millisecond), firstAfter.Sub(killed).Round(time.Millisecond),
+		r.sent-r.received, r.sent)
+	if gap > 15*time.Second {
+		t.Errorf("ping gap %v across the failover; want under 15 s", gap)
+	}
+	if err := vm1.Ping(ext.IP(), 3); err != nil {
+		t.Errorf("after the failover: %v", err)
+	}
+	waitBFD(t, c.Hypervisor(1), func(s map[string]string) bool { return s["hv2"] == "down" && s["hv3"] == "up" }, "hv2 down, hv3 up")
+}
+
+// bfdStates reads a govn chassis' bfd/show: each peer's state.
+func bfdStates(hv *Hypervisor) (map[string]string, error) {
+	out, err := run(context.Background(), ovsEnv(hv.Dir), inNS(hv.NS, "ovs-appctl", "-t", hv.Dir+"/chassis.ctl", "bfd/show")...)
+	if err != nil {
+		return nil, err
+	}
+	states := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		name, rest, ok := strings.Cut(line, " ")
+		if _, st, ok2 := strings.Cut(rest, ": state "); ok && ok2 {
+			st, _, _ = strings.Cut(st, ",")
+			states[name] = st
+		}
+	}
+	return states, nil
+}
+
+// waitBFD waits until hv's sessions satisfy ok.
+func waitBFD(t *testing.T, hv *Hypervisor, ok func(map[string]string) bool, what string) {
+	t.Helper()
+	var last map[string]string
+	var lastErr error
+	if err := waitFor(30*time.Second, hv.Name+" BFD: "+what, func() bool {
+		last, lastErr = bfdStates(hv)
+		return lastErr == nil && ok(last)
+	}); err != nil {
+		t.Fatalf("%v (last: %v, %v)", err, last, lastErr)
+	}
+}
+
+// providerRx is how many packets the provider network's bridge has
+// received from hv's link.
+func providerRx(t *testing.T, c *Cluster, hv *Hypervisor) int {
+	t.Helper()
+	out := c.nsRun(t, c.underlayNS, "cat", "/sys/class/net/px"+hv.Name+"/statistics/rx_packets")
+	n, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil {
+		t.Fatalf("rx_packets of px%s: %q", hv.Name, out)
+	}
+	return n
+}
