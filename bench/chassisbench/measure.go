@@ -33,10 +33,12 @@ type meter struct {
 	real bool // the real OVN: ovs-vswitchd and ovn-controller
 	tool lab.Tool
 	// c1 is the client of everything but the ab runs to the backend,
-	// which c2 makes: their connections to s1 would otherwise reuse the
-	// source ports of c1's through the VIP, while s1 still holds them in
-	// TIME_WAIT (both switches then drop the client's RST that answers
-	// s1's challenge ACK, and the connection hangs).
+	// which c2 makes. c1's connections through the VIP leave conntrack
+	// entries in ls-c's zone (TIME_WAIT, two minutes) whose reply tuple
+	// is s1:80 → c1:PORT; a direct connection from c1 that reuses PORT
+	// has that same reply tuple, and both switches then take s1's
+	// SYN-ACK for the old connection's and drop it (seen with tcpdump:
+	// s1 answers every retransmitted SYN, c1 gets none).
 	c1, c2, s1, s2 *hvtest.VM
 	servers        int // iperf3 servers started so far, to name the next
 }
