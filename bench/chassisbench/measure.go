@@ -389,13 +389,23 @@ func (m *meter) ping(vm *hvtest.VM) (PingFigures, error) {
 		first = append(first, ts[0])
 	}
 	f.FirstMs = medianOf(first)
+	var fresh []float64
+	for i := 0; i < m.opts.Pings; i++ {
+		ts := m.pingTimes("-c", "1", "-W", "2", vm.IP())
+		if len(ts) == 0 {
+			f.Lost++
+			continue
+		}
+		fresh = append(fresh, ts[0])
+	}
+	f.NewConnMs = medianOf(fresh)
 	n := 10 * m.opts.Pings
 	ts := m.pingTimes("-c", strconv.Itoa(n), "-i", "0.02", "-W", "2", vm.IP())
 	f.Lost += n - len(ts)
 	if len(ts) > 1 {
 		f.SteadyMs = medianOf(ts[1:])
 	}
-	m.log.Info("ping", "to", vm.Name, "first_ms", f.FirstMs, "steady_ms", f.SteadyMs, "lost", f.Lost)
+	m.log.Info("ping", "to", vm.Name, "first_ms", f.FirstMs, "new_conn_ms", f.NewConnMs, "steady_ms", f.SteadyMs, "lost", f.Lost)
 	return f, nil
 }
 

@@ -187,6 +187,10 @@ type PingFigures struct {
 	// id, so a new connection) right after every chassis' datapath flows
 	// were deleted (dpctl/del-flows), so that it takes the slow path.
 	FirstMs float64 `json:"first_packet_ms"`
+	// NewConnMs is the RTT of a new ping's first echo with the datapath
+	// flows of earlier pings still cached: a new connection for
+	// conntrack, no slow path.
+	NewConnMs float64 `json:"new_connection_ms"`
 	// SteadyMs is the median RTT of a run of echoes 20 ms apart, the
 	// first left out.
 	SteadyMs float64 `json:"steady_ms"`

@@ -64,9 +64,11 @@ func (r *SuiteReport) WriteTable(out io.Writer) {
 	}
 	fmt.Fprintf(w, "  runs completed\t%s\t%s\t\t\n", complete(&r.Govn), ov)
 	fmt.Fprintf(w, "ping from c1 (ms, median)\t\t\t\t\n")
-	row("  first packet, s1 (one hypervisor)", "ping_same_first_ms", " ms")
+	row("  first packet (dp flows deleted), s1 (one hypervisor)", "ping_same_first_ms", " ms")
+	row("  new ping, dp flows cached, s1", "ping_same_newconn_ms", " ms")
 	row("  steady, s1", "ping_same_steady_ms", " ms")
-	row("  first packet, s2 (across Geneve)", "ping_cross_first_ms", " ms")
+	row("  first packet (dp flows deleted), s2 (across Geneve)", "ping_cross_first_ms", " ms")
+	row("  new ping, dp flows cached, s2", "ping_cross_newconn_ms", " ms")
 	row("  steady, s2", "ping_cross_steady_ms", " ms")
 	fmt.Fprintf(w, "iperf3 from c1, %.0f s each\t\t\t\t\n", s.Seconds)
 	row("  TCP Mbit/s to s1 (one hypervisor)", "iperf_same_tcp_mbps", "")
