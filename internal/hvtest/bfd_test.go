@@ -31,16 +31,51 @@ func TestGovnChassisGatewayFailover(t *testing.T) {
 	govnHas(t, bin, "chassis")
 	g := GovnChassis{Argv: []string{bin, "chassis"}}
 	c := New(t, Options{Hypervisors: 3, Northd: RealNorthd(), Physnet: "physnet1", Chassis: func(int) Chassis { return g }})
+	vm1, ext := gatewayHA(t, c)
+	gatewayFailover(t, c, vm1, ext)
+}
+
+// TestBFDMixedGatewayFailover is TestGovnChassisGatewayFailover with
+// the standby gateway hv3 the real ovn-controller and ovs-vswitchd: BFD
+// between govn chassis and Open vSwitch's comes up both ways (the real
+// side's tunnel interfaces say bfd_status:state=up), and when govn's hv2
+// dies the real hv3 takes the port over and vm1's traffic goes through
+// it.
+func TestBFDMixedGatewayFailover(t *testing.T) {
+	if why := Available(); why != "" {
+		t.Skip(why)
+	}
+	var govn govnBinary
+	t.Cleanup(govn.remove)
+	bin := govn.get(t)
+	govnHas(t, bin, "chassis")
+	g := GovnChassis{Argv: []string{bin, "chassis"}}
+	c := New(t, Options{Hypervisors: 3, Northd: RealNorthd(), Physnet: "physnet1", Chassis: func(i int) Chassis {
+		if i == 3 {
+			return RealChassis{}
+		}
+		return g
+	}})
+	vm1, ext := gatewayHA(t, c)
+	gatewayFailover(t, c, vm1, ext)
+}
+
+// gatewayHA builds, on a cluster of three hypervisors with a provider
+// network: switch ls1 with vm1 on hv1, router lr1 joining it to the
+// provider switch pub by the distributed gateway port lr1-pub, gateway
+// chassis hv2 (priority 20) and hv3 (10), SNAT of ls1 to the port's
+// address, and an external host on the provider network.
+func gatewayHA(t *testing.T, c *Cluster) (vm1, ext *VM) {
+	t.Helper()
 	dumpOnFailure(t, c)
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, hv := range c.HVs {
-				out, err := run(context.Background(), ovsEnv(hv.Dir), inNS(hv.NS, "ovs-appctl", "-t", hv.Dir+"/chassis.ctl", "bfd/show")...)
-				t.Logf("%s bfd/show (%v):\n%s", hv.Name, err, out)
+				s, err := bfdStates(hv)
+				t.Logf("%s BFD sessions (%v): %v", hv.Name, err, s)
 			}
 		}
 	})
-
 	c.NBCtl(t, "lr-add", "lr1")
 	for _, n := range []struct{ ls, mac, cidr string }{
 		{"ls1", "0a:00:00:00:ff:11", "10.0.1.1/24"},
@@ -57,11 +92,18 @@ func TestGovnChassisGatewayFailover(t *testing.T) {
 	c.NBCtl(t, "lrp-set-gateway-chassis", "lr1-pub", "hv3", "10")
 	c.NBCtl(t, "lr-nat-add", "lr1", "snat", "192.168.50.254", "10.0.1.0/24")
 	c.NBCtl(t, "lsp-add", "ls1", "vm1", "--", "lsp-set-addresses", "vm1", "0a:00:00:00:01:01 10.0.1.11")
-	vm1 := c.AddVM(t, c.Hypervisor(1), VMSpec{Name: "vm1", LSP: "vm1", MAC: "0a:00:00:00:01:01", Addr: "10.0.1.11/24", Gateway: "10.0.1.1"})
-	ext := c.AddExternal(t, VMSpec{Name: "ext", MAC: "0a:00:00:00:03:01", Addr: "192.168.50.1/24"})
+	vm1 = c.AddVM(t, c.Hypervisor(1), VMSpec{Name: "vm1", LSP: "vm1", MAC: "0a:00:00:00:01:01", Addr: "10.0.1.11/24", Gateway: "10.0.1.1"})
+	ext = c.AddExternal(t, VMSpec{Name: "ext", MAC: "0a:00:00:00:03:01", Addr: "192.168.50.1/24"})
 	c.WaitPortUp(t, "vm1")
 	c.WaitHV(t)
 
+	return vm1, ext
+}
+
+// gatewayFailover checks that vm1 reaches ext through hv2, kills hv2's
+// chassis (a govn chassis) under ping and checks that hv3 takes over.
+func gatewayFailover(t *testing.T, c *Cluster, vm1, ext *VM) {
+	t.Helper()
 	hv2, hv3 := c.Hypervisor(2), c.Hypervisor(3)
 	c.WaitBound(t, "cr-lr1-pub", hv2)
 	// Every pair of the three is up: the gateways with each other and
@@ -75,6 +117,8 @@ func TestGovnChassisGatewayFailover(t *testing.T) {
 			}
 			return true
 		}, "every session up")
+		s, _ := bfdStates(hv)
+		t.Logf("%s BFD sessions: %v", hv.Name, s)
 	}
 	if err := vm1.WaitPing(ext.IP(), 20*time.Second); err != nil {
 		t.Fatal(err)
@@ -130,8 +174,13 @@ func TestGovnChassisGatewayFailover(t *testing.T) {
 	waitBFD(t, c.Hypervisor(1), func(s map[string]string) bool { return s["hv2"] == "down" && s["hv3"] == "up" }, "hv2 down, hv3 up")
 }
 
-// bfdStates reads a govn chassis' bfd/show: each peer's state.
+// bfdStates reads each BFD peer's state: from a govn chassis' bfd/show,
+// or from the real ovs-vswitchd's tunnel interfaces (bfd_status:state;
+// "" where BFD is off).
 func bfdStates(hv *Hypervisor) (map[string]string, error) {
+	if _, ok := hv.Chassis.(RealChassis); ok {
+		return ovsBFDStates(hv)
+	}
 	out, err := run(context.Background(), ovsEnv(hv.Dir), inNS(hv.NS, "ovs-appctl", "-t", hv.Dir+"/chassis.ctl", "bfd/show")...)
 	if err != nil {
 		return nil, err
@@ -142,6 +191,28 @@ func bfdStates(hv *Hypervisor) (map[string]string, error) {
 		if _, st, ok2 := strings.Cut(rest, ": state "); ok && ok2 {
 			st, _, _ = strings.Cut(st, ",")
 			states[name] = st
+		}
+	}
+	return states, nil
+}
+
+// ovsBFDStates reads the real ovs-vswitchd's tunnel interfaces.
+func ovsBFDStates(hv *Hypervisor) (map[string]string, error) {
+	names, err := hv.VsctlErr("--bare", "--columns=name", "find", "Interface", "type=geneve")
+	if err != nil {
+		return nil, err
+	}
+	states := map[string]string{}
+	for _, name := range strings.Fields(names) {
+		ip, err := hv.VsctlErr("get", "Interface", name, "options:remote_ip")
+		if err != nil {
+			return nil, err
+		}
+		st, _ := hv.VsctlErr("--if-exists", "get", "Interface", name, "bfd_status:state")
+		for _, o := range hv.Cluster.HVs {
+			if strings.Trim(strings.TrimSpace(ip), `"`) == o.EncapIP.String() {
+				states[o.Name] = strings.Trim(strings.TrimSpace(st), `"`)
+			}
 		}
 	}
 	return states, nil
