@@ -334,8 +334,9 @@ func (c *Classifier) Rules(fn func(*flow.Rule) bool) {
 	}
 }
 
-// Explain is told, for each subtable a lookup probed, the bits the probe
-// examined (before they are added to the wildcards) and the subtable's rule
+// Explain is told, for each subtable a lookup probed that examined bits
+// not yet in the wildcards, the bits the probe examined (before they are
+// added to the wildcards) and the subtable's rule
 // the probe was about: the rule it matched, or else the subtable's
 // highest-priority rule, which the probe ruled out. It answers "which rule
 // made this megaflow match that field?".
@@ -399,7 +400,7 @@ func (c *Classifier) probe(st *subtable, ls *lookupState, scratch *flow.Mask, ex
 		rule = b.rules[0]
 	}
 	for _, w := range st.words {
-		if scratch.W[w] != 0 {
+		if scratch.W[w]&^ls.wc.W[w] != 0 {
 			explain(scratch, rule)
 			break
 		}
@@ -409,6 +410,17 @@ func (c *Classifier) probe(st *subtable, ls *lookupState, scratch *flow.Mask, ex
 		scratch.W[w] = 0
 	}
 	return b
+}
+
+// equal reports whether k and o agree under st's mask, comparing only the
+// mask's words (EqualMasked would go through the whole key).
+func (st *subtable) equal(k, o *flow.Key) bool {
+	for _, w := range st.words {
+		if (k.W[w]^o.W[w])&st.mask.W[w] != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // covered reports whether wc has every bit of m in the words ws.
@@ -455,7 +467,7 @@ func (c *Classifier) probeInto(st *subtable, ls *lookupState, wc *flow.Mask) *bu
 		}
 	}
 	for _, b := range st.buckets[flow.HashFinish(h)] {
-		if k.EqualMasked(&b.key, &st.mask) {
+		if st.equal(k, &b.key) {
 			if st.ports != nil {
 				wc.W[portsWord] |= st.mask.W[portsWord]
 			}
