@@ -80,7 +80,13 @@ func (r *Result) WriteText(w io.Writer) error {
 		}
 		if l := h.Live; l != nil {
 			if l.Agrees {
-				fmt.Fprintf(&b, "the running chassis (%s) agrees: its ofproto/trace %s ran the same %d rules to the same megaflow\n", l.Socket, l.Flow, l.Rules)
+				fmt.Fprintf(&b, "the running chassis (%s) agrees: its ofproto/trace %s ran the same %d rules\n", l.Socket, l.Flow, l.Rules)
+				if len(l.MegaflowFields) == 0 {
+					b.WriteString("    to the same megaflow\n")
+				} else {
+					fmt.Fprintf(&b, "    to a megaflow that differs (model / chassis) in %s: which of two subtables of equal priority a lookup examines follows the order the rules were installed in\n",
+						strings.Join(l.MegaflowFields, "; "))
+				}
 			} else {
 				fmt.Fprintf(&b, "the running chassis (%s) DISAGREES, ofproto/trace %s:\n", l.Socket, l.Flow)
 				for _, d := range l.Differences {

@@ -81,11 +81,18 @@ func (ix *index) readLive(ctx context.Context, socket string) (*live, error) {
 type LiveCheck struct {
 	Socket string `json:"socket"`
 	Flow   string `json:"flow"`
-	// Agrees says the chassis ran the same rules, in the same order, to
-	// the same megaflow; Differences says where not.
+	// Agrees says the chassis ran the same rules in the same order;
+	// Differences says where not.
 	Agrees      bool     `json:"agrees"`
 	Rules       int      `json:"rules"`
 	Differences []string `json:"differences,omitempty"`
+	// Megaflow is the chassis's megaflow, and MegaflowFields the fields
+	// on which it differs from the model's (none: the same). With the
+	// same rules a megaflow can still differ where the classifier's
+	// order of subtables of equal priority, which follows the order the
+	// rules were installed in, decides what a lookup examined.
+	Megaflow       string   `json:"megaflow"`
+	MegaflowFields []string `json:"megaflow_fields,omitempty"`
 }
 
 var (
@@ -135,9 +142,36 @@ func (l *live) check(ctx context.Context, frame []byte, inNo uint32, p *Pass, mf
 			break
 		}
 	}
-	if want := strings.TrimSuffix(mf.Match, " (not installed)"); megaflow != want {
-		c.Differences = append(c.Differences, fmt.Sprintf("megaflow: the model's %q, the chassis's %q", want, megaflow))
-	}
 	c.Agrees = len(c.Differences) == 0
+	c.Megaflow = megaflow
+	c.MegaflowFields = matchDiff(strings.TrimSuffix(mf.Match, " (not installed)"), megaflow)
 	return c
+}
+
+// matchDiff lists the fields on which two megaflows (in Match.String's
+// form) differ, each as "field: model / chassis".
+func matchDiff(a, b string) []string {
+	if a == b {
+		return nil
+	}
+	ma, errA := flow.ParseMatch(a)
+	mb, errB := flow.ParseMatch(b)
+	if errA != nil || errB != nil {
+		return []string{fmt.Sprintf("the model's %q, the chassis's %q", a, b)}
+	}
+	var out []string
+	for f := flow.Field(1); f.Valid(); f++ {
+		maskA, maskB := ma.Mask.Get(f), mb.Mask.Get(f)
+		if maskA == maskB && ma.Key.GetU128(f).And(maskA) == mb.Key.GetU128(f).And(maskB) {
+			continue
+		}
+		show := func(m *flow.Match, mask flow.U128) string {
+			if mask.IsZero() {
+				return "not matched"
+			}
+			return flow.FormatValue(f, m.Key.GetU128(f).And(mask), mask)
+		}
+		out = append(out, fmt.Sprintf("%s: %s / %s", f, show(&ma, maskA), show(&mb, maskB)))
+	}
+	return out
 }

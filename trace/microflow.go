@@ -141,9 +141,13 @@ func (m *Microflow) fillDefaults() {
 	ip := et == etherIPv4 || et == etherIPv6
 	if ip {
 		def(flow.NWTTL, 64)
-		switch m.Key.Get(flow.NWProto) {
-		case protoTCP:
-			def(flow.TCPFlags, tcpSYN) // the first packet of a connection
+		switch p := m.Key.Get(flow.NWProto); p {
+		case protoTCP, protoUDP, protoSCTP:
+			// Conntrack takes port 0 for invalid: an ephemeral port.
+			def(flow.TPSrc, 32768)
+			if p == protoTCP {
+				def(flow.TCPFlags, tcpSYN) // the first packet of a connection
+			}
 		case protoICMP:
 			if et == etherIPv4 {
 				def(flow.ICMPType, 8) // echo request

@@ -545,13 +545,22 @@ func (ix *index) lbOwner(lb *sb.LoadBalancer) *NBObject {
 func keyString(k *flow.Key) string {
 	var m flow.Match
 	m.Key = *k
+	p := k.Get(flow.NWProto)
+	et := k.Get(flow.EthType)
+	icmp := et == etherIPv4 && p == protoICMP || et == etherIPv6 && p == protoICMPv6
 	for f := flow.Field(1); f.Valid(); f++ {
-		if f.PipelineOnly() || f == flow.PktLen {
+		if f.PipelineOnly() || f == flow.PktLen || icmp && (f == flow.TPSrc || f == flow.TPDst) {
 			continue
 		}
 		if !k.GetU128(f).IsZero() {
 			m.Mask.SetField(f)
 		}
+	}
+	if icmp {
+		// ICMP's type and code live in tp_src and tp_dst, which
+		// ovs-ofctl's syntax does not let an ICMP flow name.
+		m.Mask.SetField(flow.ICMPType)
+		m.Mask.SetField(flow.ICMPCode)
 	}
 	return m.String()
 }

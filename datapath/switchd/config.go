@@ -204,9 +204,27 @@ func ParseFlowSpec(s string) (flow.Key, error) {
 		return flow.Key{}, err
 	}
 	for f := flow.Field(1); f.Valid(); f++ {
-		if mask := m.Mask.Get(f); !mask.IsZero() && mask != flow.OnesU128(f.Bits()) {
-			return flow.Key{}, fmt.Errorf("%s: a flow to trace takes exact values, not masks", f)
+		mask := m.Mask.Get(f)
+		if mask.IsZero() || mask == flow.OnesU128(f.Bits()) || icmpView(&m, f) {
+			continue
 		}
+		return flow.Key{}, fmt.Errorf("%s: a flow to trace takes exact values, not masks", f)
 	}
 	return m.Key, nil
+}
+
+// icmpView reports whether f is tp_src or tp_dst of an ICMP match that names
+// icmp_type or icmp_code, which are their low bytes: exact ICMP fields,
+// not masked ports.
+func icmpView(m *flow.Match, f flow.Field) bool {
+	if p := m.Key.Get(flow.NWProto); m.Mask.Get(flow.NWProto).IsZero() || p != 1 && p != 58 {
+		return false
+	}
+	switch f {
+	case flow.TPSrc:
+		return m.Mask.Get(f) == m.Mask.Get(flow.ICMPType)
+	case flow.TPDst:
+		return m.Mask.Get(f) == m.Mask.Get(flow.ICMPCode)
+	}
+	return false
 }

@@ -116,6 +116,19 @@ table=0,priority=100,in_port=1 actions=output:2
 	}
 }
 
+func TestParseFlowSpecICMP(t *testing.T) {
+	k, err := ParseFlowSpec("in_port=1,icmp,nw_src=10.0.0.1,icmp_type=8,icmp_code=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Get(flow.ICMPType) != 8 || k.Get(flow.NWProto) != 1 {
+		t.Errorf("icmp_type %d, nw_proto %d", k.Get(flow.ICMPType), k.Get(flow.NWProto))
+	}
+	if _, err := ParseFlowSpec("in_port=1,tcp,tp_src=0x8/0xff"); err == nil {
+		t.Error("a masked tp_src: no error")
+	}
+}
+
 func TestParseFlowSpec(t *testing.T) {
 	k, err := ParseFlowSpec("in_port=3,tcp,nw_src=10.0.0.1,tp_dst=443")
 	if err != nil {
