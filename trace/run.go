@@ -177,7 +177,12 @@ func (ix *index) model(tr *controller.Translator, name, inport string, lv *live)
 	}
 	out := tr.Translate(input)
 	m := &model{chassis: name, ports: ports, tunnel: tunnel, pipe: dp.NewPipeline(), problems: out.Problems}
-	rules, groups := canonical(out.Rules, out.Groups, lv == nil)
+	rules, groups := out.Rules, out.Groups
+	if lv == nil {
+		rules, groups = canonical(rules, groups)
+	}
+	// A model of a running chassis keeps its group ids and the
+	// compiler's order of rules, as the chassis installs them.
 	var b flow.Bundle
 	for _, g := range groups {
 		b.AddGroup(g)
@@ -518,7 +523,7 @@ func (ix *index) chassisInput(name, inport string) (*controller.Input, map[strin
 // buckets (a select group's id is the basis of its hash, so this makes
 // the load balancer's choice of backend the same on every run). The
 // model then differs from a running chassis in its group ids only.
-func canonical(rules []flow.Rule, groups []flow.GroupDef, renumberGroups bool) ([]flow.Rule, []flow.GroupDef) {
+func canonical(rules []flow.Rule, groups []flow.GroupDef) ([]flow.Rule, []flow.GroupDef) {
 	text := func(r *flow.Rule) string {
 		return fmt.Sprintf("%03d %05d %s %s", r.Table, 65535-int(r.Priority), r.Match.String(), flow.ActionsString(r.Actions))
 	}
@@ -534,10 +539,8 @@ func canonical(rules []flow.Rule, groups []flow.GroupDef, renumberGroups bool) (
 	sort.SliceStable(gs, func(i, j int) bool { return gtext(&gs[i]) < gtext(&gs[j]) })
 	ids := map[uint32]uint32{}
 	for i := range gs {
-		if renumberGroups {
-			ids[gs[i].ID] = uint32(i + 1)
-			gs[i].ID = uint32(i + 1)
-		}
+		ids[gs[i].ID] = uint32(i + 1)
+		gs[i].ID = uint32(i + 1)
 	}
 	var renumber func(as []flow.Action) []flow.Action
 	renumber = func(as []flow.Action) []flow.Action {
