@@ -53,3 +53,5 @@ sbctl chassis-add hv1 geneve 192.168.0.1 -- chassis-add hv2 geneve 192.168.0.2 -
 for b in vm1:hv1 web1:hv1 vm2:hv2 web2:hv2 vm3:hv3 web3:hv3; do
 	sbctl lsp-bind ${b%:*} ${b#*:}
 done
+# northd reacts to the chassis (the gateway router's ports): wait for it.
+nbctl --wait=sb sync
