@@ -42,6 +42,9 @@ type dpTarget struct {
 // function for the same key. The owner does not depend on the members.
 func (g *gen) DatapathSet(key string, compute func(g *gen) []dpID) *dpSet {
 	key = "dpset/" + key
+	if g.x != nil {
+		return g.specDatapathSet(key, compute)
+	}
 	s := g.s
 	set := s.dpSets[key]
 	if set == nil {
@@ -170,6 +173,10 @@ func (g *gen) FlowHintTo(t dpTarget, st Stage, priority int, match, actions stri
 func (g *gen) addFlowTo(t dpTarget, k flowKey) {
 	g.addFlowOn(t.dps, k)
 	for _, set := range t.sets {
+		if g.x != nil {
+			g.x.setFlows = append(g.x.setFlows, specSetFlow{set, k})
+			continue
+		}
 		e := g.s.flows.addOn(k, set)
 		g.o.setFlows = append(g.o.setFlows, setContribution{e, set})
 	}

@@ -13,12 +13,19 @@ import (
 type gen struct {
 	s *State
 	o *owner
+	// x is the log of a speculative generation (see parallel.go), which
+	// changes nothing in State; nil for an ordinary one.
+	x *specLog
 }
 
 // ID returns the Northbound UUID of the owner being generated.
 func (g *gen) ID() ovsdb.UUID { return g.o.key.id }
 
 func (g *gen) dep(k depKey) {
+	if g.x != nil {
+		g.x.dep(k)
+		return
+	}
 	// Each once: a generator reads the same row many times.
 	if e, ok := g.s.deps.add(k, g.o); ok {
 		g.o.deps = append(g.o.deps, e)
@@ -83,6 +90,10 @@ func (g *gen) Logger() *slog.Logger { return g.s.log }
 
 // Warn logs a problem with the owner's Northbound input.
 func (g *gen) Warn(msg string, args ...any) {
+	if g.x != nil {
+		g.x.warns = append(g.x.warns, specWarn{msg, args})
+		return
+	}
 	if g.o.key.kind == kindMemo {
 		// A memo is no kind of ownerKinds: name it by its key.
 		g.s.log.Warn(msg, append([]any{"memo", g.o.memo}, args...)...)
@@ -126,6 +137,10 @@ func (g *gen) addFlowOn(dps []dpID, k flowKey) {
 }
 
 func (g *gen) addFlow(dp dpID, k flowKey) {
+	if g.x != nil {
+		g.x.flows = append(g.x.flows, specFlow{dp, k})
+		return
+	}
 	e := g.s.flows.add(k, dp)
 	g.o.flows = append(g.o.flows, flowContribution{e, dp})
 }
@@ -141,7 +156,18 @@ func stageHint(id ovsdb.UUID) string {
 // Datapath returns the northd number of the logical datapath for the
 // Northbound Logical_Switch or Logical_Router row id, allocating one on
 // first use. It records no dependency: the number only names the row.
-func (g *gen) Datapath(id ovsdb.UUID) dpID { return g.s.datapath(id) }
+func (g *gen) Datapath(id ovsdb.UUID) dpID {
+	if g.x != nil {
+		// Numbers are handed out only serially (Recompute numbers every
+		// datapath first).
+		n, ok := g.s.dpIDs[id]
+		if !ok {
+			g.x.conflict = true
+		}
+		return n
+	}
+	return g.s.datapath(id)
+}
 
 // CheckMatch parses a match that comes from the Northbound (an ACL's, a
 // QoS rule's, a routing policy's) as OVN's logical flow language, so that

@@ -104,18 +104,25 @@ func (s *State) keySpace(space ovsdb.UUID) *keySpace {
 }
 
 // DatapathKey returns the tunnel key of the datapath for Northbound row dp
-// (requested: options:requested-tnl-key, or 0), held by the owner.
+// (requested: options:requested-tnl-key, or 0), held by the owner. The key
+// may go nowhere but into a column of the owner's records (Record): a
+// speculative generation gets a placeholder that the commit replaces there
+// (parallel.go).
 func (g *gen) DatapathKey(dp ovsdb.UUID, requested uint32) uint32 {
 	return g.claimKey(ovsdb.UUID{}, dp.String(), requested)
 }
 
 // PortKey returns the tunnel key of logical port name in the datapath for
-// Northbound row dp, held by the owner.
+// Northbound row dp, held by the owner. As for DatapathKey, the key may go
+// nowhere but into the owner's records.
 func (g *gen) PortKey(dp ovsdb.UUID, name string, requested uint32) uint32 {
 	return g.claimKey(dp, name, requested)
 }
 
 func (g *gen) claimKey(space ovsdb.UUID, holder string, requested uint32) uint32 {
+	if g.x != nil {
+		return g.specClaimKey(space, holder, requested)
+	}
 	ks := g.s.keySpace(space)
 	before := ks.held[holder]
 	key := ks.claim(holder, requested)
@@ -143,6 +150,9 @@ func datapathKeyDep(holder string) depKey {
 // dp, held by that datapath's owner (0 if it has none yet), and makes the
 // owner depend on it.
 func (g *gen) DatapathKeyOf(dp ovsdb.UUID) uint32 {
+	if g.x != nil {
+		return g.specKeyOf(ovsdb.UUID{}, dp.String(), datapathKeyDep(dp.String()))
+	}
 	g.dep(datapathKeyDep(dp.String()))
 	return g.s.keySpace(ovsdb.UUID{}).held[dp.String()]
 }
@@ -158,6 +168,9 @@ func portKeyDep(dp ovsdb.UUID, name string) depKey {
 // Northbound row dp, held by the port's owner (0 if it has none yet), and
 // makes the owner depend on it.
 func (g *gen) PortKeyOf(dp ovsdb.UUID, name string) uint32 {
+	if g.x != nil {
+		return g.specKeyOf(dp, name, portKeyDep(dp, name))
+	}
 	g.dep(portKeyDep(dp, name))
 	return g.s.keySpace(dp).held[name]
 }

@@ -24,6 +24,9 @@ type memoState struct {
 // compute) if it is not known yet, and makes the owner depend on it. Every
 // caller must pass the same compute function for the same key.
 func (g *gen) Memo(key string, compute func(g *gen) any) any {
+	if g.x != nil {
+		return g.specMemo(key, compute)
+	}
 	m := g.s.memos[key]
 	if m == nil {
 		o := &owner{key: ownerKey{kind: kindMemo}, memo: key}

@@ -49,6 +49,11 @@ type State struct {
 
 	stats Stats
 	nbw   nbSync
+	// workers is how many goroutines generate a large batch (see
+	// parallel.go); 0 is one per CPU. parallelMin is the smallest batch
+	// generated in parallel (0: the constant parallelMin; tests lower it).
+	workers     int
+	parallelMin int
 }
 
 // Stats counts State's work, for inc-engine/show-stats and tests.
@@ -58,6 +63,9 @@ type Stats struct {
 	// Flows counts the logical flows the generated owners produced: the
 	// work a change cost, whether or not the flows changed.
 	Flows uint64
+	// Regenerated counts the owners of parallel generations that had to
+	// be generated again, serially (see parallel.go).
+	Regenerated uint64
 }
 
 // Options configure a State.
@@ -66,6 +74,10 @@ type Options struct {
 	// Now is the clock of the Northbound timestamps WriteNB writes (nil:
 	// time.Now).
 	Now func() time.Time
+	// Workers is how many goroutines generate a large batch of owners (a
+	// full compute) at once: 0 for one per CPU, 1 to generate serially.
+	// The result is the same whatever the number.
+	Workers int
 }
 
 // New returns an empty State for the given Northbound and Southbound
@@ -95,6 +107,7 @@ func New(nbSchema, sbSchema *ovsdb.Schema, opts Options) *State {
 	}
 	s.sbIndex = newSBIndex(s)
 	s.nbw.now = opts.Now
+	s.workers = opts.Workers
 	if st, err := lflow.NewSymtab(); err == nil {
 		s.symtab = st
 	} else {
@@ -200,14 +213,7 @@ func (s *State) Process() int {
 			}
 			return a.key.id.Compare(b.key.id)
 		})
-		for _, o := range batch {
-			if !o.dirty || o.key.kind == kindMemo {
-				continue
-			}
-			o.dirty = false
-			s.generate(o)
-			n++
-		}
+		n += s.generateBatch(batch)
 	}
 	s.stats.Generations += uint64(n)
 	return n
@@ -219,6 +225,7 @@ func (s *State) Process() int {
 func (s *State) Recompute() int {
 	s.stats.Recomputes++
 	s.ensureOwners()
+	s.numberDatapaths()
 	for _, o := range s.owners {
 		s.markDirty(o)
 	}
@@ -248,17 +255,54 @@ func (s *State) ensureOwners() {
 	}
 }
 
+// numberDatapaths gives every switch and router a number (in UUID
+// order), so that a parallel generation finds them all numbered.
+func (s *State) numberDatapaths() {
+	for _, table := range []string{"Logical_Switch", "Logical_Router"} {
+		ids := make(map[ovsdb.UUID]struct{}, len(s.nb.rows[table]))
+		for id := range s.nb.rows[table] {
+			ids[id] = struct{}{}
+		}
+		for _, id := range sortedUUIDs(ids) {
+			s.datapath(id)
+		}
+	}
+}
+
 // generate replaces o's output with a fresh generation (or removes it, for
 // an owner whose row is gone).
 func (s *State) generate(o *owner) {
-	oldFlows, oldSetFlows, oldRecords, oldKeys := o.flows, o.setFlows, o.records, o.keys
+	old := s.beginGenerate(o)
+	if !o.gone {
+		s.kinds[o.key.kind].gen(&gen{s: s, o: o})
+	}
+	s.finishGenerate(o, old)
+}
+
+// oldOutput is an owner's output before its generation.
+type oldOutput struct {
+	flows    []flowContribution
+	setFlows []setContribution
+	records  []recordKey
+	keys     []keyClaim
+}
+
+// beginGenerate takes o's output and dependencies away before a
+// generation, and returns the output.
+func (s *State) beginGenerate(o *owner) oldOutput {
+	old := oldOutput{o.flows, o.setFlows, o.records, o.keys}
 	for _, k := range o.deps {
 		s.deps.remove(k, o)
 	}
 	o.flows, o.setFlows, o.records, o.deps, o.keys = nil, nil, nil, nil, nil
+	return old
+}
 
+// finishGenerate retires what o had before its generation and no longer
+// has.
+func (s *State) finishGenerate(o *owner, old oldOutput) {
+	oldFlows, oldSetFlows, oldRecords, oldKeys := old.flows, old.setFlows, old.records, old.keys
 	if !o.gone {
-		s.kinds[o.key.kind].gen(&gen{s: s, o: o})
 		s.stats.Flows += uint64(len(o.flows) + len(o.setFlows))
 	}
 
