@@ -227,6 +227,17 @@ func (db *Database) dropRef(r ref, from *TableSchema, uuid UUID) {
 // row, the changed ones for a modified row) or nil for a deleted row. Rows
 // whose only changes are ephemeral are left out.
 func (cs *ChangeSet) Record(s *Schema) map[string]map[string]json.RawMessage {
+	return cs.record(s, false)
+}
+
+// RecordAll is Record with ephemeral columns too, as a replicated log
+// (package ovsdb/cluster) carries them: every member of a cluster serves
+// them.
+func (cs *ChangeSet) RecordAll(s *Schema) map[string]map[string]json.RawMessage {
+	return cs.record(s, true)
+}
+
+func (cs *ChangeSet) record(s *Schema, ephemeral bool) map[string]map[string]json.RawMessage {
 	out := map[string]map[string]json.RawMessage{}
 	for name, rows := range cs.Tables {
 		ts := s.Tables[name]
@@ -237,7 +248,7 @@ func (cs *ChangeSet) Record(s *Schema) map[string]map[string]json.RawMessage {
 				b := []byte{'{'}
 				n := 0
 				for _, c := range ts.Columns {
-					if c.Ephemeral {
+					if c.Ephemeral && !ephemeral {
 						continue
 					}
 					d := ch.New.Data[c.Index]
@@ -277,6 +288,19 @@ func (cs *ChangeSet) Record(s *Schema) map[string]map[string]json.RawMessage {
 // elements to toggle, for maps the pairs to add, remove or change. Data are
 // validated against the schema; references are trusted.
 func (db *Database) ApplyRecord(tables map[string]map[string]json.RawMessage, isDiff bool) error {
+	cs, err := db.DecodeRecord(tables, isDiff)
+	if err != nil {
+		return err
+	}
+	db.Apply(cs)
+	return nil
+}
+
+// DecodeRecord is ApplyRecord without the applying: it returns the change
+// set the record makes to the database's current contents, for a caller
+// that applies it itself (and tells monitors). Rows the record deletes
+// that are not there are left out.
+func (db *Database) DecodeRecord(tables map[string]map[string]json.RawMessage, isDiff bool) (*ChangeSet, error) {
 	cs := &ChangeSet{Tables: map[string]map[UUID]*RowChange{}}
 	// Tables, rows and columns in order, so that of several errors in a
 	// record the same one is reported every time.
@@ -284,7 +308,7 @@ func (db *Database) ApplyRecord(tables map[string]map[string]json.RawMessage, is
 		rows := tables[name]
 		t := db.tables[name]
 		if t == nil {
-			return fmt.Errorf("record names unknown table %q", name)
+			return nil, fmt.Errorf("record names unknown table %q", name)
 		}
 		ch := map[UUID]*RowChange{}
 		cs.Tables[name] = ch
@@ -292,7 +316,7 @@ func (db *Database) ApplyRecord(tables map[string]map[string]json.RawMessage, is
 			body := rows[us]
 			uuid, err := ParseUUID(us)
 			if err != nil {
-				return fmt.Errorf("table %s: %w", name, err)
+				return nil, fmt.Errorf("table %s: %w", name, err)
 			}
 			old := t.Rows[uuid]
 			if body == nil || string(body) == "null" {
@@ -303,11 +327,11 @@ func (db *Database) ApplyRecord(tables map[string]map[string]json.RawMessage, is
 			}
 			v, err := DecodeJSON(body)
 			if err != nil {
-				return fmt.Errorf("table %s row %s: %w", name, us, err)
+				return nil, fmt.Errorf("table %s row %s: %w", name, us, err)
 			}
 			obj, ok := v.(map[string]any)
 			if !ok {
-				return fmt.Errorf("table %s row %s: not an object", name, us)
+				return nil, fmt.Errorf("table %s row %s: not an object", name, us)
 			}
 			var nr *Row
 			if old != nil {
@@ -329,7 +353,7 @@ func (db *Database) ApplyRecord(tables map[string]map[string]json.RawMessage, is
 				}
 				d, err := DecodeDatum(cv, &ct, nil)
 				if err != nil {
-					return fmt.Errorf("table %s row %s column %s: %w", name, us, cname, err)
+					return nil, fmt.Errorf("table %s row %s column %s: %w", name, us, cname, err)
 				}
 				if isDiff && old != nil {
 					d = ApplyDiff(nr.Data[c.Index], d, &c.Type)
@@ -339,8 +363,7 @@ func (db *Database) ApplyRecord(tables map[string]map[string]json.RawMessage, is
 			ch[uuid] = &RowChange{Old: old, New: nr}
 		}
 	}
-	db.Apply(cs)
-	return nil
+	return cs, nil
 }
 
 // ApplyDiff applies an update2 "modify" difference, as Diff makes it, to

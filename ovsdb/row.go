@@ -83,3 +83,17 @@ func DecodeRow(v any, t *TableSchema, names NameResolver) (map[*ColumnSchema]Dat
 	}
 	return out, order, nil
 }
+
+// SameData reports whether r and o hold equal values in every user column
+// (their versions may differ).
+func (r *Row) SameData(o *Row) bool {
+	if len(r.Data) != len(o.Data) {
+		return false
+	}
+	for i := range r.Data {
+		if !r.Data[i].Equal(o.Data[i]) {
+			return false
+		}
+	}
+	return true
+}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/govn/govn/internal/daemon"
 	"github.com/govn/govn/internal/metrics"
+	"github.com/govn/govn/ovsdb/cluster"
 	"github.com/govn/govn/ovsdb/server"
 	unixctlpkg "github.com/govn/govn/unixctl"
 )
@@ -50,6 +52,25 @@ func dbCommand() *command {
 			minArgs: 2, maxArgs: 2,
 			setup: noFlags(func(_ context.Context, _ stdio, args []string) error {
 				return createDB(args[0], args[1])
+			}),
+		}, {
+			name:    "create-cluster",
+			summary: "create a clustered database FILE with SCHEMA for a cluster of one server at LOCAL (tcp:IP:PORT), as ovsdb-tool create-cluster",
+			usage:   "FILE SCHEMA LOCAL",
+			minArgs: 3, maxArgs: 3,
+			setup: noFlags(func(_ context.Context, _ stdio, args []string) error {
+				return createClusterDB(args[0], args[1], args[2])
+			}),
+		}, {
+			name:    "join-cluster",
+			summary: "create a clustered database FILE for a server at LOCAL to join the cluster of DBNAME at REMOTE..., as ovsdb-tool join-cluster",
+			usage:   "FILE DBNAME LOCAL REMOTE...",
+			minArgs: 4, maxArgs: -1,
+			setup: noFlags(func(_ context.Context, _ stdio, args []string) error {
+				if err := cluster.Join(args[0], args[1], args[2], args[3:]); err != nil {
+					return fmt.Errorf("joining %s: %w", args[0], err)
+				}
+				return nil
 			}),
 		}}, dbToolCommands()...),
 	}
@@ -134,7 +155,18 @@ func serveDB(ctx context.Context, opts dbOptions, ready func()) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	srv := server.New(server.Options{Logger: logger})
+	nodes := map[string]*cluster.Node{}
 	for _, path := range opts.files {
+		if cluster.IsClusterFile(path) {
+			n, err := cluster.Start(ctx, path, srv, cluster.Options{Logger: logger})
+			if err != nil {
+				return err
+			}
+			defer n.Close()
+			nodes[n.Name()] = n
+			logger.Info("serving clustered database", "name", n.Name(), "file", path)
+			continue
+		}
 		if opts.create != "" {
 			if _, err := os.Stat(path); server.IsNotExist(err) {
 				if err := createDB(path, opts.create); err != nil {
@@ -177,7 +209,7 @@ func serveDB(ctx context.Context, opts dbOptions, ready func()) error {
 		case err != nil:
 			return fmt.Errorf("control socket: %w", err)
 		default:
-			stop := serveControl(ctx, l, srv, cancel, logger)
+			stop := serveControl(ctx, l, srv, nodes, cancel, logger)
 			defer func() { stop(); os.Remove(path) }()
 		}
 	}
@@ -196,7 +228,7 @@ func serveDB(ctx context.Context, opts dbOptions, ready func()) error {
 // serveControl answers ovs-appctl commands on l until ctx ends; exit
 // calls cancel. The returned stop cancels and waits until the commands
 // still running (exit's reply) are answered and the socket is closed.
-func serveControl(ctx context.Context, l net.Listener, srv *server.Server, cancel context.CancelFunc, logger *slog.Logger) (stop func()) {
+func serveControl(ctx context.Context, l net.Listener, srv *server.Server, nodes map[string]*cluster.Node, cancel context.CancelFunc, logger *slog.Logger) (stop func()) {
 	cmds := map[string]unixctlpkg.Command{
 		"exit":        func([]string) (string, error) { cancel(); return "", nil },
 		"memory/show": func([]string) (string, error) { return srv.MemoryShow(), nil },
@@ -205,6 +237,7 @@ func serveControl(ctx context.Context, l net.Listener, srv *server.Server, cance
 		// is 2.5.90 or later, and with signals otherwise.
 		"version": func([]string) (string, error) { return "govn db (OVSDB of Open vSwitch) 3.1.0\n", nil },
 	}
+	maps.Copy(cmds, clusterCommands(ctx, nodes))
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -213,6 +246,81 @@ func serveControl(ctx context.Context, l net.Listener, srv *server.Server, cance
 		}
 	}()
 	return func() { cancel(); <-served }
+}
+
+// clusterCommands are ovsdb-server's cluster/* control commands for the
+// clustered databases served, each taking the database's name first.
+func clusterCommands(ctx context.Context, nodes map[string]*cluster.Node) map[string]unixctlpkg.Command {
+	node := func(args []string, n int, usage string) (*cluster.Node, error) {
+		if len(args) != n {
+			return nil, fmt.Errorf("usage: %s", usage)
+		}
+		nd := nodes[args[0]]
+		if nd == nil {
+			return nil, fmt.Errorf("%s: no such clustered database", args[0])
+		}
+		return nd, nil
+	}
+	return map[string]unixctlpkg.Command{
+		"cluster/status": func(args []string) (string, error) {
+			n, err := node(args, 1, "cluster/status DB")
+			if err != nil {
+				return "", err
+			}
+			return n.Status(), nil
+		},
+		"cluster/cid": func(args []string) (string, error) {
+			n, err := node(args, 1, "cluster/cid DB")
+			if err != nil {
+				return "", err
+			}
+			if n.CID() == "" {
+				return "", errors.New("cluster ID not yet known")
+			}
+			return n.CID() + "\n", nil
+		},
+		"cluster/sid": func(args []string) (string, error) {
+			n, err := node(args, 1, "cluster/sid DB")
+			if err != nil {
+				return "", err
+			}
+			return n.SID() + "\n", nil
+		},
+		"cluster/kick": func(args []string) (string, error) {
+			n, err := node(args, 2, "cluster/kick DB SERVER")
+			if err != nil {
+				return "", err
+			}
+			return n.Kick(ctx, args[1])
+		},
+		"cluster/leave": func(args []string) (string, error) {
+			n, err := node(args, 1, "cluster/leave DB")
+			if err != nil {
+				return "", err
+			}
+			return "", n.Leave(ctx)
+		},
+		"cluster/change-election-timer": func(args []string) (string, error) {
+			n, err := node(args, 2, "cluster/change-election-timer DB TIME")
+			if err != nil {
+				return "", err
+			}
+			return n.ChangeElectionTimer(ctx, args[1])
+		},
+	}
+}
+
+// createClusterDB writes a clustered database file for a one-server
+// cluster with a named or file schema.
+func createClusterDB(path, schemaName, local string) error {
+	text, err := readSchema(schemaName)
+	if err != nil {
+		return err
+	}
+	if err := cluster.Create(path, text, local); err != nil {
+		return fmt.Errorf("creating %s: %w", path, err)
+	}
+	return nil
 }
 
 // createDB writes an empty database file with a named or file schema.

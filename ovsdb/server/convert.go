@@ -85,6 +85,12 @@ func (s *Server) ConvertDatabase(ctx context.Context, name string, text []byte) 
 	if d == s.server {
 		return ovsdb.Errorf(ovsdb.ErrPermission, "the %s database cannot be converted", serverDBName)
 	}
+	d.mu.Lock()
+	clustered := d.repl != nil
+	d.unlock()
+	if clustered {
+		return ovsdb.Errorf("not supported", "converting the clustered database %s is not supported yet", name)
+	}
 	ns, err := ovsdb.ParseSchema(text)
 	if err != nil {
 		return ovsdb.Errorf(ovsdb.ErrSyntax, "%v", err)

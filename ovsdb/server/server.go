@@ -30,6 +30,17 @@ type Log interface {
 	Submit(rec storage.Record) (*storage.Commit, error)
 }
 
+// Durable is the durability of a commit: a write and fsync of the local
+// log (*storage.Commit) or a majority of a cluster's (package
+// ovsdb/cluster).
+type Durable interface {
+	// Done is closed once Wait would return without waiting.
+	Done() <-chan struct{}
+	// Wait returns nil once the commit is durable, or the error that
+	// kept it from becoming so, or ctx's error if ctx ends first.
+	Wait(ctx context.Context) error
+}
+
 // Options configure a Server.
 type Options struct {
 	// Logger receives the server's logs; nil means slog.Default().
@@ -105,6 +116,9 @@ type dbState struct {
 	srv  *Server
 	name string
 	log  Log
+	// repl replicates a clustered database's commits (cluster.go); nil
+	// for a standalone one.
+	repl Replicator
 
 	mu       sync.Mutex
 	db       *ovsdb.Database
@@ -528,7 +542,7 @@ func (s *Server) Stats() Stats {
 // commitLocked applies cs (a successful transaction's changes), records it
 // in the history, notifies monitors and submits it to the log. It returns
 // the log's Commit to wait on (nil without a log). Callers hold d.mu.
-func (d *dbState) commitLocked(cs *ovsdb.ChangeSet) (*storage.Commit, error) {
+func (d *dbState) commitLocked(cs *ovsdb.ChangeSet) (Durable, error) {
 	return d.commitDeferLocked(cs, false)
 }
 
@@ -541,13 +555,18 @@ type deferringLog interface {
 
 // commitDeferLocked is commitLocked; with deferred, and a log that allows
 // it, the caller must call settle after releasing d.mu.
-func (d *dbState) commitDeferLocked(cs *ovsdb.ChangeSet, deferred bool) (*storage.Commit, error) {
+func (d *dbState) commitDeferLocked(cs *ovsdb.ChangeSet, deferred bool) (Durable, error) {
 	d.db.Apply(cs)
 	d.counters.commits.Add(1)
 	id := d.uuids.New()
 	d.lastTxn = id
 	d.appendHistoryLocked(commitEntry{id: id, cs: cs, rows: cs.Len()})
 	d.notifyLocked(cs, id)
+	if d.repl != nil {
+		dur, err := d.repl.Propose(id, cs)
+		d.retryBlockedLocked()
+		return dur, err
+	}
 	var c *storage.Commit
 	var err error
 	if d.log != nil {
@@ -561,6 +580,9 @@ func (d *dbState) commitDeferLocked(cs *ovsdb.ChangeSet, deferred bool) (*storag
 		}
 	}
 	d.retryBlockedLocked()
+	if c == nil {
+		return nil, err // no typed nil in the interface
+	}
 	return c, err
 }
 

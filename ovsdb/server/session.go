@@ -10,7 +10,6 @@ import (
 
 	"github.com/govn/govn/ovsdb"
 	"github.com/govn/govn/ovsdb/jsonrpc"
-	"github.com/govn/govn/ovsdb/storage"
 )
 
 // session is one client connection.
@@ -98,7 +97,7 @@ func (s *session) handle(ctx context.Context, c *jsonrpc.Conn, m *jsonrpc.Messag
 		}
 		c.Reply(m.ID, json.RawMessage(d.schemaJSON()))
 	case "transact":
-		s.transact(m.ID, params)
+		s.transact(m.ID, params, m.Params)
 	case "monitor", "monitor_cond", "monitor_cond_since":
 		s.monitor(m.ID, m.Method, params)
 	case "monitor_cond_change":
@@ -154,17 +153,20 @@ type blockedTxn struct {
 	// instead of queueing it.
 	settle bool
 	held   *pendingReply
+	// raw is the request's params as received, which a clustered
+	// database's follower forwards to the leader (cluster.go).
+	raw json.RawMessage
 }
 
 func (s *session) hasLock(name string) bool { return s.srv.locks.owns(s, name) }
 
-func (s *session) transact(id json.RawMessage, params []any) {
+func (s *session) transact(id json.RawMessage, params []any, raw json.RawMessage) {
 	d, errv := s.db("transact", params)
 	if errv != nil {
 		s.replyError(id, errv)
 		return
 	}
-	b := &blockedTxn{sess: s, d: d, id: id, ops: params[1:], settle: true}
+	b := &blockedTxn{sess: s, d: d, id: id, ops: params[1:], raw: raw, settle: true}
 	d.mu.Lock()
 	b.runLocked(false)
 	held := b.held
@@ -229,6 +231,11 @@ func (b *blockedTxn) runLocked(expired bool) (blocked bool) {
 		b.sess.conn.Reply(b.id, reply)
 		return false
 	}
+	if d.repl != nil && !d.repl.Writable() {
+		// A follower: the leader executes the writes (cluster.go).
+		go d.forward(b.sess.conn, b.id, b.raw, len(b.ops))
+		return false
+	}
 	commit, err := d.commitDeferLocked(res.Changes, b.settle)
 	switch {
 	case err != nil:
@@ -246,7 +253,7 @@ func (b *blockedTxn) runLocked(expired bool) (blocked bool) {
 
 // pendingReply is a transact reply held until its commit is durable.
 type pendingReply struct {
-	commit *storage.Commit
+	commit Durable
 	conn   *jsonrpc.Conn
 	id     json.RawMessage
 	reply  json.RawMessage

@@ -51,3 +51,14 @@ func unlockFile(f *os.File) error {
 	}
 	return uerr
 }
+
+// Lock takes the lock that Open takes for path (".FILE.~lock~" beside
+// it), for another kind of file kept there, such as a clustered
+// database's (package ovsdb/cluster). The returned function releases it.
+func Lock(path string) (unlock func() error, err error) {
+	f, err := lockFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return func() error { return unlockFile(f) }, nil
+}

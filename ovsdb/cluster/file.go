@@ -1,0 +1,630 @@
+package cluster
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/govn/govn/ovsdb/storage"
+)
+
+// magic begins every record of a clustered database file.
+const magic = "GOVN RAFT "
+
+// IsClusterFile reports whether the file at path is a clustered database
+// file of govn's (one that create-cluster or join-cluster wrote).
+func IsClusterFile(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b := make([]byte, len(magic))
+	_, err = io.ReadFull(f, b)
+	return err == nil && string(b) == magic
+}
+
+// record is one record of the file. Type says which fields are set:
+//
+//	hdr   the first: Name, SID, Local, Remotes (join-cluster), CID (create-cluster)
+//	set   a stable key (raft's term and vote, the cluster id): Key, Val
+//	log   log entries, appended with one write and fsync: Entries
+//	trunc log entries from From on deleted (a leader overwrote them)
+//	snap  a snapshot, replacing the one before: Snap
+type record struct {
+	Type    string      `json:"t"`
+	Name    string      `json:"name,omitempty"`
+	SID     string      `json:"sid,omitempty"`
+	CID     string      `json:"cid,omitempty"`
+	Local   string      `json:"local,omitempty"`
+	Remotes []string    `json:"remotes,omitempty"`
+	Key     string      `json:"k,omitempty"`
+	Val     []byte      `json:"v,omitempty"`
+	Entries []entry     `json:"e,omitempty"`
+	From    uint64      `json:"from,omitempty"`
+	Snap    *snapRecord `json:"snap,omitempty"`
+}
+
+// entry is a raft log entry as stored.
+type entry struct {
+	Index uint64    `json:"i"`
+	Term  uint64    `json:"t"`
+	Type  uint8     `json:"y"`
+	Data  []byte    `json:"d,omitempty"`
+	Ext   []byte    `json:"x,omitempty"`
+	At    time.Time `json:"a"`
+}
+
+type snapRecord struct {
+	Index     uint64    `json:"index"`
+	Term      uint64    `json:"term"`
+	Version   int       `json:"version"`
+	Servers   []member  `json:"servers"`
+	ConfIndex uint64    `json:"conf_index"`
+	Data      []byte    `json:"data"`
+	Created   time.Time `json:"created"`
+}
+
+type member struct {
+	ID       string `json:"id"`
+	Address  string `json:"addr"`
+	Suffrage int    `json:"suffrage"`
+}
+
+func toServers(c raft.Configuration) []member {
+	var out []member
+	for _, s := range c.Servers {
+		out = append(out, member{ID: string(s.ID), Address: string(s.Address), Suffrage: int(s.Suffrage)})
+	}
+	return out
+}
+
+func fromServers(ss []member) raft.Configuration {
+	var c raft.Configuration
+	for _, s := range ss {
+		c.Servers = append(c.Servers, raft.Server{ID: raft.ServerID(s.ID), Address: raft.ServerAddress(s.Address), Suffrage: raft.ServerSuffrage(s.Suffrage)})
+	}
+	return c
+}
+
+func encodeRecord(b []byte, r *record) ([]byte, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s record: %w", r.Type, err)
+	}
+	b = append(b, magic...)
+	b = strconv.AppendInt(b, int64(len(body)), 10)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, uint64(crc32.Checksum(body, castagnoli)), 16)
+	b = append(b, '\n')
+	b = append(b, body...)
+	return append(b, '\n'), nil
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// errTorn marks a record cut short or damaged: the end of what a crash
+// left intact.
+var errTorn = errors.New("torn record")
+
+// readRecord reads one record; io.EOF at a clean end.
+func readRecord(r *bufio.Reader) (*record, int64, error) {
+	line, err := r.ReadBytes('\n')
+	if err == io.EOF && len(line) == 0 {
+		return nil, 0, io.EOF
+	}
+	if err != nil {
+		return nil, 0, errTorn
+	}
+	rest, ok := bytes.CutPrefix(line[:len(line)-1], []byte(magic))
+	if !ok {
+		return nil, 0, errTorn
+	}
+	f := bytes.Fields(rest)
+	if len(f) != 2 {
+		return nil, 0, errTorn
+	}
+	n, err1 := strconv.ParseUint(string(f[0]), 10, 31)
+	sum, err2 := strconv.ParseUint(string(f[1]), 16, 32)
+	if err1 != nil || err2 != nil {
+		return nil, 0, errTorn
+	}
+	body := make([]byte, n+1)
+	if _, err := io.ReadFull(r, body); err != nil || body[n] != '\n' {
+		return nil, 0, errTorn
+	}
+	body = body[:n]
+	if uint64(crc32.Checksum(body, castagnoli)) != sum {
+		return nil, 0, errTorn
+	}
+	var rec record
+	if err := json.Unmarshal(body, &rec); err != nil {
+		return nil, 0, errTorn
+	}
+	return &rec, int64(len(line)) + int64(n) + 1, nil
+}
+
+// store is a clustered database file: raft's log, stable and snapshot
+// stores in one append-only file, read whole at start and kept in memory.
+// Each change is one record, written and fsynced before the call returns
+// (StoreLogs writes all its entries as one record: one fsync for what the
+// leader batched). Deleting the log's head after a snapshot rewrites the
+// file with only what is still needed (compaction).
+type store struct {
+	path   string
+	log    *slog.Logger
+	unlock func() error
+
+	mu      sync.Mutex
+	f       *os.File
+	hdr     record
+	stable  map[string][]byte
+	entries []raft.Log // contiguous, entries[i].Index == first+i
+	snap    *snapRecord
+	size    int64
+	failed  error
+}
+
+// createFile writes a new file holding hdr and, when snap is not nil, a
+// first snapshot.
+func createFile(path string, hdr record, snap *snapRecord) error {
+	if _, err := os.Lstat(path); err == nil {
+		return fmt.Errorf("%s already exists", path)
+	}
+	unlock, err := storage.Lock(path)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	hdr.Type = "hdr"
+	b, err := encodeRecord(nil, &hdr)
+	if err != nil {
+		return err
+	}
+	if snap != nil {
+		// The snapshot's term is the current term.
+		if b, err = encodeRecord(b, &record{Type: "set", Key: "CurrentTerm", Val: []byte(strconv.FormatUint(snap.Term, 10))}); err != nil {
+			return err
+		}
+		if b, err = encodeRecord(b, &record{Type: "snap", Snap: snap}); err != nil {
+			return err
+		}
+	}
+	return writeAtomic(path, b)
+}
+
+func writeAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("syncing %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// openStore reads the file at path, truncating a torn tail.
+func openStore(path string, logger *slog.Logger) (*store, error) {
+	unlock, err := storage.Lock(path)
+	if err != nil {
+		return nil, err
+	}
+	s := &store{path: path, log: logger, unlock: unlock, stable: map[string][]byte{}}
+	if err := s.load(); err != nil {
+		unlock()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+func (s *store) load() error {
+	f, err := os.OpenFile(s.path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	r := bufio.NewReaderSize(f, 1<<20)
+	var off int64
+	for n := 0; ; n++ {
+		rec, size, err := readRecord(r)
+		if err == io.EOF {
+			if n == 0 {
+				f.Close()
+				return errors.New("empty file: not a clustered database file")
+			}
+			break
+		}
+		if err != nil {
+			if n == 0 {
+				f.Close()
+				return errors.New("not a clustered database file (no header record)")
+			}
+			s.log.Warn("truncating a torn record at the end of the clustered database file", "file", s.path, "offset", off)
+			if err := f.Truncate(off); err != nil {
+				f.Close()
+				return fmt.Errorf("truncating torn tail: %w", err)
+			}
+			break
+		}
+		if n == 0 && rec.Type != "hdr" {
+			f.Close()
+			return errors.New("not a clustered database file (no header record)")
+		}
+		if err := s.replay(rec); err != nil {
+			f.Close()
+			return fmt.Errorf("record %d: %w", n, err)
+		}
+		off += size
+	}
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		f.Close()
+		return err
+	}
+	s.f, s.size = f, off
+	return nil
+}
+
+// replay applies one record to the in-memory state.
+func (s *store) replay(rec *record) error {
+	switch rec.Type {
+	case "hdr":
+		s.hdr = *rec
+	case "set":
+		s.stable[rec.Key] = rec.Val
+	case "log":
+		for _, e := range rec.Entries {
+			l := raft.Log{Index: e.Index, Term: e.Term, Type: raft.LogType(e.Type), Data: e.Data, Extensions: e.Ext, AppendedAt: e.At}
+			if err := s.appendMem(l); err != nil {
+				return err
+			}
+		}
+	case "trunc":
+		s.truncMem(rec.From)
+	case "snap":
+		if rec.Snap == nil {
+			return errors.New("snapshot record without a snapshot")
+		}
+		s.snap = rec.Snap
+	default:
+		return fmt.Errorf("unknown record type %q", rec.Type)
+	}
+	return nil
+}
+
+func (s *store) first() uint64 {
+	if len(s.entries) == 0 {
+		return 0
+	}
+	return s.entries[0].Index
+}
+
+func (s *store) appendMem(l raft.Log) error {
+	if n := len(s.entries); n > 0 && l.Index != s.entries[n-1].Index+1 {
+		if l.Index <= s.entries[n-1].Index {
+			s.truncMem(l.Index)
+		} else {
+			s.entries = nil // a gap: a snapshot was installed
+		}
+	}
+	s.entries = append(s.entries, l)
+	return nil
+}
+
+func (s *store) truncMem(from uint64) {
+	if f := s.first(); len(s.entries) > 0 && from >= f {
+		if from-f < uint64(len(s.entries)) {
+			clear(s.entries[from-f:])
+			s.entries = s.entries[:from-f]
+		}
+	} else if from < f || from == 0 {
+		s.entries = nil
+	}
+}
+
+// dropHeadMem forgets entries up to and including index.
+func (s *store) dropHeadMem(index uint64) {
+	f := s.first()
+	if len(s.entries) == 0 || index < f {
+		return
+	}
+	k := index - f + 1
+	if k >= uint64(len(s.entries)) {
+		s.entries = nil
+		return
+	}
+	s.entries = append([]raft.Log(nil), s.entries[k:]...)
+}
+
+// write appends records and fsyncs. Callers hold s.mu.
+func (s *store) writeLocked(recs ...*record) error {
+	if s.failed != nil {
+		return s.failed
+	}
+	var b []byte
+	var err error
+	for _, r := range recs {
+		if b, err = encodeRecord(b, r); err != nil {
+			return err
+		}
+	}
+	if _, err := s.f.Write(b); err != nil {
+		s.failed = fmt.Errorf("writing %s: %w", s.path, err)
+		return s.failed
+	}
+	if err := s.f.Sync(); err != nil {
+		s.failed = fmt.Errorf("syncing %s: %w", s.path, err)
+		return s.failed
+	}
+	s.size += int64(len(b))
+	return nil
+}
+
+// rewriteLocked writes the file anew with what is still needed.
+func (s *store) rewriteLocked() error {
+	hdr := s.hdr
+	b, err := encodeRecord(nil, &hdr)
+	if err != nil {
+		return err
+	}
+	for k, v := range s.stable {
+		if b, err = encodeRecord(b, &record{Type: "set", Key: k, Val: v}); err != nil {
+			return err
+		}
+	}
+	if s.snap != nil {
+		if b, err = encodeRecord(b, &record{Type: "snap", Snap: s.snap}); err != nil {
+			return err
+		}
+	}
+	if len(s.entries) > 0 {
+		if b, err = encodeRecord(b, &record{Type: "log", Entries: toEntries(s.entries)}); err != nil {
+			return err
+		}
+	}
+	if err := writeAtomic(s.path, b); err != nil {
+		s.failed = err
+		return err
+	}
+	f, err := os.OpenFile(s.path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		s.failed = err
+		return err
+	}
+	s.f.Close()
+	s.f, s.size = f, int64(len(b))
+	return nil
+}
+
+func toEntries(logs []raft.Log) []entry {
+	out := make([]entry, len(logs))
+	for i, l := range logs {
+		out[i] = entry{Index: l.Index, Term: l.Term, Type: uint8(l.Type), Data: l.Data, Ext: l.Extensions, At: l.AppendedAt}
+	}
+	return out
+}
+
+func (s *store) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := s.f.Close()
+	if uerr := s.unlock(); err == nil {
+		err = uerr
+	}
+	return err
+}
+
+// header returns the file's header record.
+func (s *store) header() record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hdr
+}
+
+// FirstIndex, LastIndex, GetLog, StoreLog, StoreLogs and DeleteRange make
+// store a raft.LogStore.
+
+func (s *store) FirstIndex() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.first(), nil
+}
+
+func (s *store) LastIndex() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.entries) == 0 {
+		return 0, nil
+	}
+	return s.entries[len(s.entries)-1].Index, nil
+}
+
+func (s *store) GetLog(index uint64, l *raft.Log) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.first()
+	if len(s.entries) == 0 || index < f || index-f >= uint64(len(s.entries)) {
+		return raft.ErrLogNotFound
+	}
+	*l = s.entries[index-f]
+	return nil
+}
+
+func (s *store) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
+
+func (s *store) StoreLogs(logs []*raft.Log) error {
+	if len(logs) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	vals := make([]raft.Log, len(logs))
+	for i, l := range logs {
+		vals[i] = *l
+	}
+	if err := s.writeLocked(&record{Type: "log", Entries: toEntries(vals)}); err != nil {
+		return err
+	}
+	for _, l := range vals {
+		if err := s.appendMem(l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *store) DeleteRange(min, max uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.entries) == 0 {
+		return nil
+	}
+	first, last := s.first(), s.entries[len(s.entries)-1].Index
+	if min > first && max >= last {
+		if err := s.writeLocked(&record{Type: "trunc", From: min}); err != nil {
+			return err
+		}
+		s.truncMem(min)
+		return nil
+	}
+	if min <= first {
+		s.dropHeadMem(max)
+		return s.rewriteLocked()
+	}
+	return fmt.Errorf("deleting log entries %d-%d from the middle of %d-%d", min, max, first, last)
+}
+
+// IsMonotonic makes raft delete the whole log after installing a
+// snapshot rather than leave a gap in it.
+func (s *store) IsMonotonic() bool { return true }
+
+// Set, Get, SetUint64 and GetUint64 make store a raft.StableStore.
+
+func (s *store) Set(key, val []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.writeLocked(&record{Type: "set", Key: string(key), Val: val}); err != nil {
+		return err
+	}
+	s.stable[string(key)] = append([]byte(nil), val...)
+	return nil
+}
+
+// errNotFound is what raft expects of a missing stable key.
+var errNotFound = errors.New("not found")
+
+func (s *store) Get(key []byte) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.stable[string(key)]
+	if !ok {
+		return nil, errNotFound
+	}
+	return v, nil
+}
+
+func (s *store) SetUint64(key []byte, val uint64) error {
+	return s.Set(key, strconv.AppendUint(nil, val, 10))
+}
+
+func (s *store) GetUint64(key []byte) (uint64, error) {
+	v, err := s.Get(key)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(string(v), 10, 64)
+}
+
+// Create, List and Open make store a raft.SnapshotStore that keeps the
+// latest snapshot only.
+
+func (s *store) Create(version raft.SnapshotVersion, index, term uint64, conf raft.Configuration, confIndex uint64, _ raft.Transport) (raft.SnapshotSink, error) {
+	return &sink{s: s, meta: snapRecord{Index: index, Term: term, Version: int(version), Servers: toServers(conf), ConfIndex: confIndex, Created: time.Now()}}, nil
+}
+
+func snapID(r *snapRecord) string { return fmt.Sprintf("%d-%d", r.Term, r.Index) }
+
+func (s *store) List() ([]*raft.SnapshotMeta, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.snap == nil {
+		return nil, nil
+	}
+	return []*raft.SnapshotMeta{metaOf(s.snap)}, nil
+}
+
+func metaOf(r *snapRecord) *raft.SnapshotMeta {
+	return &raft.SnapshotMeta{Version: raft.SnapshotVersion(r.Version), ID: snapID(r), Index: r.Index, Term: r.Term,
+		Configuration: fromServers(r.Servers), ConfigurationIndex: r.ConfIndex, Size: int64(len(r.Data))}
+}
+
+func (s *store) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.snap == nil || snapID(s.snap) != id {
+		return nil, nil, fmt.Errorf("no snapshot %s", id)
+	}
+	return metaOf(s.snap), io.NopCloser(bytes.NewReader(s.snap.Data)), nil
+}
+
+// sink collects a snapshot and writes it to the file on Close.
+type sink struct {
+	s    *store
+	meta snapRecord
+	buf  bytes.Buffer
+	done bool
+}
+
+func (k *sink) Write(p []byte) (int, error) { return k.buf.Write(p) }
+func (k *sink) ID() string                  { return snapID(&k.meta) }
+func (k *sink) Cancel() error               { k.done = true; return nil }
+
+func (k *sink) Close() error {
+	if k.done {
+		return nil
+	}
+	k.done = true
+	k.meta.Data = k.buf.Bytes()
+	s := k.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	meta := k.meta
+	if s.snap != nil && s.snap.Index > meta.Index {
+		return nil // an older snapshot than the one kept
+	}
+	s.snap = &meta
+	// The file is rewritten with the snapshot (and without what it
+	// covers, once raft deletes those entries); until then, it is
+	// appended.
+	return s.writeLocked(&record{Type: "snap", Snap: &meta})
+}
