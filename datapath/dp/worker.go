@@ -318,7 +318,7 @@ func (w *worker) resolveOffloads(pkts []*port.Packet) []*port.Packet {
 		if out == nil {
 			out = append(make([]*port.Packet, 0, len(pkts)+8), pkts[:i]...)
 		}
-		err := p.SegmentTCP(w.scratch, func(seg []byte) error {
+		err := p.Segment(w.scratch, func(seg []byte) error {
 			q := port.NewPacket(len(seg))
 			q.SetFrame(seg)
 			q.Tunnel = p.Tunnel

@@ -31,7 +31,7 @@
 // and keep it in Packet.Offload. The switch completes a partial checksum
 // (Packet.FinishChecksum) before looking at the payload or sending to a port
 // without offload support, and splits a large TCP segment in software
-// (Packet.SegmentTCP) only when the output port cannot take it whole. Nobody
+// (Packet.Segment) only when the output port cannot take it whole. Nobody
 // has to turn offloads off.
 //
 // # Receiving: a TPACKET_V2 ring

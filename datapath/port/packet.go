@@ -147,6 +147,7 @@ const (
 	GSOTCPv4 GSOType = 1
 	GSOUDP   GSOType = 3
 	GSOTCPv6 GSOType = 4
+	GSOUDPL4 GSOType = 5    // UDP segmentation (USO): each segment a whole datagram
 	GSOECN   GSOType = 0x80 // flag: the sender may set ECN bits
 )
 
@@ -212,7 +213,7 @@ var ErrBadOffload = errors.New("offload metadata does not fit the frame")
 
 // FinishChecksum completes a partial L4 checksum so the frame is valid on
 // any wire. It does nothing to a frame whose checksum is complete, and
-// refuses a GSO frame (split it with SegmentTCP instead): the kernel needs
+// refuses a GSO frame (split it with Segment instead): the kernel needs
 // the partial checksum to segment it.
 func (p *Packet) FinishChecksum() error {
 	o := p.Offload

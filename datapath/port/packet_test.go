@@ -56,7 +56,7 @@ func TestFinishChecksum(t *testing.T) {
 		}
 		f := tcpFrame(payload)
 		// What a sender with offload leaves: the pseudo-header sum.
-		pseudo := pseudoHeaderSum(f, 14, len(f)-34, true)
+		pseudo := pseudoHeaderSum(f, 14, len(f)-34, true, protoTCP)
 		for pseudo>>16 != 0 {
 			pseudo = pseudo&0xffff + pseudo>>16
 		}
@@ -104,7 +104,7 @@ func TestSegmentTCP(t *testing.T) {
 	p.SetFrame(f)
 	p.Offload = Offload{NeedsCsum: true, CsumStart: 34, CsumOffset: 16, GSOType: GSOTCPv4, GSOSize: 1400, HdrLen: 54}
 	var segs [][]byte
-	err := p.SegmentTCP(nil, func(s []byte) error {
+	err := p.Segment(nil, func(s []byte) error {
 		segs = append(segs, append([]byte(nil), s...))
 		return nil
 	})
@@ -200,7 +200,7 @@ func FuzzSegmentTCP(f *testing.F) {
 		p.SetFrame(frame)
 		p.Offload = Offload{NeedsCsum: true, CsumStart: start, CsumOffset: off, GSOType: GSOType(gso), GSOSize: size}
 		total := 0
-		_ = p.SegmentTCP(nil, func(s []byte) error {
+		_ = p.Segment(nil, func(s []byte) error {
 			total++
 			if total > 70000 {
 				t.Fatal("too many segments")

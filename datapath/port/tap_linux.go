@@ -48,10 +48,15 @@ func NewTAP(name string) (*TAP, error) {
 	if err := unix.IoctlSetPointerInt(fd, unix.TUNSETVNETHDRSZ, vnetHdrLen); err != nil {
 		return fail("TUNSETVNETHDRSZ", err)
 	}
-	// Let the host send us partial checksums and TCP segments up to 64 KiB.
+	// Let the host send us partial checksums, TCP segments up to 64 KiB
+	// and, where the kernel has it (Linux 6.2), runs of UDP datagrams
+	// (USO): a tunnel port's UDP_SEGMENT sends then cross the switch as
+	// one frame, not one frame a datagram.
 	offloads := unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.TUNSETOFFLOAD, uintptr(offloads)); e != 0 {
-		return fail("TUNSETOFFLOAD", e)
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.TUNSETOFFLOAD, uintptr(offloads|tunFUSO4|tunFUSO6)); e != 0 {
+		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.TUNSETOFFLOAD, uintptr(offloads)); e != 0 {
+			return fail("TUNSETOFFLOAD", e)
+		}
 	}
 	name = ifr.Name()
 	if err := setLinkUp(name); err != nil {
@@ -65,6 +70,12 @@ func NewTAP(name string) (*TAP, error) {
 	}
 	return &TAP{name: name, file: f, raw: raw}, nil
 }
+
+// TUN_F_USO4 and TUN_F_USO6 from linux/if_tun.h, which x/sys/unix lacks.
+const (
+	tunFUSO4 = 0x20
+	tunFUSO6 = 0x40
+)
 
 // NewInternal creates the internal port of a bridge: a TAP device named
 // after the bridge through which the host itself joins the switch.

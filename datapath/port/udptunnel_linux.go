@@ -2,7 +2,6 @@ package port
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -86,10 +85,13 @@ type UDPTunnel struct {
 	raw        syscall.RawConn
 	closed     atomic.Bool
 
-	rx udpBatch // used only by the Recv goroutine
+	gso bool // the kernel takes UDP_SEGMENT: many datagrams per message
+	gro bool // the kernel joins received datagrams (UDP_GRO)
+
+	rx udpRx // used only by the Recv goroutine
 
 	txMu sync.Mutex
-	tx   udpBatch
+	tx   udpTx
 	counters
 }
 
@@ -118,7 +120,7 @@ func NewUDPTunnel(e Encap, local netip.AddrPort, remotePort uint16) (*UDPTunnel,
 	}
 	local = netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
 	t := &UDPTunnel{encap: e, v6: local.Addr().Is6(), remotePort: remotePort,
-		rx: newUDPBatch(BatchSize, true), tx: newUDPBatch(BatchSize, false)}
+		rx: newUDPRx(BatchSize), tx: newUDPTx(BatchSize)}
 	if t.remotePort == 0 {
 		t.remotePort = e.Port()
 	}
@@ -192,6 +194,11 @@ func (t *UDPTunnel) socket(local netip.AddrPort) (int, error) {
 			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, o[1], 8<<20)
 		}
 	}
+	// Segmentation offload for the datagrams, where the kernel has it
+	// (Linux 4.18 and 5.0): UDP_SEGMENT set to 0 only asks whether it
+	// exists, each send saying its own size.
+	t.gso = unix.SetsockoptInt(fd, unix.SOL_UDP, unix.UDP_SEGMENT, 0) == nil
+	t.gro = unix.SetsockoptInt(fd, unix.SOL_UDP, unix.UDP_GRO, 1) == nil
 	tv := unix.NsecToTimeval(recvTimeout.Nanoseconds())
 	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 		unix.Close(fd)
@@ -227,127 +234,10 @@ func (t *UDPTunnel) LocalAddrPort() netip.AddrPort { return t.local }
 // Name implements Port.
 func (t *UDPTunnel) Name() string { return t.encap.String() + ":" + t.local.String() }
 
-// Offloads implements Port: inner frames must have complete checksums and
-// fit the path, since nobody below finishes them.
-func (t *UDPTunnel) Offloads() bool { return false }
-
-// udpCmsgSpace fits the control messages of one received datagram:
-// packet info, TOS or traffic class, TTL or hop limit.
-const udpCmsgSpace = 128
-
-// udpBatch is the scratch of one recvmmsg or sendmmsg call. A received
-// datagram lands whole in its packet's buffer; a sent one is gathered from
-// the tunnel header here and the packet's frame, so the packet is left as
-// it was.
-type udpBatch struct {
-	msgs  []mmsghdr
-	iovs  [][2]unix.Iovec
-	names [][unix.SizeofSockaddrInet6]byte
-	cmsgs [][udpCmsgSpace]byte    // receive only
-	hdrs  [][maxTunnelHeader]byte // send only
-	lens  []int                   // send only: inner frame sizes
-}
-
-func newUDPBatch(n int, rx bool) udpBatch {
-	b := udpBatch{msgs: make([]mmsghdr, n), iovs: make([][2]unix.Iovec, n), names: make([][unix.SizeofSockaddrInet6]byte, n)}
-	if rx {
-		b.cmsgs = make([][udpCmsgSpace]byte, n)
-	} else {
-		b.hdrs = make([][maxTunnelHeader]byte, n)
-		b.lens = make([]int, n)
-	}
-	for i := range b.msgs {
-		b.msgs[i].hdr.Iov = &b.iovs[i][0]
-		b.msgs[i].hdr.Name = &b.names[i][0]
-	}
-	return b
-}
-
-// Recv implements Port. Datagrams that are not tunnel frames of the
-// port's encapsulation are counted as receive errors and skipped. A
-// packet's Tunnel.Options storage (which Reset keeps) is reused for the
-// options it receives, so a batch of OVN's Geneve frames costs no
-// allocation.
-func (t *UDPTunnel) Recv(pkts []*Packet) (int, error) {
-	n := min(len(pkts), len(t.rx.msgs))
-	if n == 0 {
-		return 0, nil
-	}
-	for {
-		for i := range n {
-			pkts[i].Reset()
-			b := pkts[i].space()
-			m := &t.rx.msgs[i]
-			t.rx.iovs[i][0].Base = &b[0]
-			t.rx.iovs[i][0].SetLen(len(b))
-			m.hdr.SetIovlen(1)
-			m.hdr.Namelen = unix.SizeofSockaddrInet6
-			m.hdr.Control = &t.rx.cmsgs[i][0]
-			m.hdr.SetControllen(udpCmsgSpace)
-			m.hdr.Flags = 0
-			m.n = 0
-		}
-		got, err := t.recvmmsg(n)
-		if err != nil {
-			return 0, err
-		}
-		// Keep the good frames at the front of pkts.
-		k := 0
-		for i := range got {
-			if !t.takeMsg(i, pkts[i]) {
-				continue
-			}
-			if k != i {
-				pkts[k], pkts[i] = pkts[i], pkts[k]
-			}
-			k++
-		}
-		if k > 0 {
-			t.rxPackets.Add(uint64(k))
-			t.rxBatches.Add(1)
-			return k, nil
-		}
-	}
-}
-
-// recvmmsg receives up to n datagrams, waiting for the first.
-func (t *UDPTunnel) recvmmsg(n int) (int, error) {
-	got, err := recvmmsg(t.raw, t.rx.msgs[:n], &t.closed, func(e unix.Errno) bool {
-		// An ICMP error for an earlier send.
-		return e == unix.ECONNREFUSED || e == unix.EHOSTUNREACH || e == unix.ENETUNREACH
-	})
-	if err != nil && err != ErrClosed {
-		return 0, fmt.Errorf("%s port %s: recvmmsg: %w", t.encap, t.local, err)
-	}
-	return got, err
-}
-
-var errTooShort = errors.New("inner frame shorter than an Ethernet header")
-
-// takeMsg decapsulates received message i into p. It reports false for a
-// datagram to skip, which it counts.
-func (t *UDPTunnel) takeMsg(i int, p *Packet) bool {
-	m := &t.rx.msgs[i]
-	if m.hdr.Flags&unix.MSG_TRUNC != 0 {
-		t.rxDropped.Add(1)
-		return false
-	}
-	p.setLen(int(m.n))
-	tun, hdrLen, err := t.decap(p.Data, p.Tunnel.Options[:0])
-	if err != nil {
-		t.rxErrors.Add(1)
-		return false
-	}
-	tun.Src = sockaddrAddr(t.rx.names[i][:min(int(m.hdr.Namelen), unix.SizeofSockaddrInet6)])
-	tun.Dst = t.local.Addr()
-	if cl := int(m.hdr.Controllen); cl > 0 {
-		readTunnelCmsgs(t.rx.cmsgs[i][:min(cl, udpCmsgSpace)], &tun)
-	}
-	p.Tunnel = tun
-	p.Pull(hdrLen)
-	t.rxBytes.Add(uint64(len(p.Data)))
-	return true
-}
+// Offloads implements Port: the port finishes partial checksums and
+// splits GSO frames itself, handing the kernel a whole frame's datagrams
+// at once where it can (UDP_SEGMENT).
+func (t *UDPTunnel) Offloads() bool { return true }
 
 // decap parses the tunnel header at the start of a UDP payload with
 // package packet's parsers and returns what it says and its length.
@@ -419,13 +309,15 @@ func putSockaddr(b *[unix.SizeofSockaddrInet6]byte, addr netip.Addr, port uint16
 }
 
 // readTunnelCmsgs takes the outer destination, TOS (traffic class) and
-// TTL (hop limit) from a received datagram's control messages.
-func readTunnelCmsgs(b []byte, tun *Tunnel) {
+// TTL (hop limit) from a received datagram's control messages, and
+// returns the size of its datagrams if the kernel joined several
+// (UDP_GRO), else 0.
+func readTunnelCmsgs(b []byte, tun *Tunnel) (gro int) {
 	for len(b) >= unix.SizeofCmsghdr {
 		h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
 		l := int(h.Len)
 		if l < unix.SizeofCmsghdr || l > len(b) {
-			return
+			return gro
 		}
 		d := b[unix.SizeofCmsghdr:l]
 		switch {
@@ -442,105 +334,16 @@ func readTunnelCmsgs(b []byte, tun *Tunnel) {
 			tun.TOS = uint8(binary.NativeEndian.Uint32(d))
 		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_HOPLIMIT && len(d) >= 4:
 			tun.TTL = uint8(binary.NativeEndian.Uint32(d))
+		case h.Level == unix.SOL_UDP && h.Type == unix.UDP_GRO && len(d) >= 4:
+			gro = int(binary.NativeEndian.Uint32(d))
 		}
 		l = (l + unix.SizeofPtr - 1) &^ (unix.SizeofPtr - 1)
 		if l >= len(b) {
-			return
+			return gro
 		}
 		b = b[l:]
 	}
-}
-
-// Send implements Port. A frame without a tunnel destination (or with one
-// of the wrong address family, Geneve options that are not whole words,
-// or offloads left to finish) is dropped and counted. The outer source
-// address, TOS and TTL are the host stack's choice.
-func (t *UDPTunnel) Send(pkts []*Packet) error {
-	t.txMu.Lock()
-	defer t.txMu.Unlock()
-	if t.closed.Load() {
-		return ErrClosed
-	}
-	for len(pkts) > 0 {
-		n, used := 0, 0
-		for ; used < len(pkts) && n < len(t.tx.msgs); used++ {
-			if t.prepareTx(n, pkts[used]) {
-				n++
-			} else {
-				t.txDropped.Add(1)
-			}
-		}
-		pkts = pkts[used:]
-		for off := 0; off < n; {
-			sent, err := t.sendmmsg(off, n-off)
-			switch {
-			case t.closed.Load():
-				return ErrClosed
-			case errors.Is(err, errTxStuck):
-				t.txDropped.Add(uint64(n - off))
-				off = n
-				continue
-			case err != nil:
-				// The first datagram was refused (no route, too big):
-				// skip it.
-				t.txErrors.Add(1)
-				off++
-				continue
-			}
-			for _, l := range t.tx.lens[off : off+sent] {
-				t.txBytes.Add(uint64(l))
-			}
-			t.txPackets.Add(uint64(sent))
-			t.txBatches.Add(1)
-			off += sent
-		}
-	}
-	return nil
-}
-
-// prepareTx makes message i of the send batch carry p, reporting false if
-// p cannot be sent.
-func (t *UDPTunnel) prepareTx(i int, p *Packet) bool {
-	tun := &p.Tunnel
-	if !tun.Valid() || len(p.Data) == 0 || p.Offload.NeedsCsum || p.Offload.IsGSO() {
-		return false
-	}
-	nl := putSockaddr(&t.tx.names[i], tun.Dst, t.remotePort, t.v6)
-	if nl == 0 {
-		return false
-	}
-	var hdr []byte
-	switch t.encap {
-	case EncapGeneve:
-		if len(tun.Options)%4 != 0 || len(tun.Options) > packet.MaxGeneveOptions {
-			return false
-		}
-		hdr = packet.AppendGeneveHeader(t.tx.hdrs[i][:0], uint32(tun.ID), false, tun.Options)
-	case EncapVXLAN:
-		hdr = packet.AppendVXLANHeader(t.tx.hdrs[i][:0], uint32(tun.ID))
-	}
-	m := &t.tx.msgs[i]
-	m.hdr.Namelen = nl
-	iov := &t.tx.iovs[i]
-	iov[0].Base = &t.tx.hdrs[i][0]
-	iov[0].SetLen(len(hdr))
-	iov[1].Base = &p.Data[0]
-	iov[1].SetLen(len(p.Data))
-	m.hdr.SetIovlen(2)
-	m.hdr.Flags = 0
-	m.n = 0
-	t.tx.lens[i] = len(p.Data)
-	return true
-}
-
-// sendmmsg sends prepared messages off..off+n and returns how many the
-// kernel took. It waits at most sendTimeout for room in the socket buffer.
-func (t *UDPTunnel) sendmmsg(off, n int) (int, error) {
-	sent, err := sendmmsg(t.raw, t.tx.msgs[off:off+n])
-	if err != nil && !errors.Is(err, errTxStuck) {
-		return 0, fmt.Errorf("%s port %s: sendmmsg: %w", t.encap, t.local, err)
-	}
-	return sent, err
+	return gro
 }
 
 // Stats implements Port.

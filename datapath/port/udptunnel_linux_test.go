@@ -2,7 +2,9 @@ package port
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"testing"
@@ -84,7 +86,8 @@ func TestUDPTunnelLoopback(t *testing.T) {
 				out = append(out, p)
 			}
 			// Frames the port cannot send: no destination, options that
-			// are not whole words (Geneve), a partial checksum.
+			// are not whole words (Geneve), a partial checksum past the
+			// frame.
 			bad := []*Packet{NewPacket(0), NewPacket(0), NewPacket(0)}
 			for _, p := range bad {
 				p.SetFrame(tcpFrame(nil))
@@ -92,7 +95,7 @@ func TestUDPTunnelLoopback(t *testing.T) {
 			}
 			bad[0].Tunnel = Tunnel{}
 			bad[1].Tunnel.Options = []byte{1, 2, 3}
-			bad[2].Offload.NeedsCsum = true
+			bad[2].Offload = Offload{NeedsCsum: true, CsumStart: 1000, CsumOffset: 16}
 			wantDrops := uint64(3)
 			if c.encap == EncapVXLAN {
 				wantDrops = 2 // VXLAN ignores options
@@ -274,4 +277,118 @@ func FuzzTunnelDecap(f *testing.F) {
 			t.Fatalf("header %d of %d bytes, tunnel %+v", n, len(b), tun)
 		}
 	})
+}
+
+// recvBytes receives from p until the frames hold n payload bytes
+// behind hdr-byte headers once split, or fails after a few seconds.
+func recvSegments(t testing.TB, p Port, want int) (frames []*Packet, segs [][]byte) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		for len(segs) < want {
+			batch := make([]*Packet, BatchSize)
+			for i := range batch {
+				batch[i] = NewPacket(MaxFrame)
+			}
+			k, err := p.Recv(batch)
+			if err != nil {
+				done <- err
+				return
+			}
+			for _, q := range batch[:k] {
+				frames = append(frames, q)
+				if err := q.Segment(nil, func(s []byte) error {
+					segs = append(segs, append([]byte(nil), s...))
+					return nil
+				}); err != nil {
+					done <- err
+					return
+				}
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		p.Close()
+		<-done
+		t.Fatalf("received %d of %d segments", len(segs), want)
+	}
+	return frames, segs
+}
+
+// TestUDPTunnelGSO sends GSO TCP frames through the tunnel: what arrives
+// splits into exactly the segments the frames split into at the sender,
+// whether the kernel segments the datagrams (UDP_SEGMENT) or the port
+// sends them one by one, and the receiver joins them again.
+func TestUDPTunnelGSO(t *testing.T) {
+	for _, c := range []struct {
+		lo      string
+		innerV6 bool
+		noGSO   bool
+	}{
+		{"127.0.0.1", false, false},
+		{"127.0.0.1", true, false},
+		{"::1", false, false},
+		{"::1", true, false},
+		{"127.0.0.1", false, true},
+	} {
+		t.Run(fmt.Sprintf("%s/inner-v6=%v/no-gso=%v", c.lo, c.innerV6, c.noGSO), func(t *testing.T) {
+			lo := netip.MustParseAddr(c.lo)
+			a, b := tunnelPair(t, EncapGeneve, lo)
+			if c.noGSO {
+				a.gso = false
+			}
+			opts := []byte{0x01, 0x02, 0x80, 0x01, 0, 1, 0, 2}
+			var out []*Packet
+			var want [][]byte
+			for i, n := range []int{64000, 3000, 100} {
+				p := gsoFrame(c.innerV6, n, 1448, tcpFlagACK|tcpFlagPSH)
+				// Each frame continues the one before.
+				if i > 0 {
+					prev := out[i-1]
+					l4 := int(prev.Offload.CsumStart)
+					seq := binary.BigEndian.Uint32(prev.Data[l4+4:]) + uint32(len(prev.Data)-int(prev.Offload.HdrLen))
+					binary.BigEndian.PutUint32(p.Data[l4+4:], seq)
+				}
+				p.Tunnel = Tunnel{ID: 5, Dst: lo, Options: opts}
+				want = append(want, segments(t, p.Clone())...)
+				out = append(out, p)
+			}
+			// And a partial checksum the port finishes.
+			plain := gsoFrame(c.innerV6, 500, 1448, tcpFlagACK)
+			plain.Offload.GSOType, plain.Offload.GSOSize = GSONone, 0
+			plain.Tunnel = Tunnel{ID: 6, Dst: lo}
+			want = append(want, segments(t, plain.Clone())...)
+			out = append(out, plain)
+			if err := a.Send(out); err != nil {
+				t.Fatal(err)
+			}
+			frames, got := recvSegments(t, b, len(want))
+			if len(got) != len(want) {
+				t.Fatalf("%d segments arrived, want %d", len(got), len(want))
+			}
+			for i := range want {
+				if !bytes.Equal(got[i], want[i]) {
+					t.Errorf("segment %d differs", i)
+				}
+			}
+			for _, f := range frames {
+				if f.Tunnel.ID != 5 && f.Tunnel.ID != 6 || (f.Tunnel.ID == 5) != bytes.Equal(f.Tunnel.Options, opts) {
+					t.Errorf("tunnel %+v", f.Tunnel)
+				}
+			}
+			if sa := a.Stats(); sa.TxPackets != uint64(len(want)) || sa.TxDropped != 0 {
+				t.Errorf("sender stats %+v, want %d datagrams", sa, len(want))
+			}
+			t.Logf("%d segments arrived in %d frames", len(got), len(frames))
+			if !c.noGSO && a.gso && b.gro && len(frames) > 5 {
+				t.Errorf("%d segments arrived in %d frames: not joined", len(got), len(frames))
+			}
+		})
+	}
 }

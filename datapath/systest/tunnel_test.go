@@ -95,16 +95,19 @@ func TestTunnels(t *testing.T) {
 
 			// The receiving chassis' stack delivered UDP datagrams to its
 			// only UDP socket, the switch's tunnel port, and none to a
-			// closed port.
+			// closed port. The tunnel ports send a TCP segment run as
+			// one UDP_SEGMENT message, which crosses the veth and
+			// reaches the socket (UDP_GRO) as one frame of up to 64
+			// datagrams: 8 MB are at least about 130 of them.
 			snmp := udpCounters(t, cs[1].ns)
 			in, out2 := snmp["InDatagrams"]-snmpBefore["InDatagrams"], snmp["OutDatagrams"]-snmpBefore["OutDatagrams"]
-			if in < 1000 || out2 < 100 || snmp["NoPorts"] != snmpBefore["NoPorts"] {
+			if in < 100 || out2 < 100 || snmp["NoPorts"] != snmpBefore["NoPorts"] {
 				t.Errorf("chassis UDP counters: %d in, %d out, NoPorts %d -> %d", in, out2, snmpBefore["NoPorts"], snmp["NoPorts"])
 			}
 			got := capture()
 			t.Logf("%s: chassis UDP %d in / %d out; capture on the underlay: %+v", c.kind, in, out2, got)
-			if got.frames < 1000 || got.badVNI != 0 || got.undecodable != 0 {
-				t.Errorf("underlay capture: %+v, want >= 1000 %s frames with VNI %#x", got, c.kind, vni)
+			if got.frames < 100 || got.badVNI != 0 || got.undecodable != 0 {
+				t.Errorf("underlay capture: %+v, want >= 100 %s frames with VNI %#x", got, c.kind, vni)
 			}
 			if c.md != "" && got.withMetadata != got.frames {
 				t.Errorf("only %d of %d Geneve frames carried OVN's option", got.withMetadata, got.frames)
