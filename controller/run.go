@@ -110,6 +110,7 @@ type iface struct {
 	// underlay bridge) when govn chassis crashes and restarts, as Open
 	// vSwitch's internal devices do.
 	tap *port.TAP
+	mtu int64 // the MTU set on tap from mtu_request; 0 for none
 }
 
 type tunnelPort struct {
@@ -525,6 +526,21 @@ func (c *chassis) ensureTunnel(ids map[string]string) error {
 	return nil
 }
 
+// applyMTU sets an internal port's device MTU to the interface's
+// mtu_request, as ovs-vswitchd does: the underlay bridge's internal port
+// carries the tunnel's datagrams, which a 1500-byte default would
+// fragment. A failure is logged and tried again on the next change.
+func (c *chassis) applyMTU(ifc *iface, row vswitch.Interface) {
+	if ifc.tap == nil || row.MTURequest == nil || *row.MTURequest == ifc.mtu {
+		return
+	}
+	if err := ifc.tap.SetMTU(int(*row.MTURequest)); err != nil {
+		c.log.Warn("cannot set mtu_request", "interface", row.Name, "mtu", *row.MTURequest, "err", err)
+		return
+	}
+	ifc.mtu = *row.MTURequest
+}
+
 func (c *chassis) allocPort() uint32 {
 	no := c.nextPort
 	c.nextPort++
@@ -567,6 +583,7 @@ func (c *chassis) reconcilePorts(ctx context.Context, lc *client.Cache, root vsw
 		name := li.row.Name
 		seen[name] = true
 		if cur := c.ifaces[name]; cur != nil && cur.err == "" {
+			c.applyMTU(cur, li.row)
 			continue
 		}
 		var p port.Port
@@ -593,6 +610,7 @@ func (c *chassis) reconcilePorts(ctx context.Context, lc *client.Cache, root vsw
 				p.Close()
 			} else {
 				c.ifaces[name] = &iface{no: no, tap: tap}
+				c.applyMTU(c.ifaces[name], li.row)
 				c.log.Info("port added", "interface", name, "bridge", li.bridge, "port", no,
 					"open", opened, "add", time.Since(opening)-opened)
 				continue

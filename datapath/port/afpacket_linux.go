@@ -36,6 +36,12 @@ type AFPacket struct {
 	txMu sync.Mutex // held by Send; Close takes it to unmap the ring
 	tx   mmsgBatch
 	txr  *txRing // nil: send with sendmmsg only
+	// gso sends the GSO frames. It does not bypass the qdisc layer, which
+	// splits a frame in software when the device lacks the offload (a
+	// veth with checksum offload off, say): a socket with
+	// PACKET_QDISC_BYPASS drops such a frame instead.
+	gso    *os.File
+	gsoRaw syscall.RawConn
 
 	ring        *rxRing    // nil: receive with recvmmsg
 	ringMu      sync.Mutex // held while reading the ring; Close unmaps it
@@ -210,10 +216,46 @@ func newAFPacket(name string, ring bool) (*AFPacket, error) {
 		name: name, ifindex: ifi.Index, file: f, raw: raw,
 		rx: newRxBatch(BatchSize), tx: newMmsgBatch(BatchSize), ring: rr,
 	}
+	if a.gso, a.gsoRaw, err = gsoSocket(ifi.Index); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("af_packet port %s: %w", name, err)
+	}
 	if ring {
 		a.txr, _ = setupTxRing(ifi.Index) // without a ring, sendmmsg does the job
 	}
 	return a, nil
+}
+
+// gsoSocket opens the socket for GSO frames on device ifindex: one that
+// receives nothing and goes through the qdisc layer.
+func gsoSocket(ifindex int) (*os.File, syscall.RawConn, error) {
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("gso socket: %w", err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1); err != nil {
+		unix.Close(fd)
+		return nil, nil, fmt.Errorf("gso socket: PACKET_VNET_HDR: %w", err)
+	}
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 8<<20) != nil {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 8<<20)
+	}
+	tv := unix.NsecToTimeval(sendTimeout.Nanoseconds())
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv); err != nil {
+		unix.Close(fd)
+		return nil, nil, fmt.Errorf("gso socket: SO_SNDTIMEO: %w", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Ifindex: ifindex}); err != nil {
+		unix.Close(fd)
+		return nil, nil, fmt.Errorf("gso socket: bind: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "af_packet-gso")
+	raw, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("gso socket: %w", err)
+	}
+	return f, raw, nil
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
@@ -293,21 +335,41 @@ func (a *AFPacket) Send(pkts []*Packet) error {
 	if a.txr != nil {
 		return a.sendRing(pkts)
 	}
-	return a.sendMsgs(pkts)
+	// Runs of plain frames and runs of GSO frames, each on its socket.
+	for len(pkts) > 0 {
+		gso := pkts[0].Offload.IsGSO()
+		n := 1
+		for n < len(pkts) && pkts[n].Offload.IsGSO() == gso {
+			n++
+		}
+		if err := a.sendMsgs(a.socketFor(pkts[0]), pkts[:n]); err != nil {
+			return err
+		}
+		pkts = pkts[n:]
+	}
+	return nil
+}
+
+// socketFor returns the socket that sends p.
+func (a *AFPacket) socketFor(p *Packet) syscall.RawConn {
+	if p.Offload.IsGSO() {
+		return a.gsoRaw
+	}
+	return a.raw
 }
 
 // sendRing is Send through the transmit ring: frames are written into
-// slots and one send(2) hands them all to the kernel. A frame too big for
-// a slot (a GSO segment) goes with sendmmsg, after the frames before it.
+// slots and one send(2) hands them all to the kernel. A GSO frame, or one
+// too big for a slot, goes with sendmmsg, after the frames before it.
 // A slot the kernel still holds after a flush drops the frame, as a full
 // NIC ring would.
 func (a *AFPacket) sendRing(pkts []*Packet) error {
 	r := a.txr
 	queued := 0
 	for i, p := range pkts {
-		if !r.fits(p) {
+		if p.Offload.IsGSO() || !r.fits(p) {
 			_ = a.flushRing(&queued)
-			if err := a.sendMsgs(pkts[i : i+1]); err != nil {
+			if err := a.sendMsgs(a.socketFor(p), pkts[i:i+1]); err != nil {
 				return err
 			}
 			continue
@@ -341,15 +403,15 @@ func (a *AFPacket) flushRing(queued *int) error {
 	return nil
 }
 
-// sendMsgs is Send with sendmmsg.
-func (a *AFPacket) sendMsgs(pkts []*Packet) error {
+// sendMsgs is Send with sendmmsg on socket raw.
+func (a *AFPacket) sendMsgs(raw syscall.RawConn, pkts []*Packet) error {
 	for len(pkts) > 0 {
 		n := min(len(pkts), len(a.tx.msgs))
 		for i := range n {
 			encodeVnetHdr(a.tx.vnets[i][:], pkts[i].Offload)
 			a.tx.setData(i, pkts[i].Data)
 		}
-		sent, err := sendmmsg(a.raw, a.tx.msgs[:n])
+		sent, err := sendmmsg(raw, a.tx.msgs[:n])
 		if err != nil && !errors.Is(err, errTxStuck) {
 			err = fmt.Errorf("af_packet port %s: sendmmsg: %w", a.name, err)
 		}
@@ -416,6 +478,7 @@ func (a *AFPacket) Close() error {
 	if a.txr != nil {
 		a.txr.close()
 	}
+	a.gso.Close()
 	a.txMu.Unlock()
 	return a.file.Close()
 }

@@ -32,7 +32,23 @@
 // (Packet.FinishChecksum) before looking at the payload or sending to a port
 // without offload support, and splits a large TCP segment in software
 // (Packet.Segment) only when the output port cannot take it whole. Nobody
-// has to turn offloads off.
+// has to turn offloads off. AFPacket sends GSO frames on a socket of their
+// own that goes through the qdisc layer, which splits them in software
+// for a device without the offload (a bypassing socket drops them).
+//
+// # Offloads through a tunnel
+//
+// UDPTunnel takes offloads too, as a NIC with tunnel segmentation does: a
+// partial checksum is finished in the packet, and a GSO frame is split
+// into segments of its own GSOSize (the VM's MSS survives the tunnel),
+// each behind its own tunnel header, all of one size but the last, and
+// handed to the kernel in one message with UDP_SEGMENT: up to 64
+// datagrams per system call, which a TAP with USO (the underlay bridge's
+// internal port) and a veth carry whole. On receipt, UDP_GRO hands the
+// port such runs whole, and the port joins the consecutive TCP segments
+// of one flow through one tunnel back into one GSO frame (coalesce.go)
+// for the VM's port, so the receiving side too moves about one frame per
+// 64 KiB instead of one per segment.
 //
 // # Receiving: a TPACKET_V2 ring
 //

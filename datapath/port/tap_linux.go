@@ -180,6 +180,24 @@ func (t *TAP) Send(pkts []*Packet) error {
 // Stats implements Port.
 func (t *TAP) Stats() Stats { return t.snapshot() }
 
+// SetMTU sets the device's MTU.
+func (t *TAP) SetMTU(mtu int) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("tap port %s: mtu: %w", t.name, err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq(t.name)
+	if err != nil {
+		return fmt.Errorf("tap port %s: mtu: %w", t.name, err)
+	}
+	ifr.SetUint32(uint32(mtu))
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFMTU, ifr); err != nil {
+		return fmt.Errorf("tap port %s: set mtu %d: %w", t.name, mtu, err)
+	}
+	return nil
+}
+
 // SetPersistent says whether the device outlives the port (TUNSETPERSIST).
 // A bridge's internal device is persistent so that it keeps the addresses
 // the host gave it across a crash and restart of the switch, as Open

@@ -11,6 +11,7 @@ import (
 
 	"github.com/govn/govn/datapath/conntrack"
 	"github.com/govn/govn/datapath/flow"
+	"github.com/govn/govn/datapath/port"
 	"github.com/govn/govn/unixctl"
 )
 
@@ -125,11 +126,23 @@ func (s *Switch) show(args []string) (string, error) {
 	fmt.Fprintf(&b, "  drops: no_port:%d loop:%d conntrack:%d meter:%d bad_offload:%d packet_in:%d fragment:%d\n",
 		st.NoPortDrops, st.LoopDrops, st.CTDrops, st.MeterDrops, st.BadOffloads, st.PacketInDrops, st.FragDrops)
 	pst := s.dp.PortStats()
-	for _, p := range s.ports {
-		ps := pst[p.No]
-		fmt.Fprintf(&b, "  port %d: %s (%s)\n", p.No, p.Port.Name(), p.Kind)
+	stats := func(ps port.Stats) {
 		fmt.Fprintf(&b, "    RX packets:%d bytes:%d errors:%d dropped:%d\n", ps.RxPackets, ps.RxBytes, ps.RxErrors, ps.RxDropped)
 		fmt.Fprintf(&b, "    TX packets:%d bytes:%d errors:%d dropped:%d\n", ps.TxPackets, ps.TxBytes, ps.TxErrors, ps.TxDropped)
+	}
+	shown := map[uint32]bool{}
+	for _, p := range s.ports {
+		shown[p.No] = true
+		fmt.Fprintf(&b, "  port %d: %s (%s)\n", p.No, p.Port.Name(), p.Kind)
+		stats(pst[p.No])
+	}
+	// Ports added to the datapath by someone else (the chassis'
+	// controller adds its interfaces and tunnel itself).
+	for _, pc := range s.dp.Ports() {
+		if !shown[pc.No] {
+			fmt.Fprintf(&b, "  port %d: %s\n", pc.No, pc.Name)
+			stats(pc.Stats)
+		}
 	}
 	return b.String(), nil
 }
