@@ -2,8 +2,22 @@
 // hypervisor (ovn-controller with ovs-vswitchd's userspace datapath) on
 // this machine. It backs "govn bench chassis".
 //
-// The one measurement so far is port-up latency (issue 11 (c)): the time
-// from binding a VM's port to its first packet through. Each side gets a
+// RunSuite is the whole bench (issue 14 item 3, see suite.go): govn (govn
+// db, govn northd, govn chassis) and the real OVN (ovsdb-server,
+// ovn-northd, ovn-controller, ovs-vswitchd) built one after the other on
+// the same namespaces and topology, each measured for HTTP requests per
+// second (ab) straight to a backend and through a load balancer's VIP,
+// the datapath flows those leave, the chassis' CPU time, ping RTTs (the
+// first packet after the datapath flows are deleted, a new connection,
+// steady state), iperf3 TCP and 64-byte UDP on one hypervisor and across
+// Geneve, port-up latency, the time from a Northbound commit until every
+// chassis has it, and what an ACL over a large address set costs in rules
+// and memory. The figures are judged against the issue's goals as
+// govn/OVN ratios.
+//
+// Run is port-up latency alone (issue 11 (c), "govn bench chassis
+// --port-up"): the time from binding a VM's port to its first packet
+// through. Each side gets a
 // cluster of its own from package hvtest: the real ovn-northd, and two
 // hypervisors in network namespaces that run the chassis under test; a
 // probe VM sits on hv2. Both clusters run at once, and new VMs join hv1

@@ -92,7 +92,7 @@ func TestJudge(t *testing.T) {
 		OVN: &Side{VIP: HTTPFigures{ReqPerSec: 1500, Flows1k: 40, Flows5k: 47}},
 	}
 	r.judge()
-	if r.Ratios["vip_req_per_sec"] != 2 || r.Ratios["vip_dp_flows_timed"] != round3(10.0/47) {
+	if r.Ratios["vip_req_per_sec"] != 2 || r.Ratios["vip_dp_flows_max"] != round3(10.0/47) {
 		t.Errorf("ratios %v", r.Ratios)
 	}
 	goals := map[string]Goal{}
@@ -100,11 +100,11 @@ func TestJudge(t *testing.T) {
 		goals[g.Name] = g
 	}
 	for name, met := range map[string]bool{
-		"requests/s through the VIP":                                       true,
-		"every ab run completes":                                           true,
-		"datapath flows after the timed VIP run":                           true,
-		"change latency p50":                                               true,
-		"datapath flows the same after the timed run as after the warm-up": true,
+		"requests/s through the VIP":                                          true,
+		"every ab run completes":                                              true,
+		"datapath flows through the VIP (the larger count)":                   true,
+		"change latency p50":                                                  true,
+		"no more datapath flows after the timed runs than after the warm-ups": true,
 	} {
 		if g, ok := goals[name]; !ok || g.Met != met || g.Unknown {
 			t.Errorf("goal %q: %+v, want met %v", name, g, met)
