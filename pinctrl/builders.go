@@ -151,11 +151,28 @@ func tcpReset(f *frame, swap bool) ([]byte, error) {
 	if swap {
 		ethDst, ethSrc, src, dst = f.src, f.dst, f.ipDst, f.ipSrc
 	}
-	et := uint16(etherIPv4)
-	if src.Is6() {
-		et = etherIPv6
+	return append(f.ethHeader(ethDst, ethSrc, etherType(src)), ownIPPacket(src, dst, protoTCP, t, 16)...), nil
+}
+
+// ownTTL is the TTL (hop limit) of the TCP resets and SCTP aborts
+// pinctrl builds, as ovn-controller's (TestPinctrlWireDifferential).
+const ownTTL = 63
+
+// ownIPPacket is ipPacket with ownTTL and, for IPv4, DF set, as
+// ovn-controller sends its resets and aborts.
+func ownIPPacket(src, dst netip.Addr, proto uint8, payload []byte, csumOff int) []byte {
+	p := ipPacket(src, dst, proto, ownTTL, payload, csumOff)
+	if src.Is4() {
+		setDF(p)
 	}
-	return append(f.ethHeader(ethDst, ethSrc, et), ipPacket(src, dst, protoTCP, 255, t, 16)...), nil
+	return p
+}
+
+func etherType(a netip.Addr) uint16 {
+	if a.Is4() {
+		return etherIPv4
+	}
+	return etherIPv6
 }
 
 // SCTP chunk types and the ABORT chunk's T bit (RFC 9260 3.2, 3.3.7).
@@ -193,11 +210,7 @@ func sctpAbort(f *frame) ([]byte, error) {
 	binary.BigEndian.PutUint16(s[14:], 4)
 	// The CRC32c goes on the wire least significant byte first.
 	binary.LittleEndian.PutUint32(s[8:], crc32.Checksum(s, castagnoli))
-	et := uint16(etherIPv4)
-	if f.ipSrc.Is6() {
-		et = etherIPv6
-	}
-	return append(f.ethHeader(f.dst, f.src, et), ipPacket(f.ipSrc, f.ipDst, protoSCTP, 255, s, -1)...), nil
+	return append(f.ethHeader(f.dst, f.src, etherType(f.ipSrc)), ownIPPacket(f.ipSrc, f.ipDst, protoSCTP, s, -1)...), nil
 }
 
 // reject is reject { }'s starting packet: a TCP RST for TCP, otherwise

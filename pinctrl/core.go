@@ -201,9 +201,19 @@ func (h *handling) nested(a *lflow.NestedAction) error {
 		h.e.compiled[key] = prog
 		h.e.mu.Unlock()
 	}
-	h.out.Packets = append(h.out.Packets, dp.PacketOut{Frame: pkt, Key: h.pi.Key, Table: h.pi.Table, Actions: prog})
+	// The new packet comes from the controller, as an OpenFlow
+	// packet-out's does: not from the port the packet-in came in on, so
+	// that a reply output to that port (reject's) is not dropped as
+	// output to the input port.
+	md := h.pi.Key
+	md.Set(flow.InPort, uint64(controllerPort))
+	h.out.Packets = append(h.out.Packets, dp.PacketOut{Frame: pkt, Key: md, Table: h.pi.Table, Actions: prog})
 	return nil
 }
+
+// controllerPort is the in_port of the packets nested actions build:
+// OpenFlow's OFPP_CONTROLLER, the port of no interface.
+const controllerPort = 0xfffffffd
 
 // splitOVNFields takes out of body the assignments to fields the
 // controller sets itself (icmp4.frag_mtu), returning the rest and those

@@ -275,6 +275,8 @@ func TestNestedActions(t *testing.T) {
 			func(t *testing.T, f *frame) {
 				tc := f.l4
 				if f.ipDst != vmIP || tc[13] != 0x14 || binary.BigEndian.Uint32(tc[8:]) != 1001 || binary.BigEndian.Uint32(tc[4:]) != 0 ||
+					f.ttl != 63 || f.ipHdr[6] != 0x40 || // as ovn-controller's
+
 					binary.BigEndian.Uint16(tc[2:]) != 40000 || binary.BigEndian.Uint16(tc) != 80 {
 					t.Errorf("RST % x", f.raw)
 				}
@@ -284,7 +286,7 @@ func TestNestedActions(t *testing.T) {
 			sctpFrame(vmIP, farIP, 0, sctpInit(0xabcdef01)), 2, nil,
 			func(t *testing.T, f *frame) {
 				s := f.l4
-				if f.proto != protoSCTP || f.ipDst != vmIP || f.ipSrc != farIP || !bytes.Equal(f.dst, vmMAC) || len(s) != 16 ||
+				if f.proto != protoSCTP || f.ipDst != vmIP || f.ipSrc != farIP || !bytes.Equal(f.dst, vmMAC) || len(s) != 16 || f.ttl != 63 || f.ipHdr[6] != 0x40 ||
 					binary.BigEndian.Uint16(s) != 5000 || binary.BigEndian.Uint16(s[2:]) != 40000 ||
 					binary.BigEndian.Uint32(s[4:]) != 0xabcdef01 || s[12] != 6 || s[13] != 0 || binary.BigEndian.Uint16(s[14:]) != 4 {
 					t.Errorf("ABORT % x", f.raw)

@@ -133,7 +133,12 @@
 // send field by field: DHCPv4 offers (TestDHCPDifferential), the
 // router's time exceeded (TestICMPDifferential), DHCPv6 advertises and
 // router advertisements (TestIPv6Differential), DNS answers
-// (TestDNSDifferential). Where ovn-controller differs from the RFCs and
+// (TestDNSDifferential), a reject ACL's TCP RST and ICMP and ICMPv6 port
+// unreachables, a router's ICMPv6 time exceeded and the switch's
+// neighbor advertisements (TestPinctrlWireDifferential). Like
+// ovn-controller, TCP resets and SCTP aborts go with TTL 63 and DF, and
+// the packets nested actions build come from the controller (in_port
+// OFPP_CONTROLLER), not from the packet-in's port. Where ovn-controller differs from the RFCs and
 // a client still understands it (DF on ICMP errors, router lifetime
 // 0xffff, infinite T1/T2, no AA in DNS answers), govn does as it does;
 // one difference is kept on purpose: ovn-controller 23.03 writes a

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/govn/govn/datapath/flow"
 )
 
 // vportState is testState with a virtual port "vip" on the switch (key
@@ -144,5 +146,30 @@ func TestRaiseEvent(t *testing.T) {
 	p.raiseEvent(b, st, now.Add(recentTTL))
 	if s := p.Stats().Events; s.Learned != 2 {
 		t.Errorf("after recentTTL: stats %+v, want 2 raised", s)
+	}
+}
+
+// TestNestedFromController: the packet a nested action builds enters
+// the pipeline from the controller, not from the packet-in's port, so
+// that reject's answer output to that port is not dropped as output to
+// the input port; a resumed packet keeps its port.
+func TestNestedFromController(t *testing.T) {
+	e := newEngine(t)
+	st := testState()
+	out, err := e.Handle(packetIn("reject { outport <-> inport; output; };", tcpFrame(vmIP, farIP, 0x02, 0), 2, 28, nil), st)
+	if err != nil || len(out.Packets) != 1 {
+		t.Fatalf("%+v, %v", out, err)
+	}
+	if in := out.Packets[0].Key.Get(flow.InPort); in != controllerPort {
+		t.Errorf("nested packet-out in_port %#x, want the controller's %#x", in, controllerPort)
+	}
+	pi := packetIn("reg0[4] = dns_lookup();", udpFrame(routerMAC, vmIP, farIP, 5000, 53, []byte{0x12, 0x34, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 3, 'v', 'm', '1', 0, 0, 1, 0, 1}), 2, 28, nil)
+	pi.Cont = &flow.Continuation{Table: 28}
+	out, err = e.Handle(pi, st)
+	if err != nil || len(out.Packets) != 1 {
+		t.Fatalf("%+v, %v", out, err)
+	}
+	if in := out.Packets[0].Key.Get(flow.InPort); in != 1 {
+		t.Errorf("resumed packet-out in_port %d, want the packet-in's 1", in)
 	}
 }
