@@ -226,7 +226,7 @@ func (d *rowDB) apply(table string, old, new *ovsdb.Row, touch func(depKey)) {
 		} else {
 			rowChanged = true
 		}
-		if refTable(c) != "" {
+		if refTable(c) != "" && d.indexesRefs(table) {
 			d.reindexRefs(table, c, id, ov, nv, touch)
 		}
 	}
@@ -236,6 +236,14 @@ func (d *rowDB) apply(table string, old, new *ovsdb.Row, touch func(depKey)) {
 	if old == nil || new == nil {
 		touch(depKey{db: d.which, kind: depTable, table: table})
 	}
+}
+
+// indexesRefs says whether the references of table's rows are indexed in
+// reverse. Logical flows and datapath groups are northd's own output, the
+// most numerous Southbound rows, and nothing looks them up by what they
+// refer to.
+func (d *rowDB) indexesRefs(table string) bool {
+	return d.which != SB || (table != "Logical_Flow" && table != "Logical_DP_Group")
 }
 
 func (d *rowDB) unname(table, name string, id ovsdb.UUID) {

@@ -2,8 +2,6 @@ package northd
 
 import (
 	"slices"
-
-	"github.com/govn/govn/ovsdb"
 )
 
 // dpID is a logical datapath's number inside northd: small, dense and
@@ -41,9 +39,6 @@ type flowEntry struct {
 	// dirty says the entry's datapaths changed since the Southbound last
 	// saw it (or it is new, or gone: no dps).
 	dirty bool
-	// sbRow is the Southbound Logical_Flow row that holds the entry, once
-	// it has one.
-	sbRow ovsdb.UUID
 }
 
 // flowTable holds every logical flow that some owner contributes. It keeps
