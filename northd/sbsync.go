@@ -439,7 +439,8 @@ func (w *sbWriter) record(k recordKey) {
 	}
 	cols := make(map[string]ovsdb.Datum, len(r.cols)+len(r.children))
 	complete := true
-	for c, d := range r.cols {
+	for _, rc := range r.cols {
+		c, d := rc.name, rc.val
 		rd, ok := w.resolve(d)
 		if !ok {
 			// A reference to a row that is not there yet: leave the
