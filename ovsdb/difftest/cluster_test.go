@@ -29,6 +29,7 @@ type govnCluster struct {
 }
 
 type clusterMember struct {
+	kind  string
 	i     int
 	dir   string
 	sock  string
@@ -39,7 +40,7 @@ type clusterMember struct {
 }
 
 // freeTCP returns a loopback address nothing listens on (for a moment).
-func freeTCP(t *testing.T) string {
+func freeTCP(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +53,13 @@ func freeTCP(t *testing.T) string {
 // (nb, sb) with create-cluster on the first member and join-cluster on the
 // others, starts the three members, and waits until every one serves
 // every database as a cluster member.
-func startGovnCluster(t *testing.T, shorts ...string) *govnCluster {
+func startGovnCluster(t testing.TB, shorts ...string) *govnCluster {
+	return startCluster(t, kindGovn, shorts...)
+}
+
+// startCluster is startGovnCluster for a cluster of govn db (kindGovn) or
+// of the real ovsdb-server (kindReal, files made by ovsdb-tool).
+func startCluster(t testing.TB, kind string, shorts ...string) *govnCluster {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "difftest-cluster-")
 	if err != nil {
@@ -65,9 +72,8 @@ func startGovnCluster(t *testing.T, shorts ...string) *govnCluster {
 		if err := os.Mkdir(md, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		c.members = append(c.members, &clusterMember{i: i, dir: md, sock: filepath.Join(md, "db.sock"), ctl: filepath.Join(md, "db.ctl")})
+		c.members = append(c.members, &clusterMember{kind: kind, i: i, dir: md, sock: filepath.Join(md, "db.sock"), ctl: filepath.Join(md, "db.ctl")})
 	}
-	govn := govnBinary(t)
 	for _, short := range shorts {
 		text, err := schema.Lookup(short)
 		if err != nil {
@@ -79,16 +85,24 @@ func startGovnCluster(t *testing.T, shorts ...string) *govnCluster {
 		}
 		c.dbs = append(c.dbs, s.Name)
 		first := freeTCP(t)
+		sf := filepath.Join(dir, short+".ovsschema")
+		if err := os.WriteFile(sf, text, 0o644); err != nil {
+			t.Fatal(err)
+		}
 		for i, m := range c.members {
 			f := filepath.Join(m.dir, short+".db")
 			var args []string
 			if i == 0 {
-				args = []string{"db", "create-cluster", f, short, first}
+				args = []string{"create-cluster", f, sf, first}
 			} else {
-				args = []string{"db", "join-cluster", f, s.Name, freeTCP(t), first}
+				args = []string{"join-cluster", f, s.Name, freeTCP(t), first}
 			}
-			if out, err := exec.Command(govn, args...).CombinedOutput(); err != nil {
-				t.Fatalf("govn %s: %v\n%s", strings.Join(args, " "), err, out)
+			prog := "ovsdb-tool"
+			if kind == kindGovn {
+				prog, args = govnBinary(t), append([]string{"db"}, args...)
+			}
+			if out, err := exec.Command(prog, args...).CombinedOutput(); err != nil {
+				t.Fatalf("%s %s: %v\n%s", prog, strings.Join(args, " "), err, out)
 			}
 			m.files = append(m.files, f)
 		}
@@ -118,10 +132,16 @@ func (c *govnCluster) remote() string {
 	return strings.Join(r, ",")
 }
 
-func (m *clusterMember) start(t *testing.T) {
+func (m *clusterMember) start(t testing.TB) {
 	t.Helper()
-	cmd := exec.Command(govnBinary(t), append([]string{"db", "--remote=punix:" + m.sock, "--unixctl=" + m.ctl}, m.files...)...)
-	cmd.Stderr = newLogFile(t, filepath.Join(m.dir, "log"))
+	var cmd *exec.Cmd
+	if m.kind == kindReal {
+		cmd = exec.Command("ovsdb-server", append([]string{"--no-chdir", "--remote=punix:" + m.sock, "--unixctl=" + m.ctl,
+			"--pidfile=" + filepath.Join(m.dir, "pid"), "--log-file=" + filepath.Join(m.dir, "log")}, m.files...)...)
+	} else {
+		cmd = exec.Command(govnBinary(t), append([]string{"db", "--remote=punix:" + m.sock, "--unixctl=" + m.ctl}, m.files...)...)
+		cmd.Stderr = newLogFile(t, filepath.Join(m.dir, "log"))
+	}
 	cmd.Env = runEnv(m.dir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -174,7 +194,7 @@ func (m *clusterMember) status(db string) string {
 }
 
 // leader waits for a member other than not to lead db and returns it.
-func (c *govnCluster) leader(t *testing.T, db string, not int) *clusterMember {
+func (c *govnCluster) leader(t testing.TB, db string, not int) *clusterMember {
 	t.Helper()
 	var l *clusterMember
 	waitUntil(t, "a leader of "+db, 30*time.Second, func() bool {
@@ -189,7 +209,7 @@ func (c *govnCluster) leader(t *testing.T, db string, not int) *clusterMember {
 	return l
 }
 
-func waitUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
+func waitUntil(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {

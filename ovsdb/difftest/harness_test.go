@@ -34,7 +34,7 @@ func target() string {
 }
 
 // need skips the test unless every named program is installed.
-func need(t *testing.T, progs ...string) {
+func need(t testing.TB, progs ...string) {
 	t.Helper()
 	for _, p := range progs {
 		if _, err := exec.LookPath(p); err != nil {
@@ -51,7 +51,7 @@ var govnBuild struct {
 	dir  string
 }
 
-func govnBinary(t *testing.T) string {
+func govnBinary(t testing.TB) string {
 	t.Helper()
 	govnBuild.once.Do(func() {
 		dir, err := os.MkdirTemp("", "govn-difftest-bin")
@@ -210,7 +210,7 @@ func (s *dbServer) logTail() string {
 	return string(b)
 }
 
-func newLogFile(t *testing.T, path string) *os.File {
+func newLogFile(t testing.TB, path string) *os.File {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +220,7 @@ func newLogFile(t *testing.T, path string) *os.File {
 }
 
 // waitSocket waits until a unix socket accepts connections.
-func waitSocket(t *testing.T, sock string, exited <-chan struct{}, log func() string) {
+func waitSocket(t testing.TB, sock string, exited <-chan struct{}, log func() string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
