@@ -450,6 +450,38 @@ func (m *meter) iperf(vm *hvtest.VM) (IperfFigures, error) {
 	return f, nil
 }
 
+// iperfOffloads runs iperf3's TCP test from c1 to vm with transmit
+// checksum offload and TSO/GSO on at both VMs and their ports (OVS's
+// userspace datapath cannot forward such frames: the bench runs it for
+// govn alone), then turns them off again.
+func (m *meter) iperfOffloads(vm *hvtest.VM) (IperfFigures, error) {
+	f := IperfFigures{Target: vm.Name + " " + vm.IP() + ", offloads on"}
+	set := func(on string) error {
+		for _, v := range []*hvtest.VM{m.c1, vm} {
+			for _, d := range [][2]string{{v.NS, v.Dev}, {v.HV.NS, v.Port}} {
+				if _, err := lab.NSRun(d[0], "ethtool", "-K", d[1], "tx", on, "sg", on, "tso", on, "gso", on); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := set("on"); err != nil {
+		return f, err
+	}
+	defer func() { _ = set("off") }()
+	secs := strconv.Itoa(int(m.opts.Seconds.Round(time.Second).Seconds()))
+	cpu0 := m.mark()
+	tcp, err := m.iperf3(vm, "-t", secs)
+	if err != nil {
+		return f, fmt.Errorf("TCP to %s with offloads: %w", vm.Name, err)
+	}
+	f.TCPCPU = m.since(cpu0)
+	f.TCPMbitPerSec = math1(tcp.End.SumReceived.BitsPerSecond / 1e6)
+	m.log.Info("iperf3 with offloads", "to", vm.Name, "tcp_mbps", f.TCPMbitPerSec)
+	return f, nil
+}
+
 // iperf3 starts a one-off iperf3 server in vm, runs the client in c1 with
 // args and returns its report.
 func (m *meter) iperf3(vm *hvtest.VM, args ...string) (*iperfResult, error) {

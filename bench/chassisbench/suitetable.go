@@ -75,6 +75,21 @@ func (r *SuiteReport) WriteTable(out io.Writer) {
 	row("  UDP 64-byte pkt/s received, s1", "iperf_same_udp_pps", "")
 	row("  TCP Mbit/s to s2 (across Geneve)", "iperf_cross_tcp_mbps", "")
 	row("  UDP 64-byte pkt/s received, s2", "iperf_cross_udp_pps", "")
+	for _, x := range []struct {
+		label string
+		f     *IperfFigures
+		key   string
+	}{{"  TCP Mbit/s to s1, govn with offloads", r.Govn.IperfSameHVOffloads, ""},
+		{"  TCP Mbit/s to s2, govn with offloads", r.Govn.IperfCrossHVOffloads, "iperf_cross_tcp_offloads_mbps"}} {
+		if x.f == nil {
+			continue
+		}
+		q := "-"
+		if v, ok := r.Ratios[x.key]; ok {
+			q = fmt.Sprintf("%.2f (OVN without)", v)
+		}
+		fmt.Fprintf(w, "%s\t%s\t-\t%s\t\n", x.label, num(x.f.TCPMbitPerSec), q)
+	}
 	row(fmt.Sprintf("port-up p50 (%d ports)", s.Ports), "port_up_p50_ms", " ms")
 	row(fmt.Sprintf("NB commit → every chassis, p50 (%d, --wait=hv)", s.Changes), "change_p50_ms", " ms")
 	row("  p90", "change_p90_ms", " ms")
