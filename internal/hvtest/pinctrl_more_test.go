@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -320,4 +321,159 @@ func TestGovnChassisGatewayMTU(t *testing.T) {
 	}
 	t.Errorf("1428-byte ping with DF through the 1300-byte gateway MTU: no \"fragmentation needed\" with MTU 1300:\n%s\npinctrl/show:\n%s",
 		out, hv.Run(t, "ovn-appctl", "-t", hv.Dir+"/chassis.ctl", "pinctrl/show"))
+}
+
+// dhcpExchange sends a DHCP message of type typ (options opts after
+// option 53, a client of MAC mac, transaction xid) from raw socket fd,
+// broadcast, until a reply of type want comes; it returns the reply's
+// BOOTP message.
+func dhcpExchange(t *testing.T, fd int, mac net.HardwareAddr, xid uint32, typ, want byte, opts []byte) []byte {
+	t.Helper()
+	m := make([]byte, 240)
+	m[0], m[1], m[2] = 1, 1, 6
+	binary.BigEndian.PutUint32(m[4:], xid)
+	binary.BigEndian.PutUint16(m[10:], 0x8000) // broadcast the reply
+	copy(m[28:], mac)
+	copy(m[236:], []byte{99, 130, 83, 99})
+	m = append(append(append(m, 53, 1, typ), opts...), 255)
+	bcast := net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	udp := make([]byte, 8+len(m))
+	binary.BigEndian.PutUint16(udp[0:], 68)
+	binary.BigEndian.PutUint16(udp[2:], 67)
+	binary.BigEndian.PutUint16(udp[4:], uint16(len(udp)))
+	copy(udp[8:], m)
+	frame := ipFrame(bcast, mac, netip.IPv4Unspecified(), netip.AddrFrom4([4]byte{255, 255, 255, 255}), 17, 64, udp, 6)
+	var reply []byte
+	for range 15 {
+		_, _ = unix.Write(fd, frame)
+		if receive(fd, time.Second, func(b []byte) bool {
+			if len(b) < 14+28+240 || binary.BigEndian.Uint16(b[12:]) != 0x0800 || b[14+9] != 17 {
+				return false
+			}
+			hl := int(b[14]&0xf) * 4
+			u := b[14+hl:]
+			if len(u) < 8+240 || binary.BigEndian.Uint16(u[2:]) != 68 {
+				return false
+			}
+			r := u[8:]
+			if r[0] != 2 || binary.BigEndian.Uint32(r[4:]) != xid {
+				return false
+			}
+			if o := dhcpOptions(r)[53]; len(o) == 1 && o[0] == want {
+				reply = append([]byte(nil), r...)
+				return true
+			}
+			return false
+		}) {
+			return reply
+		}
+	}
+	t.Fatalf("no DHCP reply of type %d to type %d", want, typ)
+	return nil
+}
+
+// dhcpOptions returns a BOOTP message's options by code.
+func dhcpOptions(m []byte) map[byte][]byte {
+	opts := map[byte][]byte{}
+	for p := 240; p+1 < len(m) && m[p] != 255; {
+		if m[p] == 0 {
+			p++
+			continue
+		}
+		n := int(m[p+1])
+		if p+2+n > len(m) {
+			break
+		}
+		opts[m[p]] = m[p+2 : p+2+n]
+		p += 2 + n
+	}
+	return opts
+}
+
+// classlessRoutes decodes option 121 (RFC 3442): each route is the
+// prefix length, as many octets of the destination as it needs, and the
+// router.
+func classlessRoutes(b []byte) (map[netip.Prefix]netip.Addr, error) {
+	routes := map[netip.Prefix]netip.Addr{}
+	for len(b) > 0 {
+		bits := int(b[0])
+		n := (bits + 7) / 8
+		if bits > 32 || len(b) < 1+n+4 {
+			return nil, fmt.Errorf("bad classless route at % x", b)
+		}
+		var d [4]byte
+		copy(d[:], b[1:1+n])
+		routes[netip.PrefixFrom(netip.AddrFrom4(d), bits)] = netip.AddrFrom4([4]byte(b[1+n : 1+n+4]))
+		b = b[1+n+4:]
+	}
+	return routes, nil
+}
+
+// TestGovnChassisDHCPClasslessRoutes (issue 12, acceptance a): a VM's
+// DHCP client (in Go, through a packet socket in the VM) gets from govn
+// chassis an ACK whose classless static routes (option 121) are the
+// DHCP_Options' classless_static_route, each prefix length encoded in
+// as few octets as RFC 3442 says; installed as a client installs them,
+// they route the VM's traffic.
+func TestGovnChassisDHCPClasslessRoutes(t *testing.T) {
+	c := govnChassisCluster(t, 1)
+	hv := c.Hypervisor(1)
+	c.NBCtl(t, "ls-add", "ls0")
+	d := strings.TrimSpace(c.NBCtl(t, "create", "DHCP_Options", "cidr=10.0.0.0/24"))
+	c.NBCtl(t, "dhcp-options-set-options", d, "lease_time=3600", "router=10.0.0.1", "server_id=10.0.0.1",
+		"server_mac=0a:00:00:00:00:fe",
+		"classless_static_route={30.0.0.0/24,10.0.0.10,40.0.0.5/32,10.0.0.11,50.0.0.0/8,10.0.0.12,0.0.0.0/0,10.0.0.1}")
+	c.NBCtl(t, "lsp-add", "ls0", "vm1", "--", "lsp-set-addresses", "vm1", "0a:00:00:00:00:01 10.0.0.21",
+		"--", "lsp-set-dhcpv4-options", "vm1", d)
+	vm1 := c.AddVM(t, hv, VMSpec{Name: "vm1", LSP: "vm1", MAC: "0a:00:00:00:00:01"})
+	c.WaitPortUp(t, "vm1")
+	c.WaitHV(t)
+	fd, _, err := rawSocket(vm1.NS, vm1.Dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	mac, _ := net.ParseMAC(vm1.MAC)
+	const xid = 0x1215c0de
+	params := []byte{55, 4, 1, 3, 6, 121}
+	offer := dhcpExchange(t, fd, mac, xid, 1, 2, params)
+	yi := netip.AddrFrom4([4]byte(offer[16:20]))
+	req := append([]byte{50, 4}, yi.AsSlice()...)
+	if sid := dhcpOptions(offer)[54]; len(sid) == 4 {
+		req = append(append(req, 54, 4), sid...)
+	}
+	ack := dhcpExchange(t, fd, mac, xid, 3, 5, append(req, params...))
+	opts := dhcpOptions(ack)
+	if yi.String() != "10.0.0.21" {
+		t.Fatalf("offered %s, want 10.0.0.21", yi)
+	}
+	// 24 bits in 3 octets, 32 in 4, 8 in 1, 0 in none.
+	wantRaw := "18 1e 00 00 0a 00 00 0a 20 28 00 00 05 0a 00 00 0b 08 32 0a 00 00 0c 00 0a 00 00 01"
+	if got := fmt.Sprintf("% x", opts[121]); got != wantRaw {
+		t.Errorf("option 121 %s, want %s", got, wantRaw)
+	}
+	routes, err := classlessRoutes(opts[121])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("classless routes: %v", routes)
+	// Configure the VM as a client does: address, then the routes
+	// (RFC 3442: option 121 replaces the router option).
+	ip := func(args ...string) string {
+		t.Helper()
+		out, err := vm1.Command(context.Background(), append([]string{"ip"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+		return string(out)
+	}
+	ip("addr", "add", "10.0.0.21/24", "dev", "eth0")
+	for p, via := range routes {
+		ip("route", "replace", p.String(), "via", via.String(), "dev", "eth0")
+	}
+	for dst, via := range map[string]string{"30.0.0.5": "10.0.0.10", "40.0.0.5": "10.0.0.11", "50.1.2.3": "10.0.0.12", "8.8.8.8": "10.0.0.1"} {
+		if out := ip("route", "get", dst); !strings.Contains(out, "via "+via+" ") {
+			t.Errorf("route to %s: %s, want via %s", dst, strings.TrimSpace(out), via)
+		}
+	}
 }
