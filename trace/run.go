@@ -72,7 +72,13 @@ func Run(ctx context.Context, s *Southbound, n *Northbound, opts Options) (*Resu
 	if in.Datapath != dpRow.UUID {
 		return nil, fmt.Errorf("trace: port %q is on %s, not on %s", mf.Inport, ix.dpName(in.Datapath), ix.dpName(dpRow.UUID))
 	}
+	if !isVIF(in) {
+		return nil, fmt.Errorf("trace: port %q is a %s port; a packet enters by a VIF (or a localport)", mf.Inport, in.Type)
+	}
 	chName := opts.Chassis
+	if chName != "" && ix.chassisNamed(chName) == nil {
+		return nil, fmt.Errorf("trace: no chassis %q in the southbound", chName)
+	}
 	if chName == "" {
 		if in.Chassis == nil || ix.chassis[*in.Chassis] == nil {
 			return nil, fmt.Errorf("trace: port %q is bound to no chassis; name the chassis to model", mf.Inport)
@@ -206,6 +212,16 @@ func (m *model) portList() []PortNumber {
 		ps = append(ps, PortNumber{Name: "(geneve tunnel)", Number: m.tunnel})
 	}
 	return ps
+}
+
+// chassisNamed returns the Chassis row called name.
+func (ix *index) chassisNamed(name string) *sb.Chassis {
+	for i := range ix.s.Chassis {
+		if ix.s.Chassis[i].Name == name {
+			return &ix.s.Chassis[i]
+		}
+	}
+	return nil
 }
 
 // chassisAt returns the chassis whose Geneve encap has address ip.
