@@ -49,6 +49,8 @@ func (n *Node) Status() string {
 		b.WriteString("Status: left cluster\n")
 	case member:
 		b.WriteString("Status: cluster member\n")
+	case n.cid.Load() != nil && len(servers) > 0:
+		b.WriteString("Status: removed from the cluster\n")
 	default:
 		b.WriteString("Status: joining cluster\n")
 	}
