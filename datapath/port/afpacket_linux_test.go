@@ -72,15 +72,25 @@ func openAFPacketMode(t *testing.T, name string, ring bool) *AFPacket {
 // namespaces through two AF_PACKET ports joined back to back. TCP from a
 // veth carries partial checksums and GSO segments; the transfer passes only
 // if the offload metadata crosses the ports intact.
+//
+// With "tx-off" the ports' devices have no transmit offloads, so the
+// kernel must split the GSO segments the ports send in software: a port
+// that sent them on a socket bypassing the qdisc layer would lose them
+// all.
 func TestAFPacketForwarding(t *testing.T) {
-	t.Run("ring", func(t *testing.T) { testAFPacketForwarding(t, true) })
-	t.Run("recvmmsg", func(t *testing.T) { testAFPacketForwarding(t, false) })
+	t.Run("ring", func(t *testing.T) { testAFPacketForwarding(t, true, false) })
+	t.Run("recvmmsg", func(t *testing.T) { testAFPacketForwarding(t, false, false) })
+	t.Run("tx-off", func(t *testing.T) { testAFPacketForwarding(t, true, true) })
 }
 
-func testAFPacketForwarding(t *testing.T, ring bool) {
+func testAFPacketForwarding(t *testing.T, ring, txOff bool) {
 	ns1, ns2 := netns.New(t), netns.New(t)
 	v1 := netns.NewVeth(t, ns1, "10.77.0.1/24", "02:00:00:00:77:01")
 	v2 := netns.NewVeth(t, ns2, "10.77.0.2/24", "02:00:00:00:77:02")
+	if txOff {
+		netns.Run(t, "ethtool", "-K", v1.Outer, "tx", "off")
+		netns.Run(t, "ethtool", "-K", v2.Outer, "tx", "off")
+	}
 	p1, p2 := openAFPacketMode(t, v1.Outer, ring), openAFPacketMode(t, v2.Outer, ring)
 	wire(t, p1, p2)
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
@@ -62,7 +63,11 @@ func TestGovnChassisTCPOffload(t *testing.T) {
 // switch, with transmit offloads on (lab.Configure turns them off: OVS's
 // userspace conntrack cannot take partial checksums), and waits until
 // they reach each other.
-func offloadVMs(t *testing.T, c *Cluster) map[string]*VM {
+func offloadVMs(t *testing.T, c *Cluster) map[string]*VM { return throughputVMs(t, c, true) }
+
+// throughputVMs is offloadVMs with the VMs' transmit offloads left off
+// unless offloads is set.
+func throughputVMs(t *testing.T, c *Cluster, offloads bool) map[string]*VM {
 	t.Helper()
 	c.NBCtl(t, "ls-add", "ls0")
 	vms := map[string]*VM{}
@@ -77,6 +82,9 @@ func offloadVMs(t *testing.T, c *Cluster) map[string]*VM {
 		c.NBCtl(t, "lsp-add", "ls0", vm.name, "--", "lsp-set-addresses", vm.name, vm.mac+" "+vm.ip)
 		v := c.AddVM(t, c.Hypervisor(vm.hv), VMSpec{Name: vm.name, LSP: vm.name, MAC: vm.mac, Addr: vm.ip + "/24"})
 		for _, end := range [][2]string{{v.NS, v.Dev}, {v.HV.NS, v.Port}} {
+			if !offloads {
+				break
+			}
 			if _, err := lab.NSRun(end[0], "ethtool", "-K", end[1], "tx", "on", "sg", "on", "tso", "on", "gso", "on"); err != nil {
 				t.Fatal(err)
 			}
@@ -289,4 +297,70 @@ func withNetns(ns string, fn func() error) error {
 		runtime.UnlockOSThread()
 	} // else the thread stays locked and ends with its goroutine
 	return ferr
+}
+
+// TestTCPThroughput measures iperf3 TCP throughput VM to VM across two
+// hypervisors over Geneve and on one hypervisor, for govn chassis (VMs
+// with TSO on), for the real ovn-controller with ovs-vswitchd's userspace
+// datapath (VMs with offloads off, as it needs), and, with
+// GOVN_HVTEST_BASELINE=/path/to/govn, for another govn binary (VMs with
+// TSO on): all deployments up at once, runs alternating between them. It
+// reports figures and asserts none; it runs only with
+// GOVN_HVTEST_IPERF=SECONDS (the length of each run).
+func TestTCPThroughput(t *testing.T) {
+	secs, _ := strconv.Atoi(os.Getenv("GOVN_HVTEST_IPERF"))
+	if secs <= 0 {
+		t.Skip("a measurement: runs with GOVN_HVTEST_IPERF=SECONDS")
+	}
+	if _, err := exec.LookPath("iperf3"); err != nil {
+		t.Skip("needs iperf3")
+	}
+	type deployment struct {
+		name string
+		vms  map[string]*VM
+	}
+	var ds []deployment
+	c := govnChassisCluster(t, 2)
+	ds = append(ds, deployment{"govn", offloadVMs(t, c)})
+	if base := os.Getenv("GOVN_HVTEST_BASELINE"); base != "" {
+		g := GovnChassis{Argv: []string{base, "chassis"}}
+		bc := New(t, Options{Hypervisors: 2, Northd: RealNorthd(), Chassis: func(int) Chassis { return g }})
+		ds = append(ds, deployment{"govn-baseline", offloadVMs(t, bc)})
+	}
+	oc := New(t, Options{Hypervisors: 2})
+	ds = append(ds, deployment{"ovn", throughputVMs(t, oc, false)})
+	rounds := 3
+	if r, err := strconv.Atoi(os.Getenv("GOVN_HVTEST_IPERF_ROUNDS")); err == nil && r > 0 {
+		rounds = r
+	}
+	type key struct{ dep, path string }
+	got := map[key][]float64{}
+	for round := range rounds {
+		for _, d := range ds {
+			for _, p := range [][2]string{{"vm1", "vm2"}, {"vm1", "vm3"}} {
+				from, to := d.vms[p[0]], d.vms[p[1]]
+				r := iperfTimed(t, d.vms["vm1"].c, from, to, secs)
+				k := key{d.name, hvPath(from, to)}
+				got[k] = append(got[k], r.bitsPerSecond/1e6)
+				t.Logf("round %d %-13s %s -> %s (%s): %6.0f Mbit/s, %d retransmits", round+1, d.name, from.Name, to.Name, k.path, r.bitsPerSecond/1e6, r.retransmits)
+			}
+		}
+	}
+	for _, d := range ds {
+		for _, path := range []string{"across hypervisors over Geneve", "one hypervisor"} {
+			v := got[key{d.name, path}]
+			t.Logf("%-13s %-31s Mbit/s: %v", d.name, path, fmtRates(v))
+		}
+	}
+}
+
+func fmtRates(v []float64) string {
+	var b strings.Builder
+	for i, x := range v {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%.0f", x)
+	}
+	return b.String()
 }
