@@ -171,7 +171,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return "govn chassis (ovn-controller of OVN 23.03, ovs-vswitchd of Open vSwitch 3.1)\n", nil
 		}
 		cmds["ct-zone-list"] = c.ctZoneList
-		cmds["bfd/show"] = func([]string) (string, error) { return c.bfd.String(), nil }
+		cmds["bfd/show"] = func([]string) (string, error) { return c.bfd.String() + pc.PortBFD().String(), nil }
 		cmds["pinctrl/show"] = func([]string) (string, error) {
 			ds := sw.Datapath().Stats()
 			return pc.Stats().String() + fmt.Sprintf("datapath packet-ins: sent %d, dropped %d (queue full)\n", ds.PacketIns, ds.PacketInDrops), nil

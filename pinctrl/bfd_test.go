@@ -3,8 +3,12 @@ package pinctrl
 import (
 	"encoding/hex"
 	"errors"
+	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/govn/govn/datapath/dp"
+	"github.com/govn/govn/datapath/flow"
 )
 
 // ovsBFDUp is a control packet as Open vSwitch sends one on a tunnel
@@ -114,6 +118,33 @@ func FuzzParseBFDControl(f *testing.F) {
 		s.Advance(t0.Add(time.Minute))
 		if s.State() > BFDUp {
 			t.Fatalf("state %d", s.State())
+		}
+	})
+}
+
+// FuzzBFDFrame feeds whole frames to both kinds of sessions: whatever
+// arrives is dropped and counted or taken, never a panic.
+func FuzzBFDFrame(f *testing.F) {
+	ctl := &BFDControl{State: BFDDown, DetectMult: 3, MyDisc: 5, DesiredMinTx: time.Second, RequiredMinRx: time.Second}
+	f.Add(bfdFrame(bfdTunnelDstMAC, localBFDMAC(hv2IP), bfdTunnelSrcIP, bfdTunnelDstIP, 50000, ctl))
+	f.Add(bfdFrame(bfdTunnelDstMAC, localBFDMAC(hv2IP), netip.MustParseAddr("fe80::1"), netip.MustParseAddr("fe80::2"), 50000, ctl))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		tb := NewTunnelBFD()
+		tb.Configure(TunnelBFDConfig{Port: 7, LocalIP: hv1IP, Peers: []TunnelPeer{{"hv2", hv2IP}}}, t0)
+		pi := &dp.PacketIn{Frame: b}
+		pi.Key.Set(flow.TunSrc, flow.IPv4(hv2IP))
+		_ = tb.Receive(pi, t0)
+		tb.Advance(t0)
+		pb := NewPortBFD()
+		pb.Configure([]PortBFDSpec{{Datapath: 7, DstIP: bfdTunnelSrcIP, SrcIP: bfdTunnelDstIP, Disc: 9, SrcPort: 49152,
+			SrcMAC: bfdTunnelDstMAC, DstMAC: bfdTunnelDstMAC}}, t0)
+		pi.Key.Set(flow.Metadata, 7)
+		_ = pb.Receive(pi, t0)
+		pb.Advance(t0, 37)
+		ts, ps := tb.Stats(), pb.stats
+		if ts.Malformed+ts.NoSession+ts.Refused > 1 || ps.Malformed+ps.NoSession+ps.Refused > 1 {
+			t.Fatalf("one packet counted twice: %+v %+v", ts, ps)
 		}
 	})
 }

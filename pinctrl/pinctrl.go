@@ -78,6 +78,7 @@ type Pinctrl struct {
 	outErrors  uint64
 	svc        *svcProber // the service monitors' state, on the runner's goroutine
 	tbfd       *TunnelBFD // BFD over the tunnel (bfd_tunnel.go)
+	pbfd       *PortBFD   // the Southbound's BFD sessions (bfd_port.go)
 	svcStats   SvcStats
 
 	// IGMP snooping: snoop and igmpDirty belong to the Run goroutine;
@@ -144,13 +145,17 @@ func New(cfg Config) (*Pinctrl, error) {
 		fdbs:     make(chan FDBEntry, cfg.MACBindingQueue), recentFDB: map[FDBKey]uint32{}, svc: newSvcProber(),
 		snoop: NewSnooping(), igmpDirty: true, igmpSync: make(chan igmpSnapshot, 1),
 		vports: make(chan VPortBinding, 256), recentVPort: map[VPortBinding]time.Time{},
-		events: make(chan ControllerEvent, 256), recentEvents: map[string]time.Time{}, tbfd: NewTunnelBFD()}, nil
+		events: make(chan ControllerEvent, 256), recentEvents: map[string]time.Time{}, tbfd: NewTunnelBFD(), pbfd: NewPortBFD()}, nil
 }
 
 // Run handles packet-ins until ctx ends.
 func (p *Pinctrl) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Add(7)
+	wg.Add(8)
+	go func() {
+		defer wg.Done()
+		p.runPortBFD(ctx)
+	}()
 	go func() {
 		defer wg.Done()
 		p.writeVPorts(ctx)
@@ -332,8 +337,13 @@ func (p *Pinctrl) handle(pi *dp.PacketIn, now time.Time) {
 		return
 	}
 	p.mu.Unlock()
-	if kind == TunnelBFDUserData {
+	switch kind {
+	case TunnelBFDUserData:
 		err := p.tbfd.Receive(pi, now)
+		p.count(ks, err == nil)
+		return
+	case "handle_bfd_msg":
+		err := p.pbfd.Receive(pi, now)
 		p.count(ks, err == nil)
 		return
 	}
@@ -550,6 +560,9 @@ func (p *Pinctrl) commitBindings(ctx context.Context, batch map[BindingKey]MACBi
 // TunnelBFD returns the BFD sessions over the tunnel, for the
 // controller to configure and read.
 func (p *Pinctrl) TunnelBFD() *TunnelBFD { return p.tbfd }
+
+// PortBFD returns the sessions of the Southbound's BFD rows run here.
+func (p *Pinctrl) PortBFD() *PortBFD { return p.pbfd }
 
 // Stats returns a snapshot of the counters.
 func (p *Pinctrl) Stats() Stats {
