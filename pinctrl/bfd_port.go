@@ -376,6 +376,9 @@ func (p *Pinctrl) runPortBFD(ctx context.Context) {
 		case <-b.wake:
 		case <-timer.C:
 		case <-poll.C:
+			if p.cfg.SB == nil {
+				continue // tests without a Southbound
+			}
 			c := p.cfg.SB()
 			if c == nil || c.Cache().Schema() == nil {
 				continue
