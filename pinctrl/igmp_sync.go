@@ -171,6 +171,9 @@ type igmpRowKey struct {
 // group with members, their Port_Bindings as ports; rows of groups
 // without members go. It returns how many rows it changed.
 func (p *Pinctrl) commitIGMP(ctx context.Context, snap igmpSnapshot) (int, error) {
+	if p.cfg.SB == nil {
+		return 0, fmt.Errorf("%w: no southbound", errNotYet) // tests without one
+	}
 	c := p.cfg.SB()
 	if c == nil {
 		return 0, fmt.Errorf("%w: no southbound", errNotYet)
