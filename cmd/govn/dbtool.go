@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/govn/govn/ovsdb"
+	"github.com/govn/govn/ovsdb/cluster"
 	"github.com/govn/govn/ovsdb/server"
 	"github.com/govn/govn/ovsdb/storage"
 	"github.com/govn/govn/schema"
@@ -26,6 +27,7 @@ const dbToolUsage = `govn db convert FILE SCHEMA [TARGET]
        govn db needs-conversion FILE SCHEMA
        govn db db-version FILE
        govn db schema-version SCHEMA
+       govn db db-is-clustered|db-is-standalone|db-name|db-cid|db-sid|db-local-address FILE
   SCHEMA: nb, sb, vswitch or an .ovsschema file`
 
 // schemaNames says what a SCHEMA argument may be.
@@ -44,6 +46,12 @@ func dbToolCommands() []*command {
 		tool("needs-conversion", "FILE SCHEMA", "print yes if FILE's schema differs from SCHEMA, no if not", 2, 2),
 		tool("db-version", "FILE", "print the version of FILE's schema", 1, 1),
 		tool("schema-version", "SCHEMA", "print the version of SCHEMA ("+schemaNames+")", 1, 1),
+		tool("db-is-clustered", "FILE", "exit 0 if FILE is a clustered database, 2 if not (like ovsdb-tool)", 1, 1),
+		tool("db-is-standalone", "FILE", "exit 0 if FILE is a standalone database, 2 if not", 1, 1),
+		tool("db-name", "FILE", "print the name of FILE's database", 1, 1),
+		tool("db-cid", "FILE", "print the cluster id of clustered FILE", 1, 1),
+		tool("db-sid", "FILE", "print the server id of clustered FILE", 1, 1),
+		tool("db-local-address", "FILE", "print the peer address of clustered FILE's server", 1, 1),
 	}
 }
 
@@ -96,6 +104,46 @@ func runDBTool(ctx context.Context, out io.Writer, args []string) error {
 			return err
 		}
 		return printVersion(out, text, args[1])
+	case "db-is-clustered", "db-is-standalone":
+		if len(args) != 2 {
+			return usage()
+		}
+		if _, err := os.Stat(args[1]); err != nil {
+			return err
+		}
+		if cluster.IsClusterFile(args[1]) != (args[0] == "db-is-clustered") {
+			return errCommandFailed // exit status 2, as ovsdb-tool's "no"
+		}
+		return nil
+	case "db-name", "db-cid", "db-sid", "db-local-address":
+		if len(args) != 2 {
+			return usage()
+		}
+		if !cluster.IsClusterFile(args[1]) {
+			if args[0] == "db-name" {
+				text, _, err := storage.ReadFile(args[1])
+				if err != nil {
+					return err
+				}
+				s, err := ovsdb.ParseSchema(text)
+				if err != nil {
+					return fmt.Errorf("%s: %w", args[1], err)
+				}
+				_, err = fmt.Fprintln(out, s.Name)
+				return err
+			}
+			return fmt.Errorf("%s: not a clustered database", args[1])
+		}
+		info, err := cluster.ReadInfo(args[1])
+		if err != nil {
+			return err
+		}
+		v := map[string]string{"db-name": info.Name, "db-cid": info.CID, "db-sid": info.SID, "db-local-address": info.Local}[args[0]]
+		if v == "" {
+			return fmt.Errorf("%s: cluster id not yet known (the server has not joined)", args[1])
+		}
+		_, err = fmt.Fprintln(out, v)
+		return err
 	case "schema-version":
 		if len(args) != 2 {
 			return usage()

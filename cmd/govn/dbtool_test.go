@@ -145,3 +145,60 @@ func TestDBTool(t *testing.T) {
 		t.Errorf("converted rows differ\ngovn:         %s\novsdb-tool:   %s", g, r)
 	}
 }
+
+// TestClusterFileCommands: create-cluster and join-cluster write files
+// that db-is-clustered, db-name, db-cid, db-sid and db-local-address read,
+// as ovsdb-tool's commands do; a standalone file answers "no".
+func TestClusterFileCommands(t *testing.T) {
+	dir := t.TempDir()
+	a, b, s := filepath.Join(dir, "a.db"), filepath.Join(dir, "b.db"), filepath.Join(dir, "s.db")
+	for _, args := range [][]string{
+		{"db", "create-cluster", a, "nb", "tcp:127.0.0.1:6641"},
+		{"db", "join-cluster", b, "OVN_Northbound", "tcp:127.0.0.1:6642", "tcp:127.0.0.1:6641"},
+		{"db", "create", s, "nb"},
+	} {
+		if code, _, stderr := runCapture(args...); code != 0 {
+			t.Fatalf("govn %q: exit %d: %s", args, code, stderr)
+		}
+	}
+	out := func(args ...string) (int, string) {
+		code, stdout, _ := runCapture(append([]string{"db"}, args...)...)
+		return code, strings.TrimSpace(stdout)
+	}
+	if code, _ := out("db-is-clustered", a); code != 0 {
+		t.Errorf("db-is-clustered of a clustered file: exit %d", code)
+	}
+	if code, _ := out("db-is-clustered", s); code != 2 {
+		t.Errorf("db-is-clustered of a standalone file: exit %d, want 2", code)
+	}
+	if code, _ := out("db-is-standalone", s); code != 0 {
+		t.Errorf("db-is-standalone of a standalone file: exit %d", code)
+	}
+	for _, f := range []string{a, b, s} {
+		if _, name := out("db-name", f); name != "OVN_Northbound" {
+			t.Errorf("db-name %s = %q", f, name)
+		}
+	}
+	if _, addr := out("db-local-address", b); addr != "tcp:127.0.0.1:6642" {
+		t.Errorf("db-local-address = %q", addr)
+	}
+	_, cid := out("db-cid", a)
+	_, sidA := out("db-sid", a)
+	_, sidB := out("db-sid", b)
+	if len(cid) != 36 || len(sidA) != 36 || len(sidB) != 36 || sidA == sidB {
+		t.Errorf("db-cid %q, db-sid %q and %q", cid, sidA, sidB)
+	}
+	if code, _ := out("db-cid", b); code == 0 {
+		t.Errorf("db-cid of a server that has not joined succeeded")
+	}
+	for _, bad := range [][]string{
+		{"db", "create-cluster", filepath.Join(dir, "x.db"), "nb", "127.0.0.1:6641"},
+		{"db", "create-cluster", filepath.Join(dir, "x.db"), "nb", "ssl:127.0.0.1:6641"},
+		{"db", "create-cluster", a, "nb", "tcp:127.0.0.1:6641"},
+		{"db", "join-cluster", filepath.Join(dir, "y.db"), "OVN_Northbound", "tcp:127.0.0.1:6643", "tcp:nohost:1"},
+	} {
+		if code, _, _ := runCapture(bad...); code == 0 {
+			t.Errorf("govn %q succeeded", bad)
+		}
+	}
+}

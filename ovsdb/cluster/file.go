@@ -628,3 +628,41 @@ func (k *sink) Close() error {
 	// appended.
 	return s.writeLocked(&record{Type: "snap", Snap: &meta})
 }
+
+// Info is what a clustered database file says of itself, read without
+// running it (govn db db-cid, db-sid, db-name, db-local-address).
+type Info struct {
+	Name  string
+	SID   string
+	CID   string // "" until a joining server has joined
+	Local string
+}
+
+// ReadInfo reads the header (and a joined server's cluster id) of the
+// clustered database file at path, without locking it.
+func ReadInfo(path string) (Info, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Info{}, err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<16)
+	var info Info
+	for n := 0; ; n++ {
+		rec, _, err := readRecord(r)
+		if err != nil {
+			if n == 0 {
+				return Info{}, fmt.Errorf("%s: not a clustered database file", path)
+			}
+			return info, nil // the end, or a torn tail
+		}
+		switch {
+		case n == 0 && rec.Type != "hdr":
+			return Info{}, fmt.Errorf("%s: not a clustered database file", path)
+		case n == 0:
+			info = Info{Name: rec.Name, SID: rec.SID, CID: rec.CID, Local: rec.Local}
+		case rec.Type == "set" && rec.Key == cidKey:
+			info.CID = string(rec.Val)
+		}
+	}
+}
