@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -26,6 +27,13 @@ import (
 // pidfile, control socket and log file), which govn northd keeps so that
 // ovn-ctl and "ovn-appctl -t ovn-northd" find it.
 const northdProgramName = "ovn-northd"
+
+// northdGCPercent is govn northd's garbage collection target (GOGC) when
+// the environment sets none: the heap may grow to 1.5 times what is live
+// between collections instead of twice, a little more collection work for
+// a third less memory at its peak (memory is a feature of northd; its
+// steady state allocates little).
+const northdGCPercent = 50
 
 // northdOptions is "govn northd"'s command line, parsed.
 type northdOptions struct {
@@ -260,6 +268,9 @@ func serveNorthd(ctx context.Context, opts northdOptions, ready func()) error {
 	if opts.metrics != "" {
 		// Registered with the registry below, once the daemon exists.
 		onWrite = func(w northdaemon.LastWrite) { events.Wrote(w.Latency, w.Ops, w.Recomputed) }
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(northdGCPercent)
 	}
 	d, err := northdaemon.New(northdaemon.Config{NB: opts.nb, SB: opts.sb, TLS: tlsConf, Logger: logger,
 		ProbeInterval: opts.probeInterval(), OnWrite: onWrite})
