@@ -3,6 +3,7 @@ package hvtest
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -132,6 +134,14 @@ func New(t testing.TB, opts Options) *Cluster {
 		}
 		_ = os.RemoveAll(dir)
 	})
+	// Held until every other cleanup has run: a Sweep in a process that
+	// cannot see this one's pid (another pid namespace) leaves the
+	// cluster alone while the lock is held.
+	lock, err := holdLock(filepath.Join(dir, lockFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lock.Close() })
 	c.Central = c.newNS(t, "central")
 	c.NB, c.SB = opts.NB, opts.SB
 	if c.NB == "" {
@@ -197,6 +207,23 @@ func Sweep(t testing.TB) {
 		_, err = os.Stat("/proc/" + pidText)
 		return os.IsNotExist(err)
 	}
+	// A cluster whose lock is held is alive, whatever /proc says.
+	held := func(name string) bool {
+		parts := strings.SplitN(name, "-", 3)
+		if len(parts) < 2 {
+			return false
+		}
+		locks, _ := filepath.Glob(filepath.Join(os.TempDir(), parts[0]+"-"+parts[1]+"-*", lockFile))
+		for _, l := range locks {
+			if locked(l) {
+				return true
+			}
+		}
+		return false
+	}
+	dead = func(alive func(string) bool) func(string) bool {
+		return func(name string) bool { return alive(name) && !held(name) }
+	}(dead)
 	for _, ns := range lab.Namespaces("hvt") {
 		if dead(ns) {
 			t.Logf("hvtest: removing namespace %s left by an earlier run", ns)
@@ -215,6 +242,38 @@ func Sweep(t testing.TB) {
 // keptFile marks the directory of a failed cluster, kept for debugging:
 // Sweep removes only the directories of killed runs.
 const keptFile = "KEPT"
+
+// lockFile, in a cluster's directory, is locked (flock) while the cluster
+// is up.
+const lockFile = "LOCK"
+
+// holdLock creates path and takes an exclusive lock on it, held until the
+// file is closed.
+func holdLock(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("hvtest: cluster lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("hvtest: cluster lock %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// locked reports whether another process holds the lock on path.
+func locked(path string) bool {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return errors.Is(err, syscall.EWOULDBLOCK)
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
+}
 
 func exists(name string) bool {
 	_, err := os.Stat(name)

@@ -3,6 +3,7 @@ package hvtest
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -52,5 +53,46 @@ func TestSweep(t *testing.T) {
 	case <-waited:
 	case <-time.After(5 * time.Second):
 		t.Errorf("the process in %s survived the sweep", deadNS)
+	}
+}
+
+// TestSweepKeepsLocked: a cluster named for a pid this process cannot see
+// (as from another pid namespace) is left alone while its lock is held,
+// and swept once it is released.
+func TestSweepKeepsLocked(t *testing.T) {
+	if why := Available(); why != "" {
+		t.Skip(why)
+	}
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	prefix := runPrefix(gone.Process.Pid) + "lockt"
+	dir, err := os.MkdirTemp("", prefix+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	ns := prefix + "-central"
+	mustRun(t, nil, "ip", "netns", "add", ns)
+	t.Cleanup(func() { removeNS(ns) })
+	lock, err := holdLock(filepath.Join(dir, lockFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	Sweep(t)
+	if _, err := os.Stat("/run/netns/" + ns); err != nil {
+		t.Errorf("the sweep removed the locked cluster's namespace: %v", err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Errorf("the sweep removed the locked cluster's directory: %v", err)
+	}
+	lock.Close()
+	Sweep(t)
+	if _, err := os.Stat("/run/netns/" + ns); !os.IsNotExist(err) {
+		t.Errorf("namespace %s survived the sweep once unlocked (%v)", ns, err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("directory %s survived the sweep once unlocked (%v)", dir, err)
 	}
 }
