@@ -95,6 +95,8 @@ func FuzzHandle(f *testing.F) {
 		"tcp_reset { output; };",
 		"reject { output; };",
 		"sctp_abort { eth.dst <-> eth.src; ip4.dst <-> ip4.src; output; };",
+		`bind_vport("vip", inport);`,
+		`trigger_event(event = "empty_lb_backends", vip = "10.0.0.10:80", protocol = "tcp", load_balancer = "7f1fcd3d-2b6a-4b7e-8a54-5b7d5b0a6c11");`,
 	}
 	for i, s := range frameSeeds() {
 		f.Add(s, uint8(i))
@@ -103,13 +105,13 @@ func FuzzHandle(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	st := testState()
+	st := vportState()
 	f.Fuzz(func(t *testing.T, b []byte, which uint8) {
 		pi := packetIn(actions[int(which)%len(actions)], b, 2, 28, nil)
 		pi.Cont = &flow.Continuation{Table: 28}
 		out, err := e.Handle(pi, st)
-		if err == nil && len(out.Packets) == 0 {
-			t.Fatal("handled without a packet-out")
+		if err == nil && len(out.Packets)+len(out.VPorts)+len(out.Events) == 0 {
+			t.Fatal("handled without a packet-out, binding or event")
 		}
 	})
 }
