@@ -2,6 +2,13 @@ package hvtest
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -10,6 +17,7 @@ import (
 	"time"
 
 	"github.com/govn/govn/internal/daemon"
+	"github.com/govn/govn/pinctrl"
 )
 
 // TestGovnChassisGatewayFailover: a distributed gateway port with two
@@ -241,4 +249,180 @@ func providerRx(t *testing.T, c *Cluster, hv *Hypervisor) int {
 		t.Fatalf("rx_packets of px%s: %q", hv.Name, out)
 	}
 	return n
+}
+
+// TestGovnChassisBFDRoute: a static route checked by BFD (ovn-nbctl
+// --bfd lr-route-add) through the distributed gateway port of hv1, a
+// govn chassis, to a next hop on the provider network that runs its own
+// BFD (bfdPeer, in the external namespace: govn's BFDSession on a plain
+// UDP socket, not govn chassis' I/O). hv1 runs the Southbound's BFD row,
+// the session comes up and hv1 writes status up, which the real
+// ovn-northd copies to the Northbound; the route is in the router's
+// flows. The peer stops: the status goes down within the detection
+// time (3 × 100 ms) and ovn-northd drops the route; it comes back with
+// the peer.
+func TestGovnChassisBFDRoute(t *testing.T) {
+	if why := Available(); why != "" {
+		t.Skip(why)
+	}
+	var govn govnBinary
+	t.Cleanup(govn.remove)
+	bin := govn.get(t)
+	govnHas(t, bin, "chassis")
+	g := GovnChassis{Argv: []string{bin, "chassis"}}
+	c := New(t, Options{Hypervisors: 1, Northd: RealNorthd(), Physnet: "physnet1", Chassis: func(int) Chassis { return g }})
+	dumpOnFailure(t, c)
+	hv1 := c.Hypervisor(1)
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, err := run(context.Background(), ovsEnv(hv1.Dir), inNS(hv1.NS, "ovs-appctl", "-t", hv1.Dir+"/chassis.ctl", "bfd/show")...)
+			t.Logf("hv1 bfd/show (%v):\n%s", err, out)
+		}
+	})
+	c.NBCtl(t, "lr-add", "lr1", "--", "ls-add", "pub",
+		"--", "lrp-add", "lr1", "lr1-pub", "0a:00:00:00:ff:01", "192.168.50.254/24",
+		"--", "lsp-add", "pub", "pub-lr1", "--", "lsp-set-type", "pub-lr1", "router",
+		"--", "lsp-set-addresses", "pub-lr1", "router", "--", "lsp-set-options", "pub-lr1", "router-port=lr1-pub",
+		"--", "lsp-add", "pub", "pub-ln", "--", "lsp-set-type", "pub-ln", "localnet",
+		"--", "lsp-set-addresses", "pub-ln", "unknown", "--", "lsp-set-options", "pub-ln", "network_name=physnet1")
+	c.NBCtl(t, "lrp-set-gateway-chassis", "lr1-pub", "hv1", "10")
+	ext := c.AddExternal(t, VMSpec{Name: "ext", MAC: "0a:00:00:00:03:01", Addr: "192.168.50.1/24"})
+	bfd := strings.TrimSpace(c.NBCtl(t, "create", "BFD", "logical_port=lr1-pub", "dst_ip=192.168.50.1", "min_tx=100", "min_rx=100", "detect_mult=3"))
+	c.NBCtl(t, "--bfd="+bfd, "lr-route-add", "lr1", "10.99.0.0/24", "192.168.50.1")
+	c.WaitBound(t, "cr-lr1-pub", hv1)
+
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := func() (sbStatus, nbStatus string) {
+		sbStatus = strings.TrimSpace(c.SBCtl(t, "--bare", "--columns=status", "find", "BFD", "logical_port=lr1-pub"))
+		nbStatus = strings.Trim(strings.TrimSpace(c.NBCtl(t, "--if-exists", "get", "BFD", bfd, "status")), `"[]`)
+		return
+	}
+	routed := func() bool { return strings.Contains(c.SBCtl(t, "lflow-list", "lr1"), "10.99.0.0/24") }
+	waitStatus := func(want string, route bool) time.Duration {
+		t.Helper()
+		start := time.Now()
+		var sbs, nbs string
+		if err := waitFor(30*time.Second, "BFD status "+want, func() bool {
+			sbs, nbs = status()
+			return sbs == want && nbs == want && routed() == route
+		}); err != nil {
+			t.Fatalf("%v: Southbound %q, Northbound %q, route in the flows %v", err, sbs, nbs, routed())
+		}
+		return time.Since(start)
+	}
+	startPeer := func() *Daemon {
+		return c.Start(t, ext.NS, "ext/bfd-peer", []string{bfdPeerEnv + "=192.168.50.1,192.168.50.254"}, self)
+	}
+	peer := startPeer()
+	up := waitStatus("up", true)
+	t.Logf("BFD up (Southbound and Northbound, route in the flows) %v after the peer started", up.Round(time.Millisecond))
+
+	peer.Stop()
+	down := waitStatus("down", false)
+	t.Logf("peer stopped: status down and the route gone after %v (detection time 300 ms)", down.Round(time.Millisecond))
+
+	startPeer()
+	up = waitStatus("up", true)
+	t.Logf("peer back: status up and the route back after %v", up.Round(time.Millisecond))
+}
+
+// bfdPeerEnv makes this test binary, re-executed, a BFD peer
+// (bfdPeer) instead of running tests: LOCAL,REMOTE addresses.
+const bfdPeerEnv = "GOVN_HVTEST_BFD_PEER"
+
+func init() {
+	spec := os.Getenv(bfdPeerEnv)
+	if spec == "" {
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	err := bfdPeer(ctx, spec, os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// bfdPeer runs one BFD session (100 ms, multiplier 3) from LOCAL to
+// REMOTE over UDP, as a router next to OVN would, printing its state
+// changes, until ctx ends.
+func bfdPeer(ctx context.Context, spec string, out io.Writer) error {
+	l, r, ok := strings.Cut(spec, ",")
+	local, err1 := netip.ParseAddr(l)
+	remote, err2 := netip.ParseAddr(r)
+	if !ok || err1 != nil || err2 != nil {
+		return fmt.Errorf("bfd peer: want LOCAL,REMOTE addresses, have %q", spec)
+	}
+	rx, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(local, pinctrl.BFDPort)))
+	if err != nil {
+		return fmt.Errorf("bfd peer: %w", err)
+	}
+	defer rx.Close()
+	tx, err := net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(local, pinctrl.BFDSrcPortMin)),
+		net.UDPAddrFromAddrPort(netip.AddrPortFrom(remote, pinctrl.BFDPort)))
+	if err != nil {
+		return fmt.Errorf("bfd peer: %w", err)
+	}
+	defer tx.Close()
+	if sc, err := tx.SyscallConn(); err == nil {
+		_ = sc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, syscall.IP_TTL, 255) })
+	}
+	pkts := make(chan []byte, 16)
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := rx.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				close(pkts)
+				return
+			}
+			if from.Addr().Unmap() == remote {
+				pkts <- append([]byte(nil), buf[:n]...)
+			}
+		}
+	}()
+	s := pinctrl.NewBFDSession(0x7e57, pinctrl.BFDConfig{MinTx: 100 * time.Millisecond, MinRx: 100 * time.Millisecond, DetectMult: 3}, time.Now())
+	last := s.State()
+	fmt.Fprintf(out, "state %s\n", last)
+	timer := time.NewTimer(0)
+	for {
+		now := time.Now()
+		for {
+			ctl, ok := s.Advance(now)
+			if !ok {
+				break
+			}
+			if _, err := tx.Write(ctl.Append(nil)); err != nil {
+				fmt.Fprintf(out, "send: %v\n", err)
+			}
+		}
+		if st := s.State(); st != last {
+			last = st
+			fmt.Fprintf(out, "state %s\n", st)
+		}
+		wait := time.Second
+		if e := s.NextEvent(); !e.IsZero() {
+			wait = max(time.Until(e), time.Millisecond)
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case b, ok := <-pkts:
+			if !ok {
+				return errors.New("bfd peer: socket closed")
+			}
+			if ctl, err := pinctrl.ParseBFDControl(b); err != nil {
+				fmt.Fprintf(out, "dropped: %v\n", err)
+			} else if err := s.Receive(&ctl, time.Now()); err != nil {
+				fmt.Fprintf(out, "refused: %v\n", err)
+			}
+		case <-timer.C:
+		}
+	}
 }
