@@ -68,8 +68,9 @@
 //
 // Gateway ports (gateway.go): an l3gateway port is a patch port on its
 // gateway chassis and remote elsewhere; a chassisredirect port belongs to
-// the highest-priority gateway chassis with a Chassis row (no BFD yet),
-// which claims it and runs its distributed port's egress pipeline there.
+// the highest-priority gateway chassis alive by BFD over the tunnels
+// (bfd.go), which claims it and runs its distributed port's egress
+// pipeline there; the others send to the one alive in their own view.
 //
 // # Geneve
 //

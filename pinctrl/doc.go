@@ -144,6 +144,13 @@
 // one difference is kept on purpose: ovn-controller 23.03 writes a
 // DHCPv6 domain search list as a single label, govn as DNS names.
 //
-// Not done yet: BFD (handle_bfd_msg); its packet-ins are counted as
-// errors.
+// BFD (RFC 5880; bfd.go, bfd_session.go): BFDSession is the
+// asynchronous-mode state machine on the caller's clock, without I/O.
+// TunnelBFD (bfd_tunnel.go) runs one over the Geneve tunnel to each
+// chassis the controller names (gateway liveness), in Open vSwitch's
+// wire format, so that a govn chassis and a real one see each other up
+// (TestBFDMixedGatewayFailover); PortBFD (bfd_port.go) runs the
+// Southbound's BFD rows of router ports that reside here, takes the
+// peers' packets from handle_bfd_msg and writes the rows' status
+// (TestGovnChassisBFDRoute). bfd/show lists both.
 package pinctrl
