@@ -251,13 +251,14 @@ const cidKey = "govn_cid"
 
 // setTimer makes raft's timeouts follow an OVSDB election timer: a
 // follower that hears nothing from the leader for 0.6-1.2 times the timer
-// starts an election (ovsdb-server waits the timer plus up to a second).
-// The leader sends heartbeats ten times as often, and steps down when it
-// has not heard from a majority for half the timer.
+// starts an election (ovsdb-server waits the timer plus up to a second),
+// and a candidate whose election failed tries again after as long. The
+// leader sends heartbeats ten times as often, and steps down when it has
+// not heard from a majority for half the timer.
 func setTimer(c *raft.Config, ms int64) {
 	t := time.Duration(ms) * time.Millisecond
 	c.HeartbeatTimeout = t * 3 / 5
-	c.ElectionTimeout = t
+	c.ElectionTimeout = t * 3 / 5
 	c.LeaderLeaseTimeout = t / 2
 }
 

@@ -365,8 +365,15 @@ func (w *committer) run(ctx context.Context) {
 			}
 		}
 	}()
+	// A member that did not answer is left alone for a while, as a
+	// client's inactivity probe would make it move on.
+	skipUntil := make([]time.Time, len(conns))
 	for i := 0; ctx.Err() == nil && i < 100000; i++ {
 		k := i % len(conns)
+		if time.Now().Before(skipUntil[k]) {
+			time.Sleep(time.Millisecond)
+			continue
+		}
 		m := w.c.members[k]
 		if conns[k] == nil || conns[k].conn.Err() != nil {
 			c, err := dialMember(m)
@@ -388,6 +395,7 @@ func (w *committer) run(ctx context.Context) {
 			w.fails++
 			if conns[k].conn.Err() == nil && tctx.Err() != nil {
 				conns[k].conn.Close() // a stopped member: try it afresh later
+				skipUntil[k] = time.Now().Add(2 * time.Second)
 			}
 		}
 		w.mu.Unlock()
