@@ -256,11 +256,11 @@ func (s *State) generateBatch(batch []*owner) int {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	min := s.parallelMin
-	if min == 0 {
-		min = parallelMin
+	least := s.parallelMin
+	if least == 0 {
+		least = parallelMin
 	}
-	if workers < 2 || len(todo) < min {
+	if workers < 2 || len(todo) < least {
 		n := 0
 		for _, o := range todo {
 			if !o.dirty {

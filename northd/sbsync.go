@@ -2,10 +2,12 @@ package northd
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/govn/govn/ovsdb"
 )
@@ -599,8 +601,12 @@ func (w *sbWriter) flows() {
 	s := w.s
 	idx := s.sbIndex
 	dirty := s.flows.takeDirty()
+	unchanged := w.unchangedFlows(dirty)
 	var again []*flowEntry
-	for _, e := range dirty {
+	for i, e := range dirty {
+		if unchanged != nil && unchanged[i] {
+			continue
+		}
 		if !w.flow(e) {
 			again = append(again, e)
 		}
@@ -708,6 +714,78 @@ func (w *sbWriter) flow(e *flowEntry) bool {
 	w.b.Insert("Logical_Flow", row)
 	w.ops++
 	return complete
+}
+
+// unchangedFlows says, for each of dirty, whether its Southbound row is
+// already what it should be, so that flow would write nothing: after a full
+// compute, most are. Large lists are checked on every core (the check
+// reads and writes nothing); nil means not checked.
+func (w *sbWriter) unchangedFlows(dirty []*flowEntry) []bool {
+	workers := w.s.workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	least := w.s.parallelMin
+	if least == 0 {
+		least = parallelCheckMin
+	}
+	if workers < 2 || len(dirty) < least {
+		return nil
+	}
+	// Every datapath's row, before the goroutines read them.
+	for dp := range w.s.dpNB {
+		w.dpRow(dpID(dp))
+	}
+	out := make([]bool, len(dirty))
+	var wg sync.WaitGroup
+	chunk := (len(dirty) + workers - 1) / workers
+	for lo := 0; lo < len(dirty); lo += chunk {
+		hi := min(lo+chunk, len(dirty))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				out[i] = w.unchangedFlow(dirty[i])
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// parallelCheckMin is the number of dirty flows from which unchangedFlows
+// checks them in parallel.
+const parallelCheckMin = 4096
+
+// unchangedFlow says whether e has one Southbound row that is on e's
+// datapaths already. It only reads (dpRow's cache must be full).
+func (w *sbWriter) unchangedFlow(e *flowEntry) bool {
+	s := w.s
+	existing := s.sbIndex.flows[e.key]
+	if len(existing) != 1 {
+		return false
+	}
+	all := e.datapaths()
+	if len(all) == 0 {
+		return false
+	}
+	cur := s.sb.row("Logical_Flow", existing[0])
+	if cur == nil {
+		return false
+	}
+	dps := make([]ovsdb.Atom, 0, len(all))
+	for _, dp := range all {
+		if int(dp) >= len(w.dpRowOK) || w.dpRowOK[dp] != 1 {
+			return false
+		}
+		dps = append(dps, ovsdb.UUIDAtom(w.dpRows[dp]))
+	}
+	curDP, _ := s.sb.column("Logical_Flow", cur, "logical_datapath")
+	curGroup, _ := s.sb.column("Logical_Flow", cur, "logical_dp_group")
+	if len(dps) == 1 {
+		return len(curGroup.Keys) == 0 && curDP.Equal(ovsdb.Scalar(dps[0]))
+	}
+	return len(curDP.Keys) == 0 && w.groupHolds(curGroup, dps)
 }
 
 // groupHolds says whether the group column cur refers to a group of
