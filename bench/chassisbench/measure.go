@@ -274,36 +274,54 @@ func mib(b int64) float64 { return math1(float64(b) / (1 << 20)) }
 // math1 rounds to one decimal.
 func math1(v float64) float64 { return float64(int64(v*10+0.5)) / 10 }
 
-// http runs ab from client to addr: a warm-up run, then the timed runs.
-func (m *meter) http(client *hvtest.VM, addr, label string) (HTTPFigures, error) {
-	f := HTTPFigures{Target: label + " " + addr + ":80", Completed: true}
-	url := "http://" + addr + ":80/"
-	warm := m.ab(client, url, m.opts.WarmRequests)
-	f.Runs = append(f.Runs, warm)
+// httpRun is one target's ab runs under way.
+type httpRun struct {
+	f      HTTPFigures
+	client *hvtest.VM
+	url    string
+	cpu0   cpuMark
+	rates  []float64
+}
+
+// httpStart makes the warm-up run from client to addr and counts the
+// datapath flows after it.
+func (m *meter) httpStart(client *hvtest.VM, addr, label string) (*httpRun, error) {
+	h := &httpRun{f: HTTPFigures{Target: label + " " + addr + ":80", Completed: true}, client: client,
+		url: "http://" + addr + ":80/"}
+	h.f.Runs = append(h.f.Runs, m.ab(client, h.url, m.opts.WarmRequests))
 	var err error
-	if f.Flows1k, err = m.dpFlows(); err != nil {
-		return f, err
+	if h.f.Flows1k, err = m.dpFlows(); err != nil {
+		return nil, err
 	}
-	cpu0 := m.mark()
-	var rates []float64
-	for i := 0; i < m.opts.Rounds; i++ {
-		r := m.ab(client, url, m.opts.Requests)
-		f.Runs = append(f.Runs, r)
-		rates = append(rates, r.ReqPerSec)
-		if i == 0 {
-			if f.Flows5k, err = m.dpFlows(); err != nil {
-				return f, err
-			}
-		}
+	h.cpu0 = m.mark()
+	return h, nil
+}
+
+// httpRound makes timed run i; the datapath flows are counted after the
+// first.
+func (m *meter) httpRound(h *httpRun, i int) error {
+	r := m.ab(h.client, h.url, m.opts.Requests)
+	h.f.Runs = append(h.f.Runs, r)
+	h.rates = append(h.rates, r.ReqPerSec)
+	if i == 0 {
+		var err error
+		h.f.Flows5k, err = m.dpFlows()
+		return err
 	}
-	f.CPU = m.since(cpu0)
+	return nil
+}
+
+// httpEnd sums the runs up.
+func (m *meter) httpEnd(h *httpRun) HTTPFigures {
+	f := h.f
+	f.CPU = m.since(h.cpu0)
 	for _, r := range f.Runs {
 		if r.Complete != r.Requests || r.Error != "" {
 			f.Completed = false
 		}
 	}
-	f.ReqPerSec = medianOf(rates)
-	return f, nil
+	f.ReqPerSec = medianOf(h.rates)
+	return f
 }
 
 var (

@@ -13,9 +13,13 @@ import (
 	"github.com/govn/govn/internal/lab"
 )
 
-// The whole bench (issue 14 item 3): RunSuite builds one deployment, runs
-// every measurement on it, tears it down and builds the next, on the same
-// namespaces layout and topology:
+// The whole bench (issue 14 item 3): RunSuite builds the deployments on
+// the same namespace layout and topology and runs every measurement on one
+// after the other: by default both are up at once and each measurement
+// (each timed ab run too) runs on one, then the other, so that the
+// drifting load of a shared machine weighs on both alike (SuiteOptions.
+// Sequential builds, measures and tears down one deployment before the
+// next instead). The deployments:
 //
 //   - OVN: the real ovsdb-server (NB, SB), ovn-northd, and on each
 //     hypervisor ovsdb-server, ovs-vswitchd (userspace datapath, with
@@ -55,6 +59,12 @@ type SuiteOptions struct {
 	// AddressSet is the size of the address set of the ACL measurement
 	// (default 10,000).
 	AddressSet int
+	// Sequential builds one deployment, measures it and tears it down
+	// before the next; by default both are up at once and each
+	// measurement runs on one, then the other (the timed ab runs
+	// alternating too), so that the drifting load of a shared machine
+	// weighs on both alike.
+	Sequential bool
 	// Log receives progress; nil for none.
 	Log *slog.Logger
 }
@@ -104,6 +114,8 @@ type Settings struct {
 	Ports        int     `json:"port_up_ports"`
 	Changes      int     `json:"changes"`
 	AddressSet   int     `json:"address_set_size"`
+	// Sequential: one deployment after the other rather than alternating.
+	Sequential bool `json:"sequential"`
 }
 
 // Goal is one of issue 14's goals and whether govn met it.
@@ -278,20 +290,27 @@ func RunSuite(ctx context.Context, opts SuiteOptions) (*SuiteReport, error) {
 			opts: hvtest.Options{Hypervisors: 2, Chassis: func(int) hvtest.Chassis { return hvtest.RealChassis{Monitor: true} }}}
 		deps = []deployment{real, govn}
 	}
-	for _, d := range deps {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+	var sides []*Side
+	var err error
+	if opts.Sequential {
+		for _, d := range deps {
+			ss, err := runSides(ctx, &opts, []deployment{d})
+			if err != nil {
+				return nil, err
+			}
+			sides = append(sides, ss...)
 		}
-		s, err := d.run(ctx, &opts)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", d.name, err)
-		}
+	} else if sides, err = runSides(ctx, &opts, deps); err != nil {
+		return nil, err
+	}
+	for i, d := range deps {
 		if d.real {
-			r.OVN = s
+			r.OVN = sides[i]
 		} else {
-			r.Govn = *s
+			r.Govn = *sides[i]
 		}
 	}
+	r.Settings.Sequential = opts.Sequential
 	r.judge()
 	return r, nil
 }
@@ -303,64 +322,121 @@ type deployment struct {
 	opts hvtest.Options
 }
 
-// run builds the deployment, measures it and tears it down.
-func (d deployment) run(ctx context.Context, opts *SuiteOptions) (*Side, error) {
-	log := opts.Log.With("deployment", d.name)
-	s := &Side{Deployment: d.name}
-	err := withTB(log, func(t *tb) {
-		log.Info("building the cluster")
-		c := hvtest.New(t, d.opts)
-		m := &meter{ctx: ctx, t: t, c: c, log: log, opts: opts, real: d.real,
-			tool: lab.Tool{Argv: []string{opts.Govn, "lab-tool"}}}
-		m.buildTopology()
-		restarts0 := m.restarts()
-		step := func(name string, f func() error) {
-			if ctx.Err() != nil {
-				t.Fatal(ctx.Err())
-			}
-			log.Info(name)
-			if err := f(); err != nil {
-				log.Warn(name+" failed", "err", err)
-				s.Errors = append(s.Errors, name+": "+err.Error())
-			}
+// sideRun is a deployment up and being measured.
+type sideRun struct {
+	d         deployment
+	m         *meter
+	s         *Side
+	restarts0 int
+}
+
+// runSides builds the deployments, all up at once, measures them, each
+// measurement on one after the other in turn (the timed ab runs
+// alternate too), and tears them down.
+func runSides(ctx context.Context, opts *SuiteOptions, deps []deployment) ([]*Side, error) {
+	var srs []*sideRun
+	err := withTB(opts.Log, func(t *tb) {
+		for _, d := range deps {
+			log := opts.Log.With("deployment", d.name)
+			log.Info("building the cluster")
+			c := hvtest.New(t, d.opts)
+			m := &meter{ctx: ctx, t: t, c: c, log: log, opts: opts, real: d.real,
+				tool: lab.Tool{Argv: []string{opts.Govn, "lab-tool"}}}
+			m.buildTopology()
+			srs = append(srs, &sideRun{d: d, m: m, s: &Side{Deployment: d.name}, restarts0: m.restarts()})
 		}
-		step("ab to the VIP", func() (err error) { s.VIP, err = m.http(m.c1, vip, "vip"); return })
-		step("ab to the backend", func() (err error) { s.Direct, err = m.http(m.c2, m.s1.IP(), "direct"); return })
-		step("ping", func() (err error) {
-			if s.PingSameHV, err = m.ping(m.s1); err != nil {
-				return err
-			}
-			s.PingCrossHV, err = m.ping(m.s2)
-			return
-		})
-		step("iperf3", func() (err error) {
-			if s.IperfSameHV, err = m.iperf(m.s1); err != nil {
-				return err
-			}
-			s.IperfCrossHV, err = m.iperf(m.s2)
-			return
-		})
-		if !d.real {
-			step("iperf3 with offloads", func() error {
-				for _, x := range []struct {
-					vm  *hvtest.VM
-					out **IperfFigures
-				}{{m.s1, &s.IperfSameHVOffloads}, {m.s2, &s.IperfCrossHVOffloads}} {
-					f, err := m.iperfOffloads(x.vm)
-					if err != nil {
-						return err
-					}
-					*x.out = &f
+		each := func(name string, f func(i int, sr *sideRun) error) {
+			for i, sr := range srs {
+				if ctx.Err() != nil {
+					t.Fatal(ctx.Err())
 				}
-				return nil
-			})
+				sr.m.log.Info(name)
+				if err := f(i, sr); err != nil {
+					sr.m.log.Warn(name+" failed", "err", err)
+					sr.s.Errors = append(sr.s.Errors, name+": "+err.Error())
+				}
+			}
 		}
-		step("port-up", func() error { s.PortUp = m.portUp(); return nil })
-		step("change latency", func() (err error) { s.Change, err = m.changes(); return })
-		step("ACL over an address set", func() (err error) { s.AddressSet, err = m.addressSet(); return })
-		s.SwitchRestarts = m.restarts() - restarts0
+		for _, tg := range []struct {
+			name, label string
+			direct      bool
+		}{{"ab to the VIP", "vip", false}, {"ab to the backend", "direct", true}} {
+			runs := make([]*httpRun, len(srs))
+			each(tg.name+", warm-up", func(i int, sr *sideRun) (err error) {
+				client, addr := sr.m.c1, vip
+				if tg.direct {
+					client, addr = sr.m.c2, sr.m.s1.IP()
+				}
+				runs[i], err = sr.m.httpStart(client, addr, tg.label)
+				return
+			})
+			for round := 0; round < opts.Rounds; round++ {
+				each(fmt.Sprintf("%s, run %d", tg.name, round+1), func(i int, sr *sideRun) error {
+					if runs[i] == nil {
+						return nil
+					}
+					return sr.m.httpRound(runs[i], round)
+				})
+			}
+			for i, sr := range srs {
+				if runs[i] == nil {
+					continue
+				}
+				if tg.direct {
+					sr.s.Direct = sr.m.httpEnd(runs[i])
+				} else {
+					sr.s.VIP = sr.m.httpEnd(runs[i])
+				}
+			}
+		}
+		each("ping", func(_ int, sr *sideRun) (err error) {
+			if sr.s.PingSameHV, err = sr.m.ping(sr.m.s1); err != nil {
+				return err
+			}
+			sr.s.PingCrossHV, err = sr.m.ping(sr.m.s2)
+			return
+		})
+		each("iperf3", func(_ int, sr *sideRun) (err error) {
+			if sr.s.IperfSameHV, err = sr.m.iperf(sr.m.s1); err != nil {
+				return err
+			}
+			sr.s.IperfCrossHV, err = sr.m.iperf(sr.m.s2)
+			return
+		})
+		each("iperf3 with offloads", func(_ int, sr *sideRun) error {
+			if sr.d.real {
+				return nil
+			}
+			for _, x := range []struct {
+				vm  *hvtest.VM
+				out **IperfFigures
+			}{{sr.m.s1, &sr.s.IperfSameHVOffloads}, {sr.m.s2, &sr.s.IperfCrossHVOffloads}} {
+				f, err := sr.m.iperfOffloads(x.vm)
+				if err != nil {
+					return err
+				}
+				*x.out = &f
+			}
+			return nil
+		})
+		each("port-up", func(_ int, sr *sideRun) error { sr.s.PortUp = sr.m.portUp(); return nil })
+		each("change latency", func(_ int, sr *sideRun) (err error) { sr.s.Change, err = sr.m.changes(); return })
+		each("ACL over an address set", func(_ int, sr *sideRun) (err error) {
+			sr.s.AddressSet, err = sr.m.addressSet()
+			return
+		})
+		for _, sr := range srs {
+			sr.s.SwitchRestarts = sr.m.restarts() - sr.restarts0
+		}
 	})
-	return s, err
+	if err != nil {
+		return nil, err
+	}
+	sides := make([]*Side, len(srs))
+	for i, sr := range srs {
+		sides[i] = sr.s
+	}
+	return sides, nil
 }
 
 // judge fills in the ratios and the goals.
@@ -428,6 +504,8 @@ func (s *Side) figures() map[string]float64 {
 		"direct_cpu_seconds":    s.Direct.CPU.Total,
 		"ping_same_first_ms":    s.PingSameHV.FirstMs,
 		"ping_same_steady_ms":   s.PingSameHV.SteadyMs,
+		"ping_same_newconn_ms":  s.PingSameHV.NewConnMs,
+		"ping_cross_newconn_ms": s.PingCrossHV.NewConnMs,
 		"ping_cross_first_ms":   s.PingCrossHV.FirstMs,
 		"ping_cross_steady_ms":  s.PingCrossHV.SteadyMs,
 		"iperf_same_tcp_mbps":   s.IperfSameHV.TCPMbitPerSec,

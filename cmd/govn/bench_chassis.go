@@ -15,7 +15,7 @@ import (
 // benchChassisCommand is "govn bench chassis": govn (govn db, govn
 // northd, govn chassis) and the real OVN (ovn-northd, ovn-controller,
 // ovs-vswitchd's userspace datapath) on the same namespaces and topology,
-// one after the other (see package chassisbench). With --port-up it
+// each measurement on one after the other (see package chassisbench). With --port-up it
 // measures only port-up latency, both clusters up at once. The govn side
 // runs this binary.
 func benchChassisCommand() *command {
@@ -23,7 +23,7 @@ func benchChassisCommand() *command {
 		name:    "chassis",
 		summary: "govn chassis against the real ovn-controller + ovs-vswitchd: HTTP, ping, iperf3, port-up, change latency, address sets (root)",
 		usage: "[--json] [--no-ovn] [-v] [--requests=N] [--warm-requests=N] [--rounds=N] [--seconds=DURATION] [--pings=N] " +
-			"[--ports=N] [--changes=N] [--address-set=N] | --port-up [--ports=N] [--timeout=DURATION]",
+			"[--ports=N] [--changes=N] [--address-set=N] [--sequential] | --port-up [--ports=N] [--timeout=DURATION]",
 		setup: func(fs *flag.FlagSet) leaf {
 			portUp := fs.Bool("port-up", false, "measure only port-up latency (both clusters at once, ports bound in turn)")
 			ports := fs.Int("ports", 0, "ports to bind one after another on each side (default 100 with --port-up, else 20)")
@@ -38,6 +38,7 @@ func benchChassisCommand() *command {
 			pings := fs.Int("pings", 20, "first-packet pings per path (ten times as many steady echoes)")
 			changes := fs.Int("changes", 20, "Northbound commits timed until every chassis has them")
 			addrs := fs.Int("address-set", 10000, "addresses in the set of the ACL measurement")
+			sequential := fs.Bool("sequential", false, "build, measure and tear down one deployment before the other (default: both up, each measurement on one then the other)")
 			return leaf{run: func(ctx context.Context, s stdio, _ []string) error {
 				if *ports < 0 || *ports > 1000 || *timeout <= 0 {
 					return fmt.Errorf("%w: --ports must be in 1..1000 and --timeout positive", errUsage)
@@ -74,7 +75,8 @@ func benchChassisCommand() *command {
 				}
 				r, err := chassisbench.RunSuite(ctx, chassisbench.SuiteOptions{
 					Govn: self, OVN: !*noOVN, Requests: *requests, WarmRequests: *warm, Rounds: *rounds,
-					Seconds: *seconds, Pings: *pings, Ports: *ports, Changes: *changes, AddressSet: *addrs, Log: log,
+					Seconds: *seconds, Pings: *pings, Ports: *ports, Changes: *changes, AddressSet: *addrs,
+					Sequential: *sequential, Log: log,
 				})
 				if err != nil {
 					return err
