@@ -186,11 +186,12 @@ const (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // sctpAbort is sctp_abort { }'s starting packet: an ABORT answering the
-// SCTP packet, ports exchanged, addresses left for the body to exchange.
+// SCTP packet, ports exchanged, addresses left for the body to exchange
+// (or exchanged, with swap: reject's).
 // As RFC 9260 8.4 and 8.5.1 say for a packet of no association, the
 // ABORT of an INIT carries the INIT's initiate tag and the T bit clear;
 // of anything else, the packet's own verification tag with the T bit set.
-func sctpAbort(f *frame) ([]byte, error) {
+func sctpAbort(f *frame, swap bool) ([]byte, error) {
 	if f.proto != protoSCTP || f.fragment || len(f.l4) < 12 {
 		return nil, errors.New("not an SCTP packet")
 	}
@@ -210,17 +211,25 @@ func sctpAbort(f *frame) ([]byte, error) {
 	binary.BigEndian.PutUint16(s[14:], 4)
 	// The CRC32c goes on the wire least significant byte first.
 	binary.LittleEndian.PutUint32(s[8:], crc32.Checksum(s, castagnoli))
-	return append(f.ethHeader(f.dst, f.src, etherType(f.ipSrc)), ownIPPacket(f.ipSrc, f.ipDst, protoSCTP, s, -1)...), nil
+	ethDst, ethSrc, src, dst := f.dst, f.src, f.ipSrc, f.ipDst
+	if swap {
+		ethDst, ethSrc, src, dst = f.src, f.dst, f.ipDst, f.ipSrc
+	}
+	return append(f.ethHeader(ethDst, ethSrc, etherType(src)), ownIPPacket(src, dst, protoSCTP, s, -1)...), nil
 }
 
-// reject is reject { }'s starting packet: a TCP RST for TCP, otherwise
-// ICMP port unreachable (ICMPv6 code 4), addresses already exchanged.
+// reject is reject { }'s starting packet: a TCP RST for TCP, an SCTP
+// ABORT for SCTP, otherwise ICMP port unreachable (ICMPv6 code 4),
+// addresses already exchanged.
 func reject(f *frame) ([]byte, error) {
 	if f.etype != etherIPv4 && f.etype != etherIPv6 {
 		return nil, errors.New("not an IP packet")
 	}
 	if f.proto == protoTCP && !f.fragment {
 		return tcpReset(f, true)
+	}
+	if f.proto == protoSCTP && !f.fragment {
+		return sctpAbort(f, true)
 	}
 	sw := *f
 	sw.src, sw.dst = f.dst, f.src

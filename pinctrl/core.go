@@ -179,7 +179,7 @@ func (h *handling) nested(a *lflow.NestedAction) error {
 	case "reject":
 		pkt, err = reject(h.f)
 	case "sctp_abort":
-		pkt, err = sctpAbort(h.f)
+		pkt, err = sctpAbort(h.f, false)
 	default:
 		return fmt.Errorf("nested action %s is not supported", a.Name)
 	}

@@ -301,6 +301,16 @@ func TestNestedActions(t *testing.T) {
 					t.Errorf("ABORT % x", f.raw)
 				}
 			}},
+		{"reject of SCTP: an ABORT, addresses exchanged",
+			"reject { outport <-> inport; output; };",
+			sctpFrame(vmIP, farIP, 0x12345678, []byte{0, 3, 0, 17, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 'x', 0, 0, 0}), 2, nil,
+			func(t *testing.T, f *frame) {
+				s := f.l4
+				if f.proto != protoSCTP || f.ipDst != vmIP || f.ipSrc != farIP || !bytes.Equal(f.dst, vmMAC) || len(s) != 16 ||
+					binary.BigEndian.Uint32(s[4:]) != 0x12345678 || s[12] != 6 || s[13] != 1 {
+					t.Errorf("ABORT % x", f.raw)
+				}
+			}},
 		{"reject of a TCP segment with ACK",
 			"reject { /* eth.dst <-> eth.src; ip.dst <-> ip.src; is implicit. */ outport <-> inport; next(pipeline=egress,table=22); };",
 			tcpFrame(vmIP, farIP, 0x10, 10), 2, nil,

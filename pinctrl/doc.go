@@ -39,8 +39,8 @@
 //	                    RFC 4443 say); icmp4.frag_mtu and icmp6.frag_mtu
 //	                    fill "fragmentation needed" and "packet too big"
 //	tcp_reset { }       the RST that ovn-sb(5)'s pseudocode describes
-//	reject { }          a RST for TCP, ICMP port unreachable otherwise,
-//	                    addresses exchanged
+//	reject { }          a RST for TCP, an ABORT for SCTP, ICMP port
+//	                    unreachable otherwise, addresses exchanged
 //	sctp_abort { }      an SCTP ABORT (RFC 9260 8.4: an INIT's initiate
 //	                    tag with the T bit clear, else the packet's own
 //	                    tag with T set)
@@ -133,7 +133,7 @@
 // send field by field: DHCPv4 offers (TestDHCPDifferential), the
 // router's time exceeded (TestICMPDifferential), DHCPv6 advertises and
 // router advertisements (TestIPv6Differential), DNS answers
-// (TestDNSDifferential), a reject ACL's TCP RST and ICMP and ICMPv6 port
+// (TestDNSDifferential), a reject ACL's TCP RST, SCTP ABORT and ICMP and ICMPv6 port
 // unreachables, a router's ICMPv6 time exceeded and the switch's
 // neighbor advertisements (TestPinctrlWireDifferential). Like
 // ovn-controller, TCP resets and SCTP aborts go with TTL 63 and DF, and

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"hash/crc32"
 	"net"
 	"net/netip"
 	"sort"
@@ -90,6 +91,19 @@ func wireFields(t *testing.T, b []byte, selfMAC net.HardwareAddr, selfIP netip.A
 		pseudo = sum16(sum16(0, p[8:24]), p[24:40]) + uint32(proto) + uint32(len(l4))
 	default:
 		t.Fatalf("ethertype %x", b[12:14])
+	}
+	if proto == 132 { // SCTP: CRC32c, least significant byte first
+		if len(l4) < 16 {
+			t.Fatalf("SCTP packet of %d bytes", len(l4))
+		}
+		c := append([]byte(nil), l4...)
+		want := binary.LittleEndian.Uint32(c[8:])
+		clear(c[8:12])
+		f["l4 checksum ok"] = fmt.Sprint(crc32.Checksum(c, crc32.MakeTable(crc32.Castagnoli)) == want)
+		f["sctp.ports"] = hex.EncodeToString(l4[0:4])
+		f["sctp.vtag"] = hex.EncodeToString(l4[4:8])
+		f["sctp.chunks"] = hex.EncodeToString(l4[12:])
+		return f
 	}
 	s := sum16(pseudo, l4)
 	for s > 0xffff {
@@ -207,11 +221,12 @@ func ipFrame(dmac, smac net.HardwareAddr, src, dst netip.Addr, proto, ttl byte, 
 // TestPinctrlWireDifferential (issue 12, acceptance b): what govn chassis
 // (hv1) and the real ovn-controller (hv2) send for the same Southbound,
 // each to a VM of its own, captured from the VM's interface and compared
-// field by field: the TCP RST and the ICMP and ICMPv6 port unreachables
-// of a reject ACL (reject, tcp_reset), the ICMPv6 time exceeded of a
+// field by field: the TCP RST, SCTP ABORT and ICMP and ICMPv6 port
+// unreachables of a reject ACL (reject), the ICMPv6 time exceeded of a
 // router (icmp6), and the switch's neighbor advertisement for a port's
-// address (nd_na). The first run found govn's resets with TTL 255 and
-// no DF where ovn-controller sends 63 and DF; they agree now.
+// address (nd_na). It found govn's resets with TTL 255 and no DF where
+// ovn-controller sends 63 and DF, and govn answering SCTP to reject with
+// ICMP where ovn-controller sends an ABORT; they agree now.
 func TestPinctrlWireDifferential(t *testing.T) {
 	c := govnChassisMix(t, 2, 2)
 	c.NBCtl(t, "lr-add", "lr1")
@@ -243,7 +258,7 @@ func TestPinctrlWireDifferential(t *testing.T) {
 	// far's port is on ls1 and bound nowhere: the reject ACL answers
 	// for it at the sender's chassis.
 	c.NBCtl(t, "lsp-add", "ls1", "far", "--", "lsp-set-addresses", "far", "0a:00:00:00:01:99 10.0.1.99 aef1::99")
-	c.NBCtl(t, "acl-add", "ls1", "from-lport", "1000", "inport == {\"vm1\", \"vm2\"} && (tcp.dst == 9999 || udp.dst == 9999)", "reject")
+	c.NBCtl(t, "acl-add", "ls1", "from-lport", "1000", "inport == {\"vm1\", \"vm2\"} && (tcp.dst == 9999 || udp.dst == 9999 || sctp.dst == 9999)", "reject")
 	c.WaitPortUp(t, "vm1")
 	c.WaitPortUp(t, "vm2")
 	c.WaitHV(t)
@@ -306,12 +321,30 @@ func TestPinctrlWireDifferential(t *testing.T) {
 				return ethType(b) == 0x0800 && len(b) >= 14+40 && b[14+9] == 6 && bytes.Equal(b[14+12:14+16], far4.AsSlice()) && b[14+33]&0x04 != 0
 			})
 	})
+	t.Run("sctp-abort", func(t *testing.T) {
+		// An INIT (initiate tag 0xabcdef01) is answered with an ABORT.
+		exchange(t, func(v *vmInfo) []byte {
+			s := make([]byte, 12+20)
+			binary.BigEndian.PutUint16(s[0:], 40003)
+			binary.BigEndian.PutUint16(s[2:], 9999)
+			copy(s[12:], []byte{1, 0, 0, 20, 0xab, 0xcd, 0xef, 0x01, 0, 0, 0x10, 0, 0, 1, 0, 1, 0, 0, 0, 1})
+			binary.LittleEndian.PutUint32(s[8:], crc32.Checksum(s, crc32.MakeTable(crc32.Castagnoli)))
+			f := ipFrame(farMAC, v.mac, v.ip4, far4, 132, 64, s, 8)
+			// ipFrame wrote an Internet checksum at 8: put the CRC back.
+			l4 := f[14+20:]
+			clear(l4[8:12])
+			binary.LittleEndian.PutUint32(l4[8:], crc32.Checksum(l4, crc32.MakeTable(crc32.Castagnoli)))
+			return f
+		}, self4, func(v *vmInfo, b []byte) bool {
+			return ethType(b) == 0x0800 && len(b) >= 14+20+16 && b[14+9] == 132 && bytes.Equal(b[14+12:14+16], far4.AsSlice())
+		})
+	})
 	t.Run("udp-port-unreachable", func(t *testing.T) {
 		exchange(t, func(v *vmInfo) []byte {
 			return udpFrame(farMAC, v.mac, v.ip4, far4, 9999, bytes.Repeat([]byte("u"), 100))
 		}, self4,
 			func(v *vmInfo, b []byte) bool {
-				return ethType(b) == 0x0800 && len(b) >= 14+28 && b[14+9] == 1 && b[14+20] == 3
+				return ethType(b) == 0x0800 && len(b) >= 14+28 && bytes.Equal(b[0:6], v.mac) && b[14+9] == 1 && b[14+20] == 3
 			})
 	})
 	t.Run("udp6-port-unreachable", func(t *testing.T) {
@@ -319,7 +352,7 @@ func TestPinctrlWireDifferential(t *testing.T) {
 			return udpFrame(farMAC, v.mac, v.ip6, far6, 9999, bytes.Repeat([]byte("u"), 100))
 		}, self6,
 			func(v *vmInfo, b []byte) bool {
-				return ethType(b) == 0x86dd && len(b) >= 14+48 && b[14+6] == 58 && b[14+40] == 1
+				return ethType(b) == 0x86dd && len(b) >= 14+48 && bytes.Equal(b[0:6], v.mac) && b[14+6] == 58 && b[14+40] == 1
 			})
 	})
 	t.Run("icmp6-time-exceeded", func(t *testing.T) {
@@ -329,7 +362,7 @@ func TestPinctrlWireDifferential(t *testing.T) {
 			f[14+7] = 1
 			return f
 		}, self6, func(v *vmInfo, b []byte) bool {
-			return ethType(b) == 0x86dd && len(b) >= 14+48 && b[14+6] == 58 && b[14+40] == 3
+			return ethType(b) == 0x86dd && len(b) >= 14+48 && bytes.Equal(b[0:6], v.mac) && b[14+6] == 58 && b[14+40] == 3
 		})
 	})
 	t.Run("nd-na", func(t *testing.T) {
