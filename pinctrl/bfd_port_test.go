@@ -149,3 +149,38 @@ func TestPortBFDSession(t *testing.T) {
 		t.Errorf("%d sessions left", len(b.sessions))
 	}
 }
+
+func TestPortBFDIPv6(t *testing.T) {
+	_, ports, dps, chassis, macs := bfdRows()
+	ports[0].MAC = []string{"0a:00:00:00:ff:01 192.168.50.254/24 fd00:50::fe/64"}
+	six := sb.BFD{UUID: uid(15), LogicalPort: "lr-pub", DstIP: "fd00:50::1", SrcPort: 49160, Disc: 90, MinTx: 100, MinRx: 100, DetectMult: 3}
+	specs, problems := PortBFDSpecs("hv1", []sb.BFD{six}, ports, dps, chassis, macs)
+	if len(specs) != 1 || specs[0].SrcIP.String() != "fd00:50::fe" || len(problems) != 0 {
+		t.Fatalf("specs %+v, problems %q; want one from fd00:50::fe", specs, problems)
+	}
+	b := NewPortBFD()
+	b.Configure(specs, t0)
+	out, _ := b.Advance(t0, 37)
+	if len(out) != 1 {
+		t.Fatalf("%d packets at start; want 1", len(out))
+	}
+	f, err := parseFrame(out[0].Frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, dport, payload, err := f.udp()
+	if err != nil || f.etype != 0x86dd || f.ipDst.String() != "fd00:50::1" || f.ttl != 255 || dport != BFDPort {
+		t.Fatalf("frame: etype %#x, dst %s, hop limit %d, udp %d, %v", f.etype, f.ipDst, f.ttl, dport, err)
+	}
+	if fold(onesSum(pseudoSum(f.ipSrc, f.ipDst, protoUDP, len(f.l4)), f.l4)) != 0 {
+		t.Errorf("bad UDP checksum")
+	}
+	if _, err := ParseBFDControl(payload); err != nil {
+		t.Error(err)
+	}
+	// A port without an address of the peer's family cannot run it.
+	ports[0].MAC = []string{"0a:00:00:00:ff:01 192.168.50.254/24"}
+	if specs, problems := PortBFDSpecs("hv1", []sb.BFD{six}, ports, dps, chassis, macs); len(specs) != 0 || len(problems) != 1 {
+		t.Errorf("IPv4-only port: specs %+v, problems %q", specs, problems)
+	}
+}
