@@ -148,6 +148,9 @@ func (p *Pinctrl) writeEvents(ctx context.Context) {
 }
 
 func (p *Pinctrl) commitEvents(ctx context.Context, batch []ControllerEvent) (int, error) {
+	if p.cfg.SB == nil {
+		return 0, errors.New("no southbound") // tests without one
+	}
 	c := p.cfg.SB()
 	if c == nil {
 		return 0, errors.New("no southbound")

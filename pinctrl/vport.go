@@ -118,6 +118,9 @@ func (p *Pinctrl) writeVPorts(ctx context.Context) {
 }
 
 func (p *Pinctrl) commitVPorts(ctx context.Context, batch map[string]string) (int, error) {
+	if p.cfg.SB == nil {
+		return 0, errors.New("no southbound") // tests without one
+	}
 	c := p.cfg.SB()
 	if c == nil {
 		return 0, errors.New("no southbound")

@@ -1,10 +1,12 @@
 package pinctrl
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/govn/govn/datapath/dp"
 	"github.com/govn/govn/datapath/flow"
 )
 
@@ -171,5 +173,46 @@ func TestNestedFromController(t *testing.T) {
 	}
 	if in := out.Packets[0].Key.Get(flow.InPort); in != 1 {
 		t.Errorf("resumed packet-out in_port %d, want the packet-in's 1", in)
+	}
+}
+
+// chanSwitch delivers the packet-ins sent on ins.
+type chanSwitch struct {
+	countingSwitch
+	ins chan dp.PacketIn
+}
+
+func (s *chanSwitch) PacketIns() <-chan dp.PacketIn { return s.ins }
+
+// TestVPortAndEventWritersWithoutSouthbound: a Pinctrl running without
+// a Southbound takes bind_vport's and trigger_event's packet-ins, and
+// its writers count the failed writes instead of crashing.
+func TestVPortAndEventWritersWithoutSouthbound(t *testing.T) {
+	sw := &chanSwitch{ins: make(chan dp.PacketIn, 4)}
+	p, err := New(Config{Switch: sw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.fixedState = vportState()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	sw.ins <- *packetIn(`bind_vport("vip", inport);`, ethFrame(broadcastMAC, vmMAC, etherARP, make([]byte, 28)), 2, 20, nil)
+	sw.ins <- *packetIn(`trigger_event(event = "empty_lb_backends", vip = "10.0.0.10:80", protocol = "tcp", load_balancer = "`+lbUUID+`");`,
+		tcpFrame(vmIP, farIP, 0x02, 0), 2, 20, nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s := p.Stats()
+		if s.VPorts.WriteFails > 0 && s.Events.WriteFails > 0 {
+			if s.Kinds["bind_vport"].Handled != 1 || s.Kinds["trigger_event"].Handled != 1 {
+				t.Errorf("kinds %+v", s.Kinds)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no failed writes counted: %+v", s)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
