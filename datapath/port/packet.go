@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"net/netip"
 )
 
@@ -238,25 +239,42 @@ func (p *Packet) FinishChecksum() error {
 }
 
 // Checksum returns the 16-bit one's complement sum of b added to initial,
-// folded but not complemented (RFC 1071).
+// folded but not complemented (RFC 1071). It adds 64-bit little-endian
+// words with their carries and swaps the folded sum's bytes at the end,
+// which gives the same sum as adding big-endian 16-bit words (RFC 1071's
+// deferred carries and byte order independence) in a quarter of the
+// additions, without swapping each word.
 func Checksum(b []byte, initial uint32) uint16 {
-	sum := uint64(initial)
+	var sum, c uint64
+	for len(b) >= 32 {
+		sum, c = bits.Add64(sum, binary.LittleEndian.Uint64(b), c)
+		sum, c = bits.Add64(sum, binary.LittleEndian.Uint64(b[8:]), c)
+		sum, c = bits.Add64(sum, binary.LittleEndian.Uint64(b[16:]), c)
+		sum, c = bits.Add64(sum, binary.LittleEndian.Uint64(b[24:]), c)
+		b = b[32:]
+	}
 	for len(b) >= 8 {
-		v := binary.BigEndian.Uint64(b)
-		sum += v>>48 + v>>32&0xffff + v>>16&0xffff + v&0xffff
+		sum, c = bits.Add64(sum, binary.LittleEndian.Uint64(b), c)
 		b = b[8:]
 	}
-	for len(b) >= 2 {
-		sum += uint64(binary.BigEndian.Uint16(b))
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		sum += uint64(b[0]) << 8
-	}
-	for sum>>16 != 0 {
-		sum = sum&0xffff + sum>>16
-	}
-	return uint16(sum)
+	var tail [8]byte
+	copy(tail[:], b) // an odd last byte is the high byte of its word, as RFC 1071 pads
+	sum, c = bits.Add64(sum, binary.LittleEndian.Uint64(tail[:]), c)
+	sum, c = bits.Add64(sum, 0, c)
+	sum += c // sum was all ones at most: no carry out
+	s := uint32(fold64(sum))
+	s = uint32(bits.ReverseBytes16(uint16(s))) + initial&0xffff + initial>>16
+	s = s&0xffff + s>>16
+	return uint16(s&0xffff + s>>16)
+}
+
+// fold64 folds a 64-bit one's complement sum into 16 bits.
+func fold64(s uint64) uint16 {
+	s = s&0xffffffff + s>>32
+	s = s&0xffff + s>>16
+	s = s&0xffff + s>>16
+	s = s&0xffff + s>>16
+	return uint16(s)
 }
 
 // Tunnel is the outer header of a tunnel frame: filled by a tunnel port on

@@ -261,3 +261,40 @@ func TestPushPopVLAN(t *testing.T) {
 		t.Errorf("frame without MACs changed to %d bytes", len(short.Data))
 	}
 }
+
+// TestChecksumReference checks Checksum against RFC 1071's 16-bit sum,
+// the slow way, for every length up to 300 and every alignment of the
+// tail, with sums that carry.
+func TestChecksumReference(t *testing.T) {
+	ref := func(b []byte, initial uint32) uint16 {
+		s := uint64(initial)
+		for i := 0; i < len(b); i += 2 {
+			w := uint64(b[i]) << 8
+			if i+1 < len(b) {
+				w |= uint64(b[i+1])
+			}
+			s += w
+		}
+		for s>>16 != 0 {
+			s = s&0xffff + s>>16
+		}
+		return uint16(s)
+	}
+	buf := make([]byte, 300)
+	for _, fill := range []func(i int) byte{
+		func(i int) byte { return 0xff },
+		func(i int) byte { return byte(i*131 + i>>3) },
+		func(i int) byte { return 0 },
+	} {
+		for i := range buf {
+			buf[i] = fill(i)
+		}
+		for n := range len(buf) + 1 {
+			for _, initial := range []uint32{0, 0xffff, 0x1fffe, 0xffffffff} {
+				if got, want := Checksum(buf[:n], initial), ref(buf[:n], initial); got != want {
+					t.Fatalf("%d bytes, initial %#x: %#04x, want %#04x", n, initial, got, want)
+				}
+			}
+		}
+	}
+}
