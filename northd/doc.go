@@ -60,4 +60,14 @@
 // restart (or a failed transaction) everything is compared once and only
 // real differences are written. Tunnel keys found in the Southbound are
 // kept.
+//
+// # On every core
+//
+// A large batch of stale owners (a full compute) is generated on every
+// core with the very result of generating it owner by owner: generators
+// run speculatively, changing nothing, and their logs are committed in the
+// batch's order, an owner whose reads changed meanwhile generated again
+// (parallel.go; Options.Workers). A generator must therefore put the
+// tunnel keys it claims nowhere but in its records. WriteSB likewise checks
+// a full compute's flows against the Southbound on every core.
 package northd

@@ -360,12 +360,20 @@ func (w *sbWriter) records() {
 		byTable[k.table] = append(byTable[k.table], k.key)
 	}
 	s.dirtyRecords = make(map[recordKey]struct{})
+	var order []recordKey
 	for _, table := range recordTables {
 		keys := byTable[table]
 		sort.Strings(keys)
 		for _, key := range keys {
-			w.record(recordKey{table, key})
+			order = append(order, recordKey{table, key})
 		}
+	}
+	unchanged := w.unchanged(len(order), func(i int) bool { return w.unchangedRecord(order[i]) })
+	for i, k := range order {
+		if unchanged != nil && unchanged[i] {
+			continue
+		}
+		w.record(k)
 	}
 	for _, k := range w.retry {
 		s.dirtyRecords[k] = struct{}{}
@@ -718,34 +726,57 @@ func (w *sbWriter) flow(e *flowEntry) bool {
 
 // unchangedFlows says, for each of dirty, whether its Southbound row is
 // already what it should be, so that flow would write nothing: after a full
-// compute, most are. Large lists are checked on every core (the check
-// reads and writes nothing); nil means not checked.
+// compute, most are. nil means not checked.
 func (w *sbWriter) unchangedFlows(dirty []*flowEntry) []bool {
-	workers := w.s.workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	least := w.s.parallelMin
-	if least == 0 {
-		least = parallelCheckMin
-	}
-	if workers < 2 || len(dirty) < least {
+	if !w.checkInParallel(len(dirty)) {
 		return nil
 	}
 	// Every datapath's row, before the goroutines read them.
 	for dp := range w.s.dpNB {
 		w.dpRow(dpID(dp))
 	}
-	out := make([]bool, len(dirty))
+	return w.unchanged(len(dirty), func(i int) bool { return w.unchangedFlow(dirty[i]) })
+}
+
+// parallelCheckMin is the number of dirty flows or records from which
+// WriteSB checks them on every core first.
+const parallelCheckMin = 4096
+
+// checkInParallel says whether n flows or records are checked on every core
+// before they are written.
+func (w *sbWriter) checkInParallel(n int) bool {
+	least := w.s.parallelMin
+	if least == 0 {
+		least = parallelCheckMin
+	}
+	return w.workers() >= 2 && n >= least
+}
+
+func (w *sbWriter) workers() int {
+	if w.s.workers > 0 {
+		return w.s.workers
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// unchanged runs check(i) for i in [0, n) on every core, if n is large
+// enough (else it returns nil), and returns the answers. check must only
+// read.
+func (w *sbWriter) unchanged(n int, check func(i int) bool) []bool {
+	if !w.checkInParallel(n) {
+		return nil
+	}
+	workers := w.workers()
+	out := make([]bool, n)
 	var wg sync.WaitGroup
-	chunk := (len(dirty) + workers - 1) / workers
-	for lo := 0; lo < len(dirty); lo += chunk {
-		hi := min(lo+chunk, len(dirty))
+	chunk := (n + workers - 1) / workers
+	for lo := 0; lo < n; lo += chunk {
+		hi := min(lo+chunk, n)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := lo; i < hi; i++ {
-				out[i] = w.unchangedFlow(dirty[i])
+				out[i] = check(i)
 			}
 		}()
 	}
@@ -753,9 +784,38 @@ func (w *sbWriter) unchangedFlows(dirty []*flowEntry) []bool {
 	return out
 }
 
-// parallelCheckMin is the number of dirty flows from which unchangedFlows
-// checks them in parallel.
-const parallelCheckMin = 4096
+// unchangedRecord says whether record k has one Southbound row that has
+// its columns and children already, so that record would write nothing.
+// It only reads; it runs before any record is written (a reference to a row
+// this transaction inserts is not resolved, and the record is not
+// unchanged).
+func (w *sbWriter) unchangedRecord(k recordKey) bool {
+	s := w.s
+	r := s.records[k]
+	existing := s.sbIndex.byKey[k]
+	if r == nil || len(existing) != 1 {
+		return false
+	}
+	cur := s.sb.row(k.table, existing[0])
+	if cur == nil {
+		return false
+	}
+	for _, rc := range r.cols {
+		d, ok := w.resolve(rc.val)
+		if !ok {
+			return false
+		}
+		if v, ok := s.sb.column(k.table, cur, rc.name); !ok || !v.Equal(d) {
+			return false
+		}
+	}
+	for c, ch := range r.children {
+		if !w.sameChildren(k.table, cur, c, ch) {
+			return false
+		}
+	}
+	return true
+}
 
 // unchangedFlow says whether e has one Southbound row that is on e's
 // datapaths already. It only reads (dpRow's cache must be full).
