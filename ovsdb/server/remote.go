@@ -274,6 +274,14 @@ func (r *Remotes) connOptions(spec remoteSpec) connOptions {
 	probe := spec.probe
 	if probe < 0 {
 		probe = r.srv.opts.ProbeInterval
+		if strings.HasPrefix(spec.target, "punix:") || strings.HasPrefix(spec.target, "unix:") {
+			// As in ovsdb-server, sessions over unix sockets are not
+			// probed unless their Connection row says so: the peer is
+			// on this machine, and a busy one (a northd parsing the
+			// update of its cold start's transaction) must not be cut
+			// off for answering an echo late.
+			probe = 0
+		}
 	}
 	return connOptions{probe: probe, readOnly: spec.readOnly, role: spec.role}
 }
