@@ -375,3 +375,40 @@ func TestRollbackOfUncommittedTransactions(t *testing.T) {
 	}
 	waitFor(t, "the rollback", 10*time.Second, func() bool { return c.names(l) == `"a"=1/"eph-a"` })
 }
+
+func TestRestartedMemberServesItsCommittedLog(t *testing.T) {
+	// A member restarted alone (no majority to learn the commit index
+	// from) serves what its own file says was committed.
+	c := newCluster(t, 3, Options{})
+	l := c.leader()
+	conn := c.conn(l)
+	insert(t, conn, "a", 1)
+	insert(t, conn, "b", 2)
+	// A file learns the commit index with the entries written after
+	// (raft tells a follower with the next entries it sends).
+	for i := 0; i < 4; i++ {
+		insert(t, conn, fmt.Sprintf("pad%d", i), 0)
+	}
+	c.waitSame(`"a"=1/"eph-a" "b"=2/"eph-b" "pad0"=0/"eph-pad0" "pad1"=0/"eph-pad1" "pad2"=0/"eph-pad2" "pad3"=0/"eph-pad3"`)
+	for i := range c.members {
+		c.stopMember(i)
+	}
+	f := (l + 1) % 3
+	c.start(f)
+	c.waitServed()
+	var got string
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if got = c.names(f); strings.Contains(got, `"a"=1`) && strings.Contains(got, `"b"=2`) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(got, `"a"=1`) || !strings.Contains(got, `"b"=2`) {
+		st := c.members[f].node.store
+		first, _ := st.FirstIndex()
+		last, _ := st.LastIndex()
+		ci, _ := st.GetCommitIndex()
+		t.Fatalf("member restarted alone holds %q, want at least a and b (log %d-%d, commit index %d)", got, first, last, ci)
+	}
+}

@@ -53,6 +53,7 @@ type record struct {
 	Key     string      `json:"k,omitempty"`
 	Val     []byte      `json:"v,omitempty"`
 	Entries []entry     `json:"e,omitempty"`
+	Commit  uint64      `json:"c,omitempty"` // log: raft's commit index when written
 	From    uint64      `json:"from,omitempty"`
 	Snap    *snapRecord `json:"snap,omitempty"`
 }
@@ -175,6 +176,9 @@ type store struct {
 	snap    *snapRecord
 	size    int64
 	failed  error
+	// commit is the commit index last written, staged the one to write
+	// with the next entries (raft's CommitTrackingLogStore).
+	commit, staged uint64
 }
 
 // createFile writes a new file holding hdr and, when snap is not nil, a
@@ -303,6 +307,7 @@ func (s *store) replay(rec *record) error {
 	case "set":
 		s.stable[rec.Key] = rec.Val
 	case "log":
+		s.commit = max(s.commit, rec.Commit)
 		for _, e := range rec.Entries {
 			l := raft.Log{Index: e.Index, Term: e.Term, Type: raft.LogType(e.Type), Data: e.Data, Extensions: e.Ext, AppendedAt: e.At}
 			if err := s.appendMem(l); err != nil {
@@ -408,7 +413,7 @@ func (s *store) rewriteLocked() error {
 		}
 	}
 	if len(s.entries) > 0 {
-		if b, err = encodeRecord(b, &record{Type: "log", Entries: toEntries(s.entries)}); err != nil {
+		if b, err = encodeRecord(b, &record{Type: "log", Entries: toEntries(s.entries), Commit: s.commit}); err != nil {
 			return err
 		}
 	}
@@ -492,9 +497,11 @@ func (s *store) StoreLogs(logs []*raft.Log) error {
 	for i, l := range logs {
 		vals[i] = *l
 	}
-	if err := s.writeLocked(&record{Type: "log", Entries: toEntries(vals)}); err != nil {
+	commit := max(s.commit, s.staged)
+	if err := s.writeLocked(&record{Type: "log", Entries: toEntries(vals), Commit: commit}); err != nil {
 		return err
 	}
+	s.commit = commit
 	for _, l := range vals {
 		if err := s.appendMem(l); err != nil {
 			return err
@@ -522,6 +529,26 @@ func (s *store) DeleteRange(min, max uint64) error {
 		return s.rewriteLocked()
 	}
 	return fmt.Errorf("deleting log entries %d-%d from the middle of %d-%d", min, max, first, last)
+}
+
+// StageCommitIndex and GetCommitIndex make store a
+// raft.CommitTrackingLogStore: the commit index goes to the file with the
+// next entries, so that at start the entries known committed can be
+// applied before a leader is heard from (Node.replayCommitted).
+func (s *store) StageCommitIndex(idx uint64) error {
+	s.mu.Lock()
+	s.staged = max(s.staged, idx)
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *store) GetCommitIndex() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.entries) == 0 {
+		return 0, nil
+	}
+	return min(s.commit, s.entries[len(s.entries)-1].Index), nil
 }
 
 // IsMonotonic makes raft delete the whole log after installing a

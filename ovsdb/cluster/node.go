@@ -146,6 +146,10 @@ type Node struct {
 	applied   uint64
 	appliedCh chan struct{} // closed and replaced when applied grows
 
+	// replayedTo is the last entry applied at start from this member's
+	// own file (replayCommitted), which raft applies again later.
+	replayedTo uint64
+
 	barrier atomic.Bool // a barrier after winning an election is running
 	wonAt   atomic.Int64
 	cancel  context.CancelFunc
@@ -415,8 +419,8 @@ func (f failedFuture) Response() any { return nil }
 // Apply is raft.FSM's: it applies one committed entry.
 func (n *Node) Apply(l *raft.Log) any {
 	defer n.setApplied(l.Index)
-	if l.Type != raft.LogCommand {
-		return nil
+	if l.Type != raft.LogCommand || l.Index <= n.replayedTo {
+		return nil // replayed at start (see replayCommitted)
 	}
 	var c command
 	if err := json.Unmarshal(l.Data, &c); err != nil {
@@ -506,6 +510,9 @@ func (n *Node) rollbackLocked(rep *server.Replica) {
 }
 
 func (n *Node) setApplied(idx uint64) {
+	// What is applied is committed: the file learns it with the next
+	// entries it stores.
+	n.store.StageCommitIndex(idx)
 	n.appliedMu.Lock()
 	if idx > n.applied {
 		n.applied = idx
@@ -634,6 +641,11 @@ func (n *Node) Restore(rc io.ReadCloser) error {
 	if rep == nil {
 		n.schema.Store(schema)
 		n.committedTxn = sd.Txn
+		select {
+		case <-n.ready:
+		default:
+			n.replayCommitted(db)
+		}
 		rep, err := n.srv.AddClusteredDatabase(db, n, n.status())
 		if err != nil {
 			return err
@@ -649,6 +661,55 @@ func (n *Node) Restore(rc io.ReadCloser) error {
 		n.committedTxn = sd.Txn
 	})
 	return nil
+}
+
+// replayCommitted applies to db, restored at start from this member's
+// latest snapshot, the entries after it that its file says were committed,
+// so that a restarted member serves what it had before it hears from a
+// leader. raft applies them again once it learns the commit index; Apply
+// skips them. (raft's own RestoreCommittedLogs would do this but then
+// misses the configuration changes among those entries.)
+func (n *Node) replayCommitted(db *ovsdb.Database) {
+	st := n.store
+	st.mu.Lock()
+	var from uint64
+	if st.snap != nil {
+		from = st.snap.Index + 1
+	}
+	var logs []raft.Log
+	if len(st.entries) > 0 {
+		upTo := min(st.commit, st.entries[len(st.entries)-1].Index)
+		for _, l := range st.entries {
+			if l.Index >= from && l.Index <= upTo {
+				logs = append(logs, l)
+			}
+		}
+	}
+	st.mu.Unlock()
+	for _, l := range logs {
+		n.replayedTo = l.Index
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		var c command
+		if err := json.Unmarshal(l.Data, &c); err != nil {
+			n.log.Error("undecodable raft entry", "index", l.Index, "err", err)
+			continue
+		}
+		if c.Timer > 0 {
+			n.timerMS.Store(c.Timer)
+		}
+		for _, t := range c.Txns {
+			if err := db.ApplyRecord(t.Tables, false); err != nil {
+				n.log.Error("a committed transaction in the file does not apply", "index", l.Index, "txn", t.ID, "err", err)
+				continue
+			}
+			n.committedTxn = t.ID
+		}
+	}
+	if len(logs) > 0 {
+		n.log.Info("applied the committed entries of the file", "from", logs[0].Index, "to", n.replayedTo)
+	}
 }
 
 // diff is the change set that turns a's contents into b's (same schema).
