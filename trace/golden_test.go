@@ -111,6 +111,7 @@ func TestGoldenSandbox(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkNamed(t, tc.name, r)
+			checkDelivered(t, tc.name, r)
 			norm := newNormalizer()
 			compareGolden(t, "testdata/"+tc.name+".golden", norm.apply(text.String()))
 			compareGolden(t, "testdata/"+tc.name+".json.golden", norm.apply(string(js)+"\n"))
@@ -153,7 +154,7 @@ func checkNamed(t *testing.T, name string, r *Result) {
 		mfs = append(mfs, h.Megaflows...)
 	}
 	for _, m := range mfs {
-		for _, f := range m.Fields[1:] {
+		for _, f := range m.Fields[2:] {
 			if f.Source == nil || f.Source.Kind == KindUnknown {
 				t.Errorf("megaflow %d: field %s has no source", m.Pass, f.Field)
 			}

@@ -219,8 +219,10 @@ func (ix *index) explain(res *Result, hop *Hop, run *runResult, tables *classifi
 			m := flow.Match{Key: p.key.And(&mask), Mask: mask}
 			mf.Match = m.String() + " (not installed)"
 		}
-		mf.Fields = append(mf.Fields, Field{Field: "recirc_id,in_port", Value: fmt.Sprintf("%d,%d", ps.RecircID, p.key.Get(flow.InPort)),
-			Cause: "always matched: they select the pipeline"})
+		for _, f := range []flow.Field{flow.RecircID, flow.InPort} {
+			mf.Fields = append(mf.Fields, Field{Field: f.String(), Value: fmt.Sprint(p.key.Get(f)),
+				Cause: "always matched: recirc_id and in_port select the pipeline"})
+		}
 		visited := visitedDatapaths(p.res.Trace)
 		for _, r := range reasons {
 			if r.Cause == xlate.CauseRuledOut && r.Rule != nil {
