@@ -22,7 +22,8 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files")
 
 // sandboxDBs serves an empty Northbound and Southbound in-process, runs
-// govn northd on them and applies testdata/sandbox.sh with the real
+// govn northd on them and applies testdata/sandbox-nb.sh and
+// sandbox-sb.sh with the real
 // ovn-nbctl and ovn-sbctl; it returns the two endpoints.
 func sandboxDBs(t *testing.T) (nbEP, sbEP string) {
 	t.Helper()
@@ -64,12 +65,23 @@ func sandboxDBs(t *testing.T) (nbEP, sbEP string) {
 	ran := make(chan struct{})
 	go func() { defer close(ran); _ = d.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-ran; <-served })
-	cmd := exec.Command("bash", "testdata/sandbox.sh")
-	cmd.Env = append(os.Environ(), "NB="+ep, "SB="+ep)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("testdata/sandbox.sh: %v\n%s", err, out)
-	}
+	// northd sees the whole Northbound at once, so that it numbers the
+	// datapaths and ports as the script requests, on every run.
+	d.SetPaused(true)
+	runScript(t, "testdata/sandbox-nb.sh", ep, ep)
+	d.SetPaused(false)
+	runScript(t, "testdata/sandbox-sb.sh", ep, ep)
 	return ep, ep
+}
+
+// runScript runs a script of testdata with $NB and $SB set.
+func runScript(t *testing.T, script, nb, sb string) {
+	t.Helper()
+	cmd := exec.Command("bash", script)
+	cmd.Env = append(os.Environ(), "NB="+nb, "SB="+sb)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, out)
+	}
 }
 
 // The three packets of issue 14's acceptance: a request to the load

@@ -2,8 +2,6 @@ package trace
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -17,11 +15,8 @@ import (
 // govn's.
 func TestRealNorthd(t *testing.T) {
 	e := refovn.Start(t, refovn.RealNorthd)
-	cmd := exec.Command("bash", "testdata/sandbox.sh")
-	cmd.Env = append(os.Environ(), "NB="+e.NBRemote(), "SB="+e.SBRemote())
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("testdata/sandbox.sh: %v\n%s", err, out)
-	}
+	runScript(t, "testdata/sandbox-nb.sh", e.NBRemote(), e.SBRemote())
+	runScript(t, "testdata/sandbox-sb.sh", e.NBRemote(), e.SBRemote())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, n, err := Load(ctx, e.SBRemote(), e.NBRemote())

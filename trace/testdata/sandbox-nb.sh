@@ -3,7 +3,9 @@
 # and ls2 (web1-3 on hv1-3) joined by router lr0; load balancer lb0
 # (172.16.0.100:80 to web1-3) on ls1; an ACL on ls2 dropping ICMP from
 # vm2; gateway router gw on hv3 with SNAT of 10.0.0.0/16 to the provider
-# network. $NB and $SB are the databases.
+# network. $NB and $SB are the databases. This part writes the
+# Northbound and waits for nothing (the golden test runs it with northd
+# paused); sandbox-sb.sh follows.
 set -e
 
 nbctl() { ovn-nbctl --db="$NB" "$@"; }
@@ -45,13 +47,27 @@ nbctl ls-add join -- ls-add pub -- lr-add gw -- set Logical_Router gw options:ch
 	-- lr-route-add lr0 0.0.0.0/0 100.64.0.2 \
 	-- lr-route-add gw 10.0.0.0/16 100.64.0.1 \
 	-- lr-nat-add gw snat 192.168.100.1 10.0.0.0/16
-nbctl --wait=sb sync
-
-# The chassis and where the VMs are, as the sandbox's govn chassis would
-# register and claim them.
-sbctl chassis-add hv1 geneve 192.168.0.1 -- chassis-add hv2 geneve 192.168.0.2 -- chassis-add hv3 geneve 192.168.0.3
-for b in vm1:hv1 web1:hv1 vm2:hv2 web2:hv2 vm3:hv3 web3:hv3; do
-	sbctl lsp-bind ${b%:*} ${b#*:}
+# Tunnel keys fixed, for golden output (northd numbers rows in the order
+# it sees them).
+keys=""
+n=0
+for dp in ls1 ls2 join pub; do
+	n=$((n+1)); keys="$keys -- set Logical_Switch $dp other_config:requested-tnl-key=$n"
 done
-# northd reacts to the chassis (the gateway router's ports): wait for it.
-nbctl --wait=sb sync
+for dp in lr0 gw; do
+	n=$((n+1)); keys="$keys -- set Logical_Router $dp options:requested-tnl-key=$n"
+done
+port_keys() { # TABLE PORT...
+	t=$1; shift; k=0
+	for p in "$@"; do
+		k=$((k+1)); keys="$keys -- set $t $p options:requested-tnl-key=$k"
+	done
+}
+port_keys Logical_Switch_Port ls1-lr0 vm1 vm2 vm3
+port_keys Logical_Switch_Port ls2-lr0 web1 web2 web3
+port_keys Logical_Switch_Port join-lr0 join-gw
+port_keys Logical_Switch_Port pub-gw pub-ln
+port_keys Logical_Router_Port lr0-ls1 lr0-ls2 lr0-join
+port_keys Logical_Router_Port gw-join gw-pub
+nbctl ${keys# -- }
+
