@@ -321,6 +321,13 @@ func (m *meter) httpEnd(h *httpRun) HTTPFigures {
 		}
 	}
 	f.ReqPerSec = medianOf(h.rates)
+	done := 0
+	for _, r := range f.Runs[1:] {
+		done += r.Complete
+	}
+	if done > 0 {
+		f.CPUMsPerRequest = round3(f.CPU.Total * 1000 / float64(done))
+	}
 	return f
 }
 

@@ -174,6 +174,9 @@ type HTTPFigures struct {
 	// CPU is the processes' CPU time over the timed runs, both
 	// hypervisors.
 	CPU CPUFigures `json:"cpu_seconds"`
+	// CPUMsPerRequest is CPU.Total over the requests the timed runs
+	// completed, in milliseconds.
+	CPUMsPerRequest float64 `json:"cpu_ms_per_request"`
 }
 
 // ABRun is one ab run.
@@ -502,6 +505,8 @@ func (s *Side) figures() map[string]float64 {
 		"vip_dp_flows_max":      float64(max(s.VIP.Flows1k, s.VIP.Flows5k)),
 		"vip_cpu_seconds":       s.VIP.CPU.Total,
 		"direct_cpu_seconds":    s.Direct.CPU.Total,
+		"vip_cpu_ms_per_req":    s.VIP.CPUMsPerRequest,
+		"direct_cpu_ms_per_req": s.Direct.CPUMsPerRequest,
 		"ping_same_first_ms":    s.PingSameHV.FirstMs,
 		"ping_same_steady_ms":   s.PingSameHV.SteadyMs,
 		"ping_same_newconn_ms":  s.PingSameHV.NewConnMs,

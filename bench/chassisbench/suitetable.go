@@ -44,6 +44,8 @@ func (r *SuiteReport) WriteTable(out io.Writer) {
 	row(fmt.Sprintf("  dp flows after %d more", s.Requests), "direct_dp_flows_timed", "")
 	row("  chassis CPU s over the VIP runs", "vip_cpu_seconds", "")
 	row("  chassis CPU s over the backend runs", "direct_cpu_seconds", "")
+	row("  chassis CPU ms per request, VIP", "vip_cpu_ms_per_req", "")
+	row("  chassis CPU ms per request, backend", "direct_cpu_ms_per_req", "")
 	complete := func(sd *Side) string {
 		var bad []string
 		for _, h := range []HTTPFigures{sd.VIP, sd.Direct} {
