@@ -30,6 +30,12 @@
 //   - Megaflows: the megaflows the datapath installed, each matched
 //     field with the rule that made the megaflow match it (matched, ruled
 //     out, or read by an action: xlate.Reason) and that rule's source.
+//     A rule "ruled out" is the packet's own datapath's rule of the
+//     classifier subtable whose check examined the field, when it has one;
+//     otherwise it can be another logical datapath's: the classifier's
+//     first stage covers metadata and the conntrack fields together, so a
+//     switch's ct_state rules can make a megaflow of another switch match
+//     ct_state, and the trace says so.
 //
 // A frame the chassis sends into its Geneve port is followed to the
 // chassis whose encap address the tunnel header names, modelled the same
