@@ -46,9 +46,15 @@ func TestSuiteSmoke(t *testing.T) {
 		if len(s.Errors) > 0 {
 			t.Errorf("%s: %v", s.Deployment, s.Errors)
 		}
-		for k, v := range s.figures() {
-			if v <= 0 && k != "addrset_rules_added" {
-				t.Errorf("%s: %s = %v, want a figure", s.Deployment, k, v)
+		// Figures that every completed run has, however loaded the
+		// machine (a ping may be lost, a flow expire, a CPU reading be
+		// zero over 100 requests): none is judged.
+		figs := s.figures()
+		for _, k := range []string{"vip_req_per_sec", "direct_req_per_sec", "vip_dp_flows_max",
+			"ping_same_steady_ms", "iperf_same_tcp_mbps", "iperf_same_udp_pps", "iperf_cross_tcp_mbps",
+			"port_up_p50_ms", "change_p50_ms", "addrset_rules_after"} {
+			if figs[k] <= 0 {
+				t.Errorf("%s: %s = %v, want a figure", s.Deployment, k, figs[k])
 			}
 		}
 		if s.AddressSet.RulesAfter <= s.AddressSet.RulesBefore {
