@@ -109,7 +109,8 @@ func gatewayHA(t *testing.T, c *Cluster) (vm1, ext *VM) {
 }
 
 // gatewayFailover checks that vm1 reaches ext through hv2, kills hv2's
-// chassis (a govn chassis) under ping and checks that hv3 takes over.
+// chassis (a govn chassis) under ping and checks that hv3 takes over;
+// then restarts hv2, which takes the port back.
 func gatewayFailover(t *testing.T, c *Cluster, vm1, ext *VM) {
 	t.Helper()
 	hv2, hv3 := c.Hypervisor(2), c.Hypervisor(3)
@@ -180,6 +181,23 @@ func gatewayFailover(t *testing.T, c *Cluster, vm1, ext *VM) {
 		t.Errorf("after the failover: %v", err)
 	}
 	waitBFD(t, c.Hypervisor(1), func(s map[string]string) bool { return s["hv2"] == "down" && s["hv3"] == "up" }, "hv2 down, hv3 up")
+
+	// hv2 comes back: once its sessions are up it is the live gateway of
+	// the highest priority again and takes the port back (as
+	// ovn-controller does, no stickiness), and the traffic follows.
+	for syscall.Kill(pid, 0) == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := os.Remove(hv2.DB); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	hv2.Chassis.Start(t, hv2)
+	c.WaitBound(t, "cr-lr1-pub", hv2)
+	t.Logf("hv2 restarted: it holds the port again after %v", time.Since(restarted).Round(time.Millisecond))
+	if err := vm1.WaitPing(ext.IP(), 20*time.Second); err != nil {
+		t.Fatalf("after hv2 took the port back: %v", err)
+	}
 }
 
 // bfdStates reads each BFD peer's state: from a govn chassis' bfd/show,
