@@ -66,6 +66,17 @@
 // it saw. Megaflows idle for Config.IdleTimeout are removed; Run sweeps
 // quiet workers' caches and ages conntrack entries on a timer.
 //
+// # Flow limit
+//
+// The megaflows of all workers together are capped (Config.FlowLimit,
+// default 200,000 as Open vSwitch's other_config:flow-limit): at the cap an
+// upcall executes its packet's actions without installing a megaflow and
+// counts it (Stats.FlowLimitHits), so a flood of misses to new addresses
+// costs slow-path work but no memory beyond the cap. SetFlowLimit changes
+// the cap at run time and evicts the excess, least recently hit megaflows
+// of any worker first; Run re-checks on every tick. The fast path does not
+// look at the limit; an install reserves its place with one atomic add.
+//
 // # Rule statistics
 //
 // Rules count packets the way Open vSwitch's do, off the fast path: an

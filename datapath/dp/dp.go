@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -55,6 +56,12 @@ type Config struct {
 	Conntrack Conntrack
 	// IdleTimeout removes megaflows unused for this long (default 10 s).
 	IdleTimeout time.Duration
+	// FlowLimit caps the megaflows of all receive queues together
+	// (default megaflow.DefaultFlowLimit, 200,000, as Open vSwitch's
+	// other_config:flow-limit). At the cap an upcall forwards its packet
+	// without installing a megaflow and counts it (Stats.FlowLimitHits);
+	// SetFlowLimit changes it while the datapath runs.
+	FlowLimit int
 	// PacketInQueue is the depth of the packet-in channel (default 1024);
 	// packet-ins that find it full are dropped and counted.
 	PacketInQueue int
@@ -113,6 +120,7 @@ type Datapath struct {
 	frags    *ipfrag.Reassembler // fragments before ct(), per zone
 	meters   meters              // meter() actions' token buckets
 	ctBatch  ConntrackBatcher    // Config.Conntrack if it has a batch method
+	limit    *megaflow.Limit     // the cap on every worker's megaflows together
 
 	mu      sync.Mutex
 	ports   atomic.Pointer[map[uint32]*portEntry] // copy on write, under mu
@@ -147,11 +155,15 @@ func New(cfg Config) (*Datapath, error) {
 	if cfg.PacketInQueue <= 0 {
 		cfg.PacketInQueue = 1024
 	}
+	if cfg.FlowLimit <= 0 {
+		cfg.FlowLimit = megaflow.DefaultFlowLimit
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	d := &Datapath{cfg: cfg, start: time.Now(), packetIn: make(chan PacketIn, cfg.PacketInQueue), frags: ipfrag.New(ipfrag.Config{})}
 	d.ctBatch, _ = cfg.Conntrack.(ConntrackBatcher)
+	d.limit = megaflow.NewLimit(cfg.FlowLimit)
 	d.ports.Store(&map[uint32]*portEntry{})
 	d.inject = newWorker(d, &portEntry{done: make(chan struct{})})
 	return d, nil
@@ -254,6 +266,9 @@ func (d *Datapath) Run(ctx context.Context) error {
 			if n%5 == 0 {
 				d.ExpireIdle()
 			}
+			if d.limit.Over() > 0 {
+				d.evictOverLimit()
+			}
 		}
 	}
 	d.mu.Lock()
@@ -302,7 +317,10 @@ type Stats struct {
 	Reassembled   uint64 // datagrams reassembled (their last fragment went on)
 	FragDrops     uint64 // fragments dropped by reassembly, or datagrams not refragmentable
 	MeterDrops    uint64 // packets over a meter's rate
+	FlowLimitHits uint64 // upcalls that installed no megaflow: the flow limit was reached
+	Evicted       uint64 // megaflows removed to get under a lowered flow limit
 	Megaflows     int    // megaflows installed now, over all workers
+	FlowLimit     int    // the cap on Megaflows (and the packet-outs' recirculations)
 }
 
 // counters are a worker's counts. Its cache counts the hits (emcHits
@@ -313,6 +331,7 @@ type counters struct {
 	recirculated, loopDrops, noPortDrops, badOffloads     atomic.Uint64
 	ctDrops, packetIns, packetInDrops, packetOuts         atomic.Uint64
 	fragsHeld, reassembled, fragDrops, meterDrops         atomic.Uint64
+	flowLimitHits, evicted                                atomic.Uint64
 }
 
 // Stats returns the datapath's counters.
@@ -328,6 +347,7 @@ func (d *Datapath) Stats() Stats {
 		s.Megaflows += pe.w.cache.Len()
 		pe.w.mu.Unlock()
 	}
+	s.FlowLimit = d.limit.Max()
 	return s
 }
 
@@ -340,6 +360,7 @@ func (c *counters) stats() Stats {
 		BadOffloads: c.badOffloads.Load(), CTDrops: c.ctDrops.Load(), PacketIns: c.packetIns.Load(),
 		PacketInDrops: c.packetInDrops.Load(), PacketOuts: c.packetOuts.Load(), FragsHeld: c.fragsHeld.Load(), Reassembled: c.reassembled.Load(),
 		FragDrops: c.fragDrops.Load(), MeterDrops: c.meterDrops.Load(),
+		FlowLimitHits: c.flowLimitHits.Load(), Evicted: c.evicted.Load(),
 	}
 }
 
@@ -366,6 +387,8 @@ func (s *Stats) add(o Stats) {
 	s.Reassembled += o.Reassembled
 	s.FragDrops += o.FragDrops
 	s.MeterDrops += o.MeterDrops
+	s.FlowLimitHits += o.FlowLimitHits
+	s.Evicted += o.Evicted
 }
 
 // addTo adds c's counts to the atomic counters of t.
@@ -392,6 +415,8 @@ func (c *counters) addTo(t *counters) {
 	t.reassembled.Add(s.Reassembled)
 	t.fragDrops.Add(s.FragDrops)
 	t.meterDrops.Add(s.MeterDrops)
+	t.flowLimitHits.Add(s.FlowLimitHits)
+	t.evicted.Add(s.Evicted)
 }
 
 // PortStats returns the counters of every port by number.
@@ -507,6 +532,67 @@ func (d *Datapath) PushStats() {
 		pe.w.cache.PushStats()
 		pe.w.mu.Unlock()
 	}
+}
+
+// FlowLimit returns the cap on the megaflows of all workers together.
+func (d *Datapath) FlowLimit() int { return d.limit.Max() }
+
+// SetFlowLimit changes the cap on the megaflows of all workers together
+// (as ovs-appctl upcall/set-flow-limit) and, if they hold more, evicts
+// the excess, least recently hit first. It returns how many it evicted.
+func (d *Datapath) SetFlowLimit(n int) (evicted int, err error) {
+	if n < 0 {
+		return 0, fmt.Errorf("datapath: flow limit %d: must not be negative", n)
+	}
+	d.limit.Set(n)
+	return d.evictOverLimit(), nil
+}
+
+// allWorkers returns every worker: the ports' and the packet-outs'.
+func (d *Datapath) allWorkers() []*worker {
+	ports := *d.ports.Load()
+	ws := make([]*worker, 0, len(ports)+1)
+	for _, pe := range ports {
+		ws = append(ws, pe.w)
+	}
+	return append(ws, d.inject)
+}
+
+// evictOverLimit removes the megaflows above the flow limit, least
+// recently hit first over all workers: it takes every megaflow's last-hit
+// time, picks the time by which enough of them were last hit, and has
+// each worker evict its megaflows idle since then, until under the limit.
+// Megaflows hit meanwhile are spared; what is left over goes on Run's
+// next tick. It returns how many it evicted.
+func (d *Datapath) evictOverLimit() int {
+	over := d.limit.Over()
+	if over == 0 {
+		return 0
+	}
+	ws := d.allWorkers()
+	var used []time.Duration
+	for _, w := range ws {
+		w.mu.Lock()
+		used = w.cache.AppendUsed(used)
+		w.mu.Unlock()
+	}
+	if len(used) == 0 {
+		return 0
+	}
+	slices.Sort(used)
+	by := used[min(over, len(used))-1]
+	n := 0
+	for _, w := range ws {
+		if over = d.limit.Over(); over == 0 {
+			break
+		}
+		w.mu.Lock()
+		k := w.cache.Evict(by, over)
+		w.mu.Unlock()
+		w.st.evicted.Add(uint64(k))
+		n += k
+	}
+	return n
 }
 
 // ExpireIdle removes megaflows idle for longer than the idle timeout. Run

@@ -57,6 +57,7 @@ type outQueue struct {
 
 func newWorker(d *Datapath, pe *portEntry) *worker {
 	w := &worker{d: d, pe: pe, pkts: make([]*port.Packet, port.BatchSize), cache: megaflow.New(true)}
+	w.cache.SetLimit(d.limit)
 	for i := range w.pkts {
 		w.pkts[i] = port.NewPacket(port.MaxFrame)
 	}
@@ -129,8 +130,8 @@ func (w *worker) process(p *port.Packet, k *flow.Key, now time.Duration, depth i
 }
 
 // upcall translates k in the slow path and installs the megaflow, unless
-// the tables changed during the translation (then the actions are used
-// for this packet only). The packet, of size bytes, is credited to the
+// the tables changed during the translation or the flow limit is reached
+// (then the actions are used for this packet only). The packet, of size bytes, is credited to the
 // rules it ran at once; the megaflow credits the packets that hit it.
 func (w *worker) upcall(k *flow.Key, bytes int, now time.Duration) ([]flow.DPAction, bool) {
 	w.st.upcalls.Add(1)
@@ -142,8 +143,11 @@ func (w *worker) upcall(k *flow.Key, bytes int, now time.Duration) ([]flow.DPAct
 	}
 	r.Counters.Credit(1, uint64(bytes))
 	if r.Generation == w.cache.Generation() {
-		w.cache.Insert(&r, now)
-		w.st.installed.Add(1)
+		if w.cache.Insert(&r, now) != nil {
+			w.st.installed.Add(1)
+		} else {
+			w.st.flowLimitHits.Add(1)
+		}
 	}
 	return r.Actions, true
 }

@@ -206,12 +206,16 @@ type Cache struct {
 	lookups   uint64
 	stats     Stats
 	lists     counterLists // the megaflows' counter lists, shared
+	limit     *Limit       // the cap shared with other caches; nil for none
 }
 
 // Stats counts cache activity.
 type Stats struct {
 	EMCHits, MegaflowHits, Misses           uint64
 	Inserted, Revalidated, Deleted, Expired uint64
+	// LimitHits counts Inserts refused at the Limit; Evicted the
+	// megaflows Evict removed.
+	LimitHits, Evicted uint64
 }
 
 // New returns an empty cache; emc enables the exact-match cache.
@@ -304,9 +308,25 @@ func (c *Cache) rank() {
 }
 
 // Insert installs the translation of key k, replacing a megaflow with the
-// same mask and masked key. It returns the megaflow.
+// same mask and masked key. It returns the megaflow, or nil if the cache's
+// Limit is reached (then nothing changed: the caller uses the actions for
+// its packet only).
 func (c *Cache) Insert(res *xlate.Result, now time.Duration) *Flow {
 	st := c.byMask[res.Mask]
+	if c.limit != nil {
+		replaces := false
+		if st != nil {
+			mk := res.Key.And(&st.mask)
+			replaces = st.find(&mk) != nil
+		}
+		if !replaces && !c.limit.reserve() {
+			c.stats.LimitHits++
+			return nil
+		}
+		if replaces {
+			c.limit.n.Add(1) // remove gives it back
+		}
+	}
 	if st == nil {
 		st = newSubtable(&res.Mask)
 		c.byMask[res.Mask] = st
@@ -356,6 +376,9 @@ func (c *Cache) remove(f *Flow) {
 	st := f.st
 	st.remove(f)
 	c.n--
+	if c.limit != nil {
+		c.limit.n.Add(-1)
+	}
 	if st.n == 0 {
 		delete(c.byMask, st.mask)
 		c.subtables = slices.DeleteFunc(c.subtables, func(x *subtable) bool { return x == st })

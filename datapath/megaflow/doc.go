@@ -32,6 +32,16 @@
 // on Insert; Expire refreshes them while the megaflow is hit and has the
 // translator drop learned rules that idled out.
 //
+// # Flow limit
+//
+// Caches given one Limit (SetLimit) count their megaflows in it together;
+// at its cap Insert installs nothing and returns nil (counted as
+// LimitHits), so the caller forwards its packet uncached. Each install
+// and removal costs one atomic add; lookups do not touch the Limit.
+// Lowering the cap removes nothing by itself: the owner evicts the excess
+// with Evict, least recently hit first (AppendUsed gives the times to
+// choose a threshold across caches).
+//
 // # Rule and table statistics
 //
 // A hit only counts the megaflow's own Hits (and the caller its Bytes);
