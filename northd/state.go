@@ -226,6 +226,20 @@ func (s *State) Recompute() int {
 	s.stats.Recomputes++
 	s.ensureOwners()
 	s.numberDatapaths()
+	// Memos are dropped rather than refreshed one by one: every owner is
+	// generated again, and computes the memos it reads afresh as it
+	// does (in parallel, see parallel.go). Datapath sets, which flows and
+	// records hold, are refreshed.
+	for key := range s.memos {
+		if o := s.memoOwners[key]; o != nil {
+			for _, e := range o.deps {
+				s.deps.remove(e, o)
+			}
+			o.deps = nil
+			delete(s.memoOwners, key)
+		}
+		delete(s.memos, key)
+	}
 	for _, o := range s.owners {
 		s.markDirty(o)
 	}
