@@ -22,6 +22,8 @@ func (s *Switch) Commands(stop func()) map[string]unixctl.Command {
 		"dpctl/del-flows":       s.flushMegaflows,
 		"dpctl/show":            s.show,
 		"dpif/show":             s.show,
+		"upcall/show":           s.upcallShow,
+		"upcall/set-flow-limit": s.setFlowLimit,
 		"dump-tables":           s.dumpTables,
 		"ofproto/trace":         s.trace,
 		"dump-flows":            s.dumpFlows,
@@ -123,6 +125,7 @@ func (s *Switch) show(args []string) (string, error) {
 	fmt.Fprintf(&b, "  packets: %d emc_hits:%d megaflow_hits:%d recirculated:%d\n", st.Packets, st.EMCHits, st.MegaflowHits, st.Recirculated)
 	fmt.Fprintf(&b, "  upcalls: %d errors:%d installed:%d expired:%d revalidated:%d invalidated:%d\n",
 		st.Upcalls, st.UpcallErrors, st.Installed, st.Expired, st.Revalidated, st.Invalidated)
+	fmt.Fprintf(&b, "  flow_limit: %d hits:%d evicted:%d\n", st.FlowLimit, st.FlowLimitHits, st.Evicted)
 	fmt.Fprintf(&b, "  drops: no_port:%d loop:%d conntrack:%d meter:%d bad_offload:%d packet_in:%d fragment:%d\n",
 		st.NoPortDrops, st.LoopDrops, st.CTDrops, st.MeterDrops, st.BadOffloads, st.PacketInDrops, st.FragDrops)
 	pst := s.dp.PortStats()
@@ -145,6 +148,39 @@ func (s *Switch) show(args []string) (string, error) {
 		}
 	}
 	return b.String(), nil
+}
+
+// upcallShow is upcall/show: the megaflows against the flow limit, and
+// the upcalls the limit kept from installing one.
+func (s *Switch) upcallShow(args []string) (string, error) {
+	if len(dropDPName(args)) > 0 {
+		return "", errors.New("upcall/show: takes no arguments")
+	}
+	st := s.dp.Stats()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s:\n", dpName)
+	fmt.Fprintf(&b, "  flows         : (current %d) (limit %d)\n", st.Megaflows, st.FlowLimit)
+	fmt.Fprintf(&b, "  upcalls       : %d installed:%d flow_limit_hits:%d errors:%d\n", st.Upcalls, st.Installed, st.FlowLimitHits, st.UpcallErrors)
+	fmt.Fprintf(&b, "  evicted       : %d (to get under a lowered limit)\n", st.Evicted)
+	return b.String(), nil
+}
+
+// setFlowLimit is upcall/set-flow-limit N: the cap on the megaflows of
+// all receive queues together; megaflows over a lowered cap are evicted,
+// least recently hit first.
+func (s *Switch) setFlowLimit(args []string) (string, error) {
+	if len(args) != 1 {
+		return "", errors.New("upcall/set-flow-limit: want one argument, the number of megaflows")
+	}
+	n, err := strconv.Atoi(args[0])
+	if err != nil || n < 0 {
+		return "", fmt.Errorf("upcall/set-flow-limit: %q is not a number of megaflows (a non-negative integer)", args[0])
+	}
+	evicted, err := s.dp.SetFlowLimit(n)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("set flow_limit to %d (%d megaflows evicted)\n", n, evicted), nil
 }
 
 // dumpTables is dump-tables: for each table with rules or traffic, its

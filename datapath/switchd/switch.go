@@ -28,6 +28,9 @@ type Config struct {
 	Ports  []Port
 	Rules  []flow.Rule // the initial flow tables
 	Logger *slog.Logger
+	// FlowLimit caps the datapath's megaflows (dp.Config.FlowLimit;
+	// 0 for its default); upcall/set-flow-limit changes it.
+	FlowLimit int
 }
 
 // Switch is a datapath with its flow tables, its connection tracker and
@@ -61,7 +64,7 @@ func New(cfg Config) (*Switch, error) {
 	if _, err := s.pipe.Apply(addBundle(cfg.Rules)); err != nil {
 		return fail(fmt.Errorf("installing flows: %w", err))
 	}
-	d, err := dp.New(dp.Config{Flows: s.pipe, Conntrack: s.ct, Logger: s.log})
+	d, err := dp.New(dp.Config{Flows: s.pipe, Conntrack: s.ct, Logger: s.log, FlowLimit: cfg.FlowLimit})
 	if err != nil {
 		return fail(fmt.Errorf("starting the datapath: %w", err))
 	}

@@ -490,3 +490,42 @@ func TestControlSocket(t *testing.T) {
 		t.Fatal("Run still running after exit")
 	}
 }
+
+// TestFlowLimitCommands: upcall/set-flow-limit caps the megaflows; at the
+// cap frames are still forwarded, uncached, and upcall/show and
+// dpctl/show count them; lowering the cap evicts.
+func TestFlowLimitCommands(t *testing.T) {
+	r := newRig(t, testFlows)
+	if out := r.do(t, "upcall/show"); !strings.Contains(out, "(current 0) (limit 200000)") {
+		t.Errorf("upcall/show before any traffic:\n%s", out)
+	}
+	if out := r.do(t, "upcall/set-flow-limit", "1"); out != "set flow_limit to 1 (0 megaflows evicted)\n" {
+		t.Errorf("upcall/set-flow-limit 1: %q", out)
+	}
+	// Three frames that make three different megaflows, each sent twice.
+	for range 2 {
+		r.send(t, 1, 2, udpFrame(1000, 80, 0))
+		r.send(t, 1, 0, udpFrame(1000, 53, 0))
+		r.send(t, 2, 1, udpFrame(80, 1000, 0))
+	}
+	r.settle(t, map[uint32]uint64{1: 2, 2: 2})
+	// The first megaflow was installed and hit once; the other two
+	// frames went to the slow path both times.
+	if out := r.do(t, "upcall/show"); !strings.Contains(out, "(current 1) (limit 1)") || !strings.Contains(out, "installed:1 flow_limit_hits:4 ") {
+		t.Errorf("upcall/show at the limit:\n%s", out)
+	}
+	if out := r.do(t, "dpctl/show"); !strings.Contains(out, "flow_limit: 1 hits:4 evicted:0") {
+		t.Errorf("dpctl/show at the limit:\n%s", out)
+	}
+	if out := r.do(t, "upcall/set-flow-limit", "0"); out != "set flow_limit to 0 (1 megaflows evicted)\n" {
+		t.Errorf("upcall/set-flow-limit 0: %q", out)
+	}
+	if out := r.do(t, "upcall/show"); !strings.Contains(out, "(current 0) (limit 0)") || !strings.Contains(out, "evicted       : 1 ") {
+		t.Errorf("upcall/show after lowering the limit:\n%s", out)
+	}
+	for _, args := range [][]string{{}, {"-1"}, {"many"}, {"1", "2"}} {
+		if _, err := r.cmds["upcall/set-flow-limit"](args); err == nil {
+			t.Errorf("upcall/set-flow-limit %q: no error", args)
+		}
+	}
+}
