@@ -646,7 +646,7 @@ func (n *Node) Restore(rc io.ReadCloser) error {
 		default:
 			n.replayCommitted(db)
 		}
-		rep, err := n.srv.AddClusteredDatabase(db, n, n.status())
+		rep, err := n.srv.AddClusteredDatabase(db, n, n.status(), n.committedTxn)
 		if err != nil {
 			return err
 		}

@@ -46,8 +46,10 @@ type Replica struct {
 }
 
 // AddClusteredDatabase starts serving db, a clustered database whose
-// commits go through r.
-func (s *Server) AddClusteredDatabase(db *ovsdb.Database, r Replicator, st ClusterStatus) (*Replica, error) {
+// commits go through r; lastTxn is the id of the last transaction db
+// holds (so that a client up to date resumes monitor_cond_since here
+// without a dump), or zero.
+func (s *Server) AddClusteredDatabase(db *ovsdb.Database, r Replicator, st ClusterStatus, lastTxn ovsdb.UUID) (*Replica, error) {
 	name := db.Schema.Name
 	if err := s.AddDatabase(db, nil); err != nil {
 		return nil, err
@@ -55,6 +57,9 @@ func (s *Server) AddClusteredDatabase(db *ovsdb.Database, r Replicator, st Clust
 	d := s.database(name)
 	d.mu.Lock()
 	d.repl = r
+	if !lastTxn.IsZero() {
+		d.lastTxn = lastTxn
+	}
 	d.unlock()
 	rep := &Replica{d: d}
 	if err := rep.SetStatus(st); err != nil {
