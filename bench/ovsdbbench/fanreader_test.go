@@ -132,10 +132,15 @@ func TestFanReaderArrivals(t *testing.T) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+	// The reader reads only once every monitor has something, at least
+	// quiet after the last send; a reported time that late is the read's,
+	// not the arrival's. The margin below (quiet/2) is what a loaded
+	// machine may add to noticing an arrival (11 ms seen in CI).
+	const quiet = 200 * time.Millisecond
 	select {
 	case at := <-got:
 		t.Fatalf("an update was reported (at %v) before every monitor had something", at)
-	case <-time.After(50 * time.Millisecond):
+	case <-time.After(quiet):
 	}
 	var ats []time.Time
 	wait := func(k int) {
@@ -181,7 +186,7 @@ func TestFanReaderArrivals(t *testing.T) {
 		if ats[i-1].Before(sent[i]) {
 			t.Errorf("update %d reported at %v, before it was sent at %v", i, ats[i-1], sent[i])
 		}
-		if ats[i-1].Sub(sent[i]) > time.Millisecond+sent[n-1].Sub(sent[1]) {
+		if ats[i-1].Sub(sent[i]) > quiet/2+sent[n-1].Sub(sent[1]) {
 			t.Errorf("update %d reported %v after it was sent: the time it was read, not when it arrived", i, ats[i-1].Sub(sent[i]))
 		}
 	}

@@ -791,6 +791,13 @@ func TestNorthdIncrementalEqualsRecompute(t *testing.T) {
 	e := newNorthdEnv(t, northdGovn(t), "govn")
 	_, ctl := e.startNorthd("northd")
 	e.waitStatus(ctl, "active", 10*time.Second)
+	// northd creates NB_Global in an empty Northbound, as ovn-nbctl does
+	// too: let northd's come first, or the two inserts race and one fails
+	// on the table's one-row limit (with ovn-northd as with govn northd).
+	e.waitFor("northd's NB_Global row", 10*time.Second, func() bool {
+		out, err := e.run("ovn-nbctl", "--bare", "--columns=_uuid", "list", "NB_Global")
+		return err == nil && strings.TrimSpace(out) != ""
+	})
 	cmd := exec.Command("bash", script)
 	cmd.Env = append(os.Environ(), "OVN_NB_DB=unix:"+e.sock("nb"))
 	if out, err := cmd.CombinedOutput(); err != nil {
