@@ -236,7 +236,10 @@ func TestK8sChangeCost(t *testing.T) {
 
 // BenchmarkK8sCluster is northdbench's cluster in memory: the full
 // compute, bytes of heap per logical flow, and a pod add (run with
-// -benchtime=1x).
+// -benchtime=1x). state-bytes/lflow is the State's heap after the full
+// compute; synced-bytes/lflow is the heap after the Southbound is written
+// and its rows are back in the State, the Southbound's rows included (what
+// a client's cache holds of them), the Northbound's not.
 func BenchmarkK8sCluster(b *testing.B) {
 	for _, nodes := range []int{20, 100} {
 		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
@@ -260,6 +263,10 @@ func BenchmarkK8sCluster(b *testing.B) {
 				h.s.WriteSB(h.sb)
 				h.s.Apply(h.sb.commit())
 				h.s.Process()
+				runtime.GC()
+				var m2 runtime.MemStats
+				runtime.ReadMemStats(&m2)
+				b.ReportMetric(float64(m2.HeapAlloc-m0.HeapAlloc)/float64(flows), "synced-bytes/lflow")
 
 				w := &nbWorld{h: h}
 				before := h.s.Stats().Generations
