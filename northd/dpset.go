@@ -29,6 +29,12 @@ type dpSet struct {
 	// records are the records whose children name the set
 	// (childRows.dpSets); some may have stopped naming it.
 	records map[recordKey]struct{}
+	// sbGroup is the Southbound Logical_DP_Group row the set owns (zero
+	// for none): the flows on the set alone, and the load balancers of
+	// its group alone, refer to it, and it is changed in place when the
+	// members change, so that a switch joining a load balancer group is
+	// one update, not one per flow (see State.Committed).
+	sbGroup ovsdb.UUID
 }
 
 // dpTarget is where a flow goes: datapaths one by one and whole sets.
@@ -89,6 +95,9 @@ func (s *State) refreshSet(o *owner, set *dpSet) {
 		}
 		delete(s.dpSets, set.key)
 		delete(s.memoOwners, set.key)
+		if !set.sbGroup.IsZero() {
+			delete(s.ownedGroups, set.sbGroup)
+		}
 		return
 	}
 	old := set.dps
@@ -180,4 +189,89 @@ func (g *gen) addFlowTo(t dpTarget, k flowKey) {
 		e := g.s.flows.addOn(k, set)
 		g.o.setFlows = append(g.o.setFlows, setContribution{e, set})
 	}
+}
+
+// Committed tells the State that the transaction of the last WriteSB
+// committed, and the real UUIDs of the rows it inserted (real maps each
+// placeholder Insert returned to its row). The Logical_DP_Group rows it
+// inserted for sets become theirs, to be changed in place from then on. A
+// caller that does not call it gets, for a set whose members change, a
+// new group and every flow on the set moved to it.
+func (s *State) Committed(real func(placeholder ovsdb.UUID) ovsdb.UUID) {
+	for ph, set := range s.pendingGroups {
+		if id := real(ph); !id.IsZero() && s.dpSets[set.key] == set {
+			set.sbGroup = id
+			s.ownedGroups[id] = set
+		}
+	}
+	clear(s.pendingGroups)
+}
+
+// setGroupRow is a set's group row as one transaction writes it.
+type setGroupRow struct {
+	id       ovsdb.UUID
+	n        int  // datapaths in it
+	complete bool // every datapath of the set has its row
+}
+
+// setGroup returns the Logical_DP_Group row of the datapaths of set: the
+// row the set owns, changed in place if its members changed, or, if it
+// owns none and create is set, a new one that becomes the set's once the
+// transaction commits (else a zero id). A set owns no row after a restart
+// until its rows need another group: a fresh northd writes nothing for
+// rows that are as they should be.
+func (w *sbWriter) setGroup(set *dpSet, create bool) setGroupRow {
+	if g, ok := w.setGroups[set]; ok && (create || !g.id.IsZero()) {
+		return g
+	}
+	s := w.s
+	g := setGroupRow{complete: true}
+	atoms := make([]ovsdb.Atom, 0, len(set.dps))
+	for _, dp := range set.dps {
+		if id, ok := w.rowOf(recordKey{"Datapath_Binding", s.dpNB[dp].String()}); ok {
+			atoms = append(atoms, ovsdb.UUIDAtom(id))
+		} else {
+			g.complete = false
+		}
+	}
+	g.n = len(atoms)
+	want := ovsdb.Set(atoms...)
+	if r := s.sb.row("Logical_DP_Group", set.sbGroup); r != nil && s.ownedGroups[set.sbGroup] == set {
+		g.id = set.sbGroup
+		if have, _ := s.sb.column("Logical_DP_Group", r, "datapaths"); !have.Equal(want) {
+			w.b.Update("Logical_DP_Group", g.id, map[string]ovsdb.Datum{"datapaths": want})
+			w.ops++
+		}
+	} else {
+		if !set.sbGroup.IsZero() {
+			delete(s.ownedGroups, set.sbGroup)
+			set.sbGroup = ovsdb.UUID{}
+		}
+		if !create {
+			return g
+		}
+		g.id = w.b.Insert("Logical_DP_Group", map[string]ovsdb.Datum{"datapaths": want})
+		w.ops++
+		s.pendingGroups[g.id] = set
+	}
+	w.setGroups[set] = g
+	return g
+}
+
+// setOnly returns the set a flow entry or a record's group is on when it
+// is on that set alone.
+func (e *flowEntry) setOnly() *dpSet {
+	if len(e.dps) == 0 && len(e.sets) == 1 {
+		return e.sets[0]
+	}
+	return nil
+}
+
+// setOnly returns the set a group child row is of when it is of that set
+// alone (no datapath of its own).
+func (ch childRows) setOnly() *dpSet {
+	if ch.table != "Logical_DP_Group" || len(ch.dpSets) != 1 || len(ch.rows) != 1 || len(ch.rows[0]["datapaths"].Keys) != 0 {
+		return nil
+	}
+	return ch.dpSets[0]
 }

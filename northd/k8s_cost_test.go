@@ -199,6 +199,7 @@ func bumpNBCfg(h *harness, w *nbWorld) {
 func TestK8sChangeCost(t *testing.T) {
 	costs := make(map[string][2]uint64)
 	flows := make(map[string][2]uint64)
+	sbOps := make(map[string][2]uint64)
 	for si, nodes := range []int{4, 10} {
 		h := k8sClusterOf(t, northdbench.Shape{Nodes: nodes, Services: 3 * nodes})
 		w := &nbWorld{t: t, h: h}
@@ -208,7 +209,7 @@ func TestK8sChangeCost(t *testing.T) {
 				c.do(h, w, i)
 				bumpNBCfg(h, w)
 				h.nbCommit()
-				h.sync()
+				ops := h.sync()
 				after := h.s.Stats()
 				if after.Recomputes != before.Recomputes {
 					t.Errorf("%d nodes: %s recomputed everything", nodes, c.kind)
@@ -223,11 +224,18 @@ func TestK8sChangeCost(t *testing.T) {
 				fs := flows[c.kind]
 				fs[si] = max(fs[si], after.Flows-before.Flows)
 				flows[c.kind] = fs
+				os := sbOps[c.kind]
+				os[si] = max(os[si], uint64(ops))
+				sbOps[c.kind] = os
 			}
 		}
 	}
 	for kind, cs := range costs {
-		t.Logf("%s: %d owners on 4 nodes, %d on 10; %d flows generated on 4, %d on 10", kind, cs[0], cs[1], flows[kind][0], flows[kind][1])
+		t.Logf("%s: %d owners on 4 nodes, %d on 10; %d flows generated on 4, %d on 10; %d Southbound operations on 4, %d on 10",
+			kind, cs[0], cs[1], flows[kind][0], flows[kind][1], sbOps[kind][0], sbOps[kind][1])
+		if sbOps[kind][1] > sbOps[kind][0] {
+			t.Errorf("%s writes %d Southbound operations on 10 nodes, %d on 4: its cost grows with the cluster", kind, sbOps[kind][1], sbOps[kind][0])
+		}
 		if cs[1] > cs[0] {
 			t.Errorf("%s regenerates %d owners on 10 nodes, %d on 4: its cost grows with the cluster", kind, cs[1], cs[0])
 		}
@@ -327,15 +335,20 @@ func BenchmarkK8sChange(b *testing.B) {
 
 // TestK8sGroupsShared: the load balancers of a group and the flows on the
 // same datapaths share one Logical_DP_Group (each load balancer had its
-// own), before and after changes.
+// own), before and after changes. A set of datapaths (dpSet) has a group
+// of its own besides, which it changes in place: at most one of those per
+// set of datapaths too.
 func TestK8sGroupsShared(t *testing.T) {
 	h := k8sCluster(t, 4)
 	check := func(when string) {
 		t.Helper()
 		ts := h.sb.schema.Tables["Logical_DP_Group"]
 		seen := make(map[string]bool)
-		for _, r := range h.sb.rows["Logical_DP_Group"] {
+		for id, r := range h.sb.rows["Logical_DP_Group"] {
 			k := groupKey(r.Get(ts.Column("datapaths")))
+			if h.s.ownedGroups[id] != nil {
+				k = "owned " + k
+			}
 			if seen[k] {
 				t.Errorf("%s: two Logical_DP_Group rows of datapaths %s", when, k)
 			}

@@ -24,6 +24,9 @@ type memDB struct {
 	// uuids numbers the UUIDs memDB makes: the same operations make the
 	// same rows, so a seeded random test is the same test every run.
 	uuids uint64
+	// lastReal maps the placeholders of the last commit's inserts to the
+	// rows' UUIDs.
+	lastReal map[ovsdb.UUID]ovsdb.UUID
 }
 
 // newUUID returns memDB's next UUID (version 4 bits set, as a server's).
@@ -82,6 +85,7 @@ func (m *memDB) commit() []Event {
 			real[op.id] = m.newUUID()
 		}
 	}
+	m.lastReal = real
 	fix := func(d ovsdb.Datum) ovsdb.Datum {
 		f := func(as []ovsdb.Atom) []ovsdb.Atom {
 			out := make([]ovsdb.Atom, len(as))
@@ -283,3 +287,7 @@ func (m *memDB) diff(before map[string]map[ovsdb.UUID]*ovsdb.Row) []Event {
 
 // count returns the number of rows of table.
 func (m *memDB) count(table string) int { return len(m.rows[table]) }
+
+// realUUID returns the UUID of the row the last commit inserted under
+// placeholder id, as client.TxnResult.UUID does.
+func (m *memDB) realUUID(id ovsdb.UUID) ovsdb.UUID { return m.lastReal[id] }

@@ -108,8 +108,14 @@ func (x *sbIndex) apply(table string, old, new *ovsdb.Row) {
 				}
 				delete(x.groupOf, old.UUID)
 			}
+			if set := x.s.ownedGroups[old.UUID]; set != nil && new == nil {
+				delete(x.s.ownedGroups, old.UUID)
+				if set.sbGroup == old.UUID {
+					set.sbGroup = ovsdb.UUID{}
+				}
+			}
 		}
-		if new != nil {
+		if new != nil && x.s.ownedGroups[new.UUID] == nil {
 			dps, _ := x.s.sb.column(table, new, "datapaths")
 			k := groupKey(dps)
 			if _, taken := x.groups[k]; !taken {
@@ -305,7 +311,9 @@ func (s *State) Resync() { s.resyncSB() }
 // pending for the next call.
 func (s *State) WriteSB(b TxnBuilder) int {
 	w := &sbWriter{s: s, b: b, inserted: make(map[recordKey]ovsdb.UUID), groups: make(map[string]ovsdb.UUID),
-		newGroups: make(map[string]ovsdb.UUID), deleted: make(map[ovsdb.UUID]bool)}
+		newGroups: make(map[string]ovsdb.UUID), deleted: make(map[ovsdb.UUID]bool), setGroups: make(map[*dpSet]setGroupRow)}
+	// Groups inserted by a transaction that was not committed are void.
+	clear(s.pendingGroups)
 	w.records()
 	w.flows()
 	s.sbIndex.resync = false
@@ -327,6 +335,8 @@ type sbWriter struct {
 	// look-up, 1 when the row is known, 2 when it is not there yet.
 	dpRows  []ovsdb.UUID
 	dpRowOK []uint8
+	// setGroups are the group rows of sets this transaction wrote.
+	setGroups map[*dpSet]setGroupRow
 }
 
 // dpRow returns the Southbound Datapath_Binding row (real, or the
@@ -525,6 +535,11 @@ func (w *sbWriter) deleteDependents(k recordKey, id ovsdb.UUID) {
 }
 
 func (w *sbWriter) insertChildren(ch childRows) ovsdb.Datum {
+	if set := ch.setOnly(); set != nil {
+		if g := w.setGroup(set, true); g.n > 0 && g.complete {
+			return ovsdb.Set(ovsdb.UUIDAtom(g.id))
+		}
+	}
 	atoms := make([]ovsdb.Atom, 0, len(ch.rows))
 	for _, row := range ch.rows {
 		resolved := make(map[string]ovsdb.Datum, len(row))
@@ -545,6 +560,11 @@ func (w *sbWriter) insertChildren(ch childRows) ovsdb.Datum {
 // the contents of ch (in any order).
 func (w *sbWriter) sameChildren(table string, cur *ovsdb.Row, col string, ch childRows) bool {
 	v, _ := w.s.sb.column(table, cur, col)
+	if set := ch.setOnly(); set != nil {
+		if g := w.setGroup(set, false); !g.id.IsZero() && g.n > 0 && g.complete {
+			return v.Equal(ovsdb.Set(ovsdb.UUIDAtom(g.id)))
+		}
+	}
 	if len(v.Keys) != len(ch.rows) {
 		return false
 	}
@@ -639,6 +659,11 @@ func (w *sbWriter) flows() {
 func (w *sbWriter) flow(e *flowEntry) bool {
 	s := w.s
 	existing := s.sbIndex.flows[e.key]
+	if set := e.setOnly(); set != nil && len(set.dps) >= 2 {
+		if g := w.setGroup(set, false); !g.id.IsZero() && g.n >= 2 {
+			return w.setFlow(e, existing, g)
+		}
+	}
 	all := e.datapaths()
 	if len(all) == 0 {
 		for _, id := range existing {
@@ -664,11 +689,19 @@ func (w *sbWriter) flow(e *flowEntry) bool {
 		}
 		return !complete
 	}
-	var dpCol, groupCol ovsdb.Datum
+	var dpCol ovsdb.Datum
 	if len(dps) == 1 {
 		dpCol = ovsdb.Scalar(dps[0])
-	} else {
-		groupCol = ovsdb.Scalar(ovsdb.UUIDAtom(w.group(e, all)))
+	}
+	// The group, when one is needed: a set's own, for a flow on a set
+	// alone.
+	groupCol := func() ovsdb.Datum {
+		if set := e.setOnly(); set != nil && complete {
+			if g := w.setGroup(set, true); g.n == len(dps) {
+				return ovsdb.Scalar(ovsdb.UUIDAtom(g.id))
+			}
+		}
+		return ovsdb.Scalar(ovsdb.UUIDAtom(w.group(e, all)))
 	}
 	if len(existing) > 0 {
 		id := existing[0]
@@ -688,7 +721,7 @@ func (w *sbWriter) flow(e *flowEntry) bool {
 				upd["logical_dp_group"] = ovsdb.Datum{}
 			}
 		} else if !w.groupHolds(curGroup, dps) {
-			upd["logical_dp_group"] = groupCol
+			upd["logical_dp_group"] = groupCol()
 		}
 		if len(upd) > 0 {
 			w.b.Update("Logical_Flow", id, upd)
@@ -696,6 +729,47 @@ func (w *sbWriter) flow(e *flowEntry) bool {
 		}
 		return complete
 	}
+	if len(dps) == 1 {
+		w.insertFlow(e, dpCol, ovsdb.Datum{})
+	} else {
+		w.insertFlow(e, dpCol, groupCol())
+	}
+	return complete
+}
+
+// setFlow writes a flow entry that is on one set of datapaths alone: a
+// row on the set's own group.
+func (w *sbWriter) setFlow(e *flowEntry, existing []ovsdb.UUID, g setGroupRow) bool {
+	s := w.s
+	groupCol := ovsdb.Scalar(ovsdb.UUIDAtom(g.id))
+	if len(existing) == 0 {
+		w.insertFlow(e, ovsdb.Datum{}, groupCol)
+		return g.complete
+	}
+	for _, extra := range existing[1:] {
+		w.b.Delete("Logical_Flow", extra)
+		w.ops++
+	}
+	cur := s.sb.row("Logical_Flow", existing[0])
+	curDP, _ := s.sb.column("Logical_Flow", cur, "logical_datapath")
+	curGroup, _ := s.sb.column("Logical_Flow", cur, "logical_dp_group")
+	upd := make(map[string]ovsdb.Datum)
+	if len(curDP.Keys) > 0 {
+		upd["logical_datapath"] = ovsdb.Datum{}
+	}
+	if !curGroup.Equal(groupCol) {
+		upd["logical_dp_group"] = groupCol
+	}
+	if len(upd) > 0 {
+		w.b.Update("Logical_Flow", existing[0], upd)
+		w.ops++
+	}
+	return g.complete
+}
+
+// insertFlow inserts a row for flow entry e on datapath dpCol or group
+// groupCol.
+func (w *sbWriter) insertFlow(e *flowEntry, dpCol, groupCol ovsdb.Datum) {
 	k := e.key
 	ext := []ovsdb.Atom{ovsdb.String("stage-name")}
 	vals := []ovsdb.Atom{ovsdb.String(k.stage.Name())}
@@ -714,14 +788,13 @@ func (w *sbWriter) flow(e *flowEntry) bool {
 	if k.meter != "" {
 		row["controller_meter"] = ovsdb.Scalar(ovsdb.String(k.meter))
 	}
-	if len(dps) == 1 {
+	if len(groupCol.Keys) == 0 {
 		row["logical_datapath"] = dpCol
 	} else {
 		row["logical_dp_group"] = groupCol
 	}
 	w.b.Insert("Logical_Flow", row)
 	w.ops++
-	return complete
 }
 
 // unchangedFlows says, for each of dirty, whether its Southbound row is
@@ -851,7 +924,9 @@ func (w *sbWriter) unchangedFlow(e *flowEntry) bool {
 // groupHolds says whether the group column cur refers to a group of
 // exactly dps.
 func (w *sbWriter) groupHolds(cur ovsdb.Datum, dps []ovsdb.Atom) bool {
-	if len(cur.Keys) != 1 {
+	if len(cur.Keys) != 1 || w.s.ownedGroups[cur.Keys[0].UUID()] != nil {
+		// A set's own group changes with the set: only the set's flows
+		// may refer to it.
 		return false
 	}
 	g := w.s.sb.row("Logical_DP_Group", cur.Keys[0].UUID())
@@ -898,7 +973,7 @@ func (w *sbWriter) group(e *flowEntry, all []dpID) ovsdb.UUID {
 // place).
 func (w *sbWriter) groupOf(dps ovsdb.Datum) ovsdb.UUID {
 	k := groupKey(dps)
-	if id, ok := w.s.sbIndex.groups[k]; ok {
+	if id, ok := w.s.sbIndex.groups[k]; ok && w.s.ownedGroups[id] == nil {
 		return id
 	}
 	if id, ok := w.newGroups[k]; ok {

@@ -46,6 +46,11 @@ type State struct {
 	// dpSets are the sets of datapaths flows are put on (dpset.go); their
 	// owners are in memoOwners.
 	dpSets map[string]*dpSet
+	// ownedGroups are the Southbound Logical_DP_Group rows sets own;
+	// pendingGroups those the last WriteSB inserted for sets, by
+	// placeholder, until Committed.
+	ownedGroups   map[ovsdb.UUID]*dpSet
+	pendingGroups map[ovsdb.UUID]*dpSet
 
 	stats Stats
 	nbw   nbSync
@@ -88,22 +93,24 @@ func New(nbSchema, sbSchema *ovsdb.Schema, opts Options) *State {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &State{
-		log:          log,
-		nb:           newRowDB(NB, nbSchema),
-		sb:           newRowDB(SB, sbSchema),
-		kinds:        ownerKinds(),
-		owners:       make(map[ownerKey]*owner),
-		deps:         make(depIndex),
-		flows:        newFlowTable(),
-		records:      make(map[recordKey]*record),
-		dirtyRecords: make(map[recordKey]struct{}),
-		refs:         make(map[ovsdb.UUID]recordKey),
-		dpIDs:        make(map[ovsdb.UUID]dpID),
-		keys:         make(map[ovsdb.UUID]*keySpace),
-		bfdDisc:      make(map[string]int64),
-		memos:        make(map[string]*memoState),
-		memoOwners:   make(map[string]*owner),
-		dpSets:       make(map[string]*dpSet),
+		log:           log,
+		nb:            newRowDB(NB, nbSchema),
+		sb:            newRowDB(SB, sbSchema),
+		kinds:         ownerKinds(),
+		owners:        make(map[ownerKey]*owner),
+		deps:          make(depIndex),
+		flows:         newFlowTable(),
+		records:       make(map[recordKey]*record),
+		dirtyRecords:  make(map[recordKey]struct{}),
+		refs:          make(map[ovsdb.UUID]recordKey),
+		dpIDs:         make(map[ovsdb.UUID]dpID),
+		keys:          make(map[ovsdb.UUID]*keySpace),
+		bfdDisc:       make(map[string]int64),
+		memos:         make(map[string]*memoState),
+		memoOwners:    make(map[string]*owner),
+		dpSets:        make(map[string]*dpSet),
+		ownedGroups:   make(map[ovsdb.UUID]*dpSet),
+		pendingGroups: make(map[ovsdb.UUID]*dpSet),
 	}
 	s.sbIndex = newSBIndex(s)
 	s.nbw.now = opts.Now

@@ -40,7 +40,9 @@ func (h *harness) sync() int {
 		if first < 0 {
 			first = n
 		}
-		h.s.Apply(h.sb.commit())
+		evs := h.sb.commit()
+		h.s.Committed(h.sb.realUUID)
+		h.s.Apply(evs)
 		h.s.Process()
 		if n == 0 {
 			return first

@@ -382,7 +382,8 @@ func (d *Daemon) iterate(ctx context.Context) (wait time.Duration, again bool) {
 	txn.Add(client.Operation{Op: "assert", Lock: LockName})
 	if n := d.state.WriteSB(txn); n > 0 {
 		built := time.Now()
-		if _, err := txn.Commit(ctx); err != nil {
+		committed, err := txn.Commit(ctx)
+		if err != nil {
 			if ctx.Err() != nil {
 				return 0, false
 			}
@@ -390,6 +391,7 @@ func (d *Daemon) iterate(ctx context.Context) (wait time.Duration, again bool) {
 			d.state.Resync()
 			return d.failed()
 		}
+		d.state.Committed(committed.UUID)
 		d.log.Debug("southbound updated", "ops", n)
 		d.noteWrite(LastWrite{Since: d.batchSince, Engine: computed.Sub(started), Build: built.Sub(computed),
 			Commit: time.Since(built), Ops: n, Recomputed: res.Recomputed > 0})
