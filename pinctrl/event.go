@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -113,41 +115,17 @@ func (p *Pinctrl) raiseEvent(e ControllerEvent, st *State, now time.Time) {
 // chassis, each with the next sequence number, as many as wait in each
 // transaction.
 func (p *Pinctrl) writeEvents(ctx context.Context) {
-	for {
-		var first ControllerEvent
-		select {
-		case <-ctx.Done():
-			return
-		case first = <-p.events:
-		}
-		batch := []ControllerEvent{first}
-	drain:
-		for len(batch) < 512 {
-			select {
-			case e := <-p.events:
-				batch = append(batch, e)
-			default:
-				break drain
+	writeLearned(ctx, p, "controller events", p.events, &p.eventStats, ControllerEvent.Key, p.commitEvents,
+		func(batch map[string]ControllerEvent) {
+			for k := range batch {
+				delete(p.recentEvents, k)
 			}
-		}
-		n, err := p.commitEvents(ctx, batch)
-		p.mu.Lock()
-		if err != nil {
-			p.eventStats.WriteFails++
-			for _, e := range batch {
-				delete(p.recentEvents, e.Key())
-			}
-		} else {
-			p.eventStats.Written += uint64(n)
-		}
-		p.mu.Unlock()
-		if err != nil && ctx.Err() == nil {
-			p.log.Warn("pinctrl: writing controller events", "err", err)
-		}
-	}
+		})
 }
 
-func (p *Pinctrl) commitEvents(ctx context.Context, batch []ControllerEvent) (int, error) {
+// commitEvents inserts the batch's events that this chassis has no row
+// for, numbered in the order of their keys.
+func (p *Pinctrl) commitEvents(ctx context.Context, batch map[string]ControllerEvent) (int, error) {
 	if p.cfg.SB == nil {
 		return 0, errors.New("no southbound") // tests without one
 	}
@@ -170,11 +148,12 @@ func (p *Pinctrl) commitEvents(ctx context.Context, batch []ControllerEvent) (in
 				have[eventKey(r.EventType, r.EventInfo)] = true
 			}
 		}
-		for _, e := range batch {
-			if have[e.Key()] {
+		for _, key := range slices.Sorted(maps.Keys(batch)) {
+			e := batch[key]
+			if have[key] {
 				continue
 			}
-			have[e.Key()] = true
+			have[key] = true
 			seq++
 			id := me
 			t.InsertModel(&sb.ControllerEvent{EventType: e.Type, EventInfo: e.Info, Chassis: &id, SeqNum: seq})

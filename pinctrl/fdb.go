@@ -63,41 +63,15 @@ func (p *Pinctrl) learnFDB(e FDBEntry, st *State) {
 // writeFDBs writes the learned FDB entries, as many as wait in each
 // transaction.
 func (p *Pinctrl) writeFDBs(ctx context.Context) {
-	for {
-		var first FDBEntry
-		select {
-		case <-ctx.Done():
-			return
-		case first = <-p.fdbs:
-		}
-		batch := map[FDBKey]uint32{first.FDBKey: first.PortKey}
-	drain:
-		for len(batch) < 512 {
-			select {
-			case e := <-p.fdbs:
-				batch[e.FDBKey] = e.PortKey
-			default:
-				break drain
-			}
-		}
-		n, err := p.commitFDBs(ctx, batch)
-		p.mu.Lock()
-		if err != nil {
-			p.fdbStats.WriteFails++
+	writeLearned(ctx, p, "FDB", p.fdbs, &p.fdbStats, func(e FDBEntry) FDBKey { return e.FDBKey }, p.commitFDBs,
+		func(batch map[FDBKey]FDBEntry) {
 			for k := range batch {
 				delete(p.recentFDB, k)
 			}
-		} else {
-			p.fdbStats.Written += uint64(n)
-		}
-		p.mu.Unlock()
-		if err != nil && ctx.Err() == nil {
-			p.log.Warn("pinctrl: writing FDB", "err", err)
-		}
-	}
+		})
 }
 
-func (p *Pinctrl) commitFDBs(ctx context.Context, batch map[FDBKey]uint32) (int, error) {
+func (p *Pinctrl) commitFDBs(ctx context.Context, batch map[FDBKey]FDBEntry) (int, error) {
 	c := p.cfg.SB()
 	if c == nil {
 		return 0, errors.New("no southbound")
@@ -109,7 +83,8 @@ func (p *Pinctrl) commitFDBs(ctx context.Context, batch map[FDBKey]uint32) (int,
 		for _, f := range client.List[sb.FDB](c.Cache()) {
 			existing[FDBKey{uint32(f.DPKey), strings.ToLower(f.MAC)}] = f
 		}
-		for k, port := range batch {
+		for k, e := range batch {
+			port := e.PortKey
 			row := sb.FDB{DPKey: int64(k.Switch), MAC: k.MAC, PortKey: int64(port)}
 			old, ok := existing[k]
 			switch {

@@ -477,36 +477,56 @@ func (p *Pinctrl) learn(b MACBinding, st *State) {
 // writeBindings writes the learned MAC bindings into the Southbound, as
 // many as are waiting in each transaction.
 func (p *Pinctrl) writeBindings(ctx context.Context) {
+	writeLearned(ctx, p, "MAC bindings", p.bindings, &p.mb,
+		func(b MACBinding) BindingKey { return b.BindingKey }, p.commitBindings,
+		func(batch map[BindingKey]MACBinding) {
+			for k := range batch {
+				delete(p.recent, k) // let the next packet try again
+			}
+		})
+}
+
+// maxLearnedBatch bounds the rows a learned-row writer puts in one
+// transaction.
+const maxLearnedBatch = 512
+
+// writeLearned is the loop of a writer of learned rows (MAC bindings,
+// FDB entries, virtual port bindings, controller events) until ctx ends:
+// it waits for one item on ch, takes those queued behind it into one
+// batch (by key: a later item replaces an earlier one), commits the batch
+// in one transaction and counts the outcome in stats; after a failed
+// commit forget lets the next packet try the batch's items again. stats
+// and forget are used under p.mu.
+func writeLearned[K comparable, T any](ctx context.Context, p *Pinctrl, what string, ch <-chan T, stats *MACBindingStats,
+	key func(T) K, commit func(context.Context, map[K]T) (int, error), forget func(map[K]T)) {
 	for {
-		var first MACBinding
+		var first T
 		select {
 		case <-ctx.Done():
 			return
-		case first = <-p.bindings:
+		case first = <-ch:
 		}
-		batch := map[BindingKey]MACBinding{first.BindingKey: first}
+		batch := map[K]T{key(first): first}
 	drain:
-		for len(batch) < 512 {
+		for len(batch) < maxLearnedBatch {
 			select {
-			case b := <-p.bindings:
-				batch[b.BindingKey] = b
+			case v := <-ch:
+				batch[key(v)] = v
 			default:
 				break drain
 			}
 		}
-		n, err := p.commitBindings(ctx, batch)
+		n, err := commit(ctx, batch)
 		p.mu.Lock()
 		if err != nil {
-			p.mb.WriteFails++
-			for k := range batch {
-				delete(p.recent, k) // let the next packet try again
-			}
+			stats.WriteFails++
+			forget(batch)
 		} else {
-			p.mb.Written += uint64(n)
+			stats.Written += uint64(n)
 		}
 		p.mu.Unlock()
 		if err != nil && ctx.Err() == nil {
-			p.log.Warn("pinctrl: writing MAC bindings", "err", err)
+			p.log.Warn("pinctrl: writing "+what, "err", err)
 		}
 	}
 }

@@ -83,41 +83,15 @@ func (p *Pinctrl) learnVPort(b VPortBinding, st *State, now time.Time) {
 // parents (Port_Binding chassis and virtual_parent), as many as wait in
 // each transaction; the chassis' controller then holds them.
 func (p *Pinctrl) writeVPorts(ctx context.Context) {
-	for {
-		var first VPortBinding
-		select {
-		case <-ctx.Done():
-			return
-		case first = <-p.vports:
-		}
-		batch := map[string]string{first.VPort: first.Parent}
-	drain:
-		for len(batch) < 512 {
-			select {
-			case b := <-p.vports:
-				batch[b.VPort] = b.Parent
-			default:
-				break drain
+	writeLearned(ctx, p, "virtual port bindings", p.vports, &p.vportStats, func(b VPortBinding) string { return b.VPort }, p.commitVPorts,
+		func(batch map[string]VPortBinding) {
+			for _, b := range batch {
+				delete(p.recentVPort, b)
 			}
-		}
-		n, err := p.commitVPorts(ctx, batch)
-		p.mu.Lock()
-		if err != nil {
-			p.vportStats.WriteFails++
-			for k, v := range batch {
-				delete(p.recentVPort, VPortBinding{k, v})
-			}
-		} else {
-			p.vportStats.Written += uint64(n)
-		}
-		p.mu.Unlock()
-		if err != nil && ctx.Err() == nil {
-			p.log.Warn("pinctrl: binding virtual ports", "err", err)
-		}
-	}
+		})
 }
 
-func (p *Pinctrl) commitVPorts(ctx context.Context, batch map[string]string) (int, error) {
+func (p *Pinctrl) commitVPorts(ctx context.Context, batch map[string]VPortBinding) (int, error) {
 	if p.cfg.SB == nil {
 		return 0, errors.New("no southbound") // tests without one
 	}
@@ -148,7 +122,7 @@ func (p *Pinctrl) commitVPorts(ctx context.Context, batch map[string]string) (in
 			if !ok {
 				continue // gone meanwhile
 			}
-			parent := batch[name]
+			parent := batch[name].Parent
 			if pb.Chassis != nil && *pb.Chassis == me && pb.VirtualParent != nil && *pb.VirtualParent == parent {
 				continue
 			}
