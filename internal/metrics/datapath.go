@@ -38,8 +38,11 @@ func Datapath(sw *switchd.Switch) prometheus.Collector {
 	add("recirculations_total", "Recirculations.", func(s *dp.Stats) uint64 { return s.Recirculated })
 	add("packet_ins_total", "Packets sent to the controller.", func(s *dp.Stats) uint64 { return s.PacketIns })
 	add("packet_outs_total", "Packets the controller injected.", func(s *dp.Stats) uint64 { return s.PacketOuts })
+	add("flow_limit_hits_total", "Upcalls that installed no megaflow because the flow limit was reached (the packet was still forwarded).", func(s *dp.Stats) uint64 { return s.FlowLimitHits })
+	add("megaflows_evicted_total", "Megaflows removed to get under a lowered flow limit.", func(s *dp.Stats) uint64 { return s.Evicted })
 	drops := ds.add(p+"drops_total", "Packets dropped by the datapath, by reason.", "reason")
 	megaflows := ds.add(p+"megaflows", "Megaflows installed now.")
+	flowLimit := ds.add(p+"flow_limit", "The cap on megaflows.")
 	rules := ds.add(p+"rules", "Rules in a flow table.", "table")
 	ctEntries := ds.add("govn_conntrack_entries", "Committed connections in a conntrack zone.", "zone")
 	ctTotal := ds.add("govn_conntrack_connections", "Committed connections in all live zones (and flushed zones not yet reclaimed).")
@@ -75,6 +78,7 @@ func Datapath(sw *switchd.Switch) prometheus.Collector {
 			counter(ch, drops, n, reason)
 		}
 		gauge(ch, megaflows, float64(st.Megaflows))
+		gauge(ch, flowLimit, float64(st.FlowLimit))
 		counts := sw.Pipeline().Tables().RuleCounts()
 		for t := range flow.NumTables {
 			if counts[t] > 0 {
