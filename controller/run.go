@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/govn/govn/datapath/flow"
+	"github.com/govn/govn/datapath/megaflow"
 	"github.com/govn/govn/datapath/port"
 	"github.com/govn/govn/datapath/switchd"
 	"github.com/govn/govn/incproc"
@@ -100,6 +101,10 @@ type chassis struct {
 	// sbSince is when the oldest Southbound change fed to the engine but
 	// not yet installed arrived (Config.Applied).
 	sbSince time.Time
+	// flowLimit is the megaflow cap last set from other_config (-1:
+	// none yet); upcall/set-flow-limit overrides it until the setting
+	// changes.
+	flowLimit int
 }
 
 type iface struct {
@@ -149,7 +154,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	c := &chassis{cfg: cfg, log: log, local: local, sw: sw, eng: NewEngine(tr, log.With("engine", "controller")),
 		kick: make(chan struct{}, 1), ifaces: map[string]*iface{}, nextPort: 1,
-		problems: map[string]bool{}, portSeen: map[string]time.Time{}}
+		problems: map[string]bool{}, portSeen: map[string]time.Time{}, flowLimit: -1}
 	defer c.stopSB()
 	systemID := func() string {
 		if ovs := client.List[vswitch.OpenVSwitch](local.Cache()); len(ovs) > 0 {
@@ -262,6 +267,7 @@ func (c *chassis) iterate(ctx context.Context) error {
 	}
 	root := ovs[0]
 	ids := root.ExternalIDs
+	c.applyFlowLimit(root.OtherConfig["flow-limit"])
 	ifaceIDs := map[string]bool{}
 	now := time.Now()
 	for _, li := range interfaces(lc) {
@@ -335,6 +341,30 @@ func (c *chassis) iterate(ctx context.Context) error {
 		c.sbSince = time.Time{}
 	}
 	return err
+}
+
+// applyFlowLimit sets the datapath's megaflow cap from the local
+// database's other_config:flow-limit, as ovs-vswitchd takes it (absent
+// or not a number ≥ 0: the default).
+func (c *chassis) applyFlowLimit(text string) {
+	limit := megaflow.DefaultFlowLimit
+	if n, err := strconv.Atoi(text); err == nil && n >= 0 {
+		limit = n
+	} else if text != "" {
+		c.problemOnce(fmt.Sprintf("other_config:flow-limit=%q is not a number of flows; using %d", text, limit))
+	}
+	if limit == c.flowLimit {
+		return
+	}
+	evicted, err := c.sw.Datapath().SetFlowLimit(limit)
+	if err != nil {
+		c.problemOnce(err.Error())
+		return
+	}
+	c.flowLimit = limit
+	if evicted > 0 || text != "" {
+		c.log.Info("flow limit", "limit", limit, "evicted", evicted)
+	}
 }
 
 // compute runs the engine on the Southbound's changes and the local

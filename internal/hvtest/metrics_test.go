@@ -1,8 +1,10 @@
 package hvtest
 
 import (
+	"context"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -10,7 +12,8 @@ import (
 // TestGovnChassisMetrics runs govn chassis with --metrics on its
 // namespace's loopback and checks, after two VMs have pinged, that the
 // scrape shows the engine, the Southbound-to-flows latency, the
-// datapath's rules and megaflows, and the VMs' port counters.
+// datapath's rules and megaflows, and the VMs' port counters; and that
+// other_config:flow-limit in the local database sets the megaflow cap.
 func TestGovnChassisMetrics(t *testing.T) {
 	if why := Available(); why != "" {
 		t.Skip(why)
@@ -66,5 +69,17 @@ func TestGovnChassisMetrics(t *testing.T) {
 	}
 	if v, _ := strconv.ParseFloat(rx[1], 64); v < 1 {
 		t.Errorf("vm1's port received %v packets", v)
+	}
+
+	hv1.Vsctl(t, "set", "Open_vSwitch", ".", "other_config:flow-limit=1234")
+	if err := waitFor(10*time.Second, "flow limit 1234 in upcall/show", func() bool {
+		out, err := run(context.Background(), ovsEnv(hv1.Dir), inNS(hv1.NS, "ovs-appctl", "-t", hv1.Dir+"/chassis.ctl", "upcall/show")...)
+		return err == nil && strings.Contains(out, "(limit 1234)")
+	}); err != nil {
+		t.Error(err)
+	}
+	text = hv1.Run(t, "curl", "-sS", "--max-time", "10", "http://"+addr+"/metrics")
+	if v := value("govn_datapath_flow_limit"); v != 1234 {
+		t.Errorf("govn_datapath_flow_limit %v after other_config:flow-limit=1234", v)
 	}
 }
