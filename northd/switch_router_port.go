@@ -87,32 +87,48 @@ func readRouterPeer(g *gen, name string) *routerPeer {
 			}
 		}
 		p.nats = ReadAll[nb.NAT](g, NB, g.Members(NB, nb.LogicalRouterTable, id, "nat"))
-		{
-			lb := datapathLBFacts(g, nb.LogicalRouterTable, id)
-			for _, vip := range lb.vipKeys {
-				ip := vip
-				if ap, err := netip.ParseAddrPort(vip); err == nil {
-					ip = ap.Addr().String()
-				}
-				a, err := netip.ParseAddr(strings.Trim(ip, "[]"))
-				if err != nil {
-					continue
-				}
-				p.lbIPs = append(p.lbIPs, a)
-				if a.Is4() {
-					p.lbVIPs = append(p.lbVIPs, ip)
-				}
+		ips := routerLBIPs(g, id)
+		p.lbVIPs, p.lbIPs = ips.vips, ips.ips
+		break
+	}
+	return p
+}
+
+// lbIPs are a router's load balancer IPs: the IPv4 VIPs as written (vips)
+// and every VIP's address (ips), each sorted and once. A memo shares them
+// (read-only) between the router's peers.
+type lbIPs struct {
+	vips []string
+	ips  []netip.Addr
+}
+
+// routerLBIPs returns the load balancer IPs of router lr.
+func routerLBIPs(g *gen, lr ovsdb.UUID) lbIPs {
+	return g.Memo("router-lb-ips/"+lr.String(), func(g *gen) any {
+		var out lbIPs
+		lb := datapathLBFacts(g, nb.LogicalRouterTable, lr)
+		for _, vip := range lb.vipKeys {
+			ip := vip
+			if ap, err := netip.ParseAddrPort(vip); err == nil {
+				ip = ap.Addr().String()
+			}
+			a, err := netip.ParseAddr(strings.Trim(ip, "[]"))
+			if err != nil {
+				continue
+			}
+			out.ips = append(out.ips, a)
+			if a.Is4() {
+				out.vips = append(out.vips, ip)
 			}
 		}
 		// Sorted and without duplicates (a router has hundreds of VIPs:
 		// no search of the list for each).
-		slices.Sort(p.lbVIPs)
-		p.lbVIPs = slices.Compact(p.lbVIPs)
-		slices.SortFunc(p.lbIPs, netip.Addr.Compare)
-		p.lbIPs = slices.Compact(p.lbIPs)
-		break
-	}
-	return p
+		slices.Sort(out.vips)
+		out.vips = slices.Compact(out.vips)
+		slices.SortFunc(out.ips, netip.Addr.Compare)
+		out.ips = slices.Compact(out.ips)
+		return out
+	}).(lbIPs)
 }
 
 // distributed says whether a NAT rule is handled on the chassis of its
