@@ -95,20 +95,11 @@ func (p *Pinctrl) raiseEvent(e ControllerEvent, st *State, now time.Time) {
 	key := e.Key()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if sent, ok := p.recentEvents[key]; st.Events[key] || ok && now.Sub(sent) < recentTTL {
+	if st.Events[key] {
 		p.eventStats.Duplicates++
 		return
 	}
-	if len(p.recentEvents) >= maxPendingEvents {
-		clear(p.recentEvents)
-	}
-	select {
-	case p.events <- e:
-		p.recentEvents[key] = now
-		p.eventStats.Learned++
-	default:
-		p.eventStats.QueueDrops++
-	}
+	offerRecent(p.events, e, key, p.recentEvents, maxPendingEvents, &p.eventStats, now)
 }
 
 // writeEvents writes the raised events as Controller_Event rows of this

@@ -63,19 +63,27 @@ func (p *Pinctrl) learnVPort(b VPortBinding, st *State, now time.Time) {
 		p.vportStats.Duplicates++
 		return
 	}
-	if sent, ok := p.recentVPort[b]; ok && now.Sub(sent) < recentTTL {
-		p.vportStats.Duplicates++
+	offerRecent(p.vports, b, b, p.recentVPort, maxRecent, &p.vportStats, now)
+}
+
+// offerRecent queues v for its writer on ch unless key was queued within
+// recentTTL, and remembers when it was (at most limit keys: past that the
+// memory starts again); a full queue drops v. The caller holds p.mu and
+// has checked the Southbound already.
+func offerRecent[K comparable, T any](ch chan<- T, v T, key K, recent map[K]time.Time, limit int, stats *MACBindingStats, now time.Time) {
+	if sent, ok := recent[key]; ok && now.Sub(sent) < recentTTL {
+		stats.Duplicates++
 		return
 	}
-	if len(p.recentVPort) >= maxRecent {
-		clear(p.recentVPort)
+	if len(recent) >= limit {
+		clear(recent)
 	}
 	select {
-	case p.vports <- b:
-		p.recentVPort[b] = now
-		p.vportStats.Learned++
+	case ch <- v:
+		recent[key] = now
+		stats.Learned++
 	default:
-		p.vportStats.QueueDrops++
+		stats.QueueDrops++
 	}
 }
 
