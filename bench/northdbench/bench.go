@@ -26,6 +26,9 @@ type Config struct {
 	// GovnOnOvsdbServer adds a third subject: govn northd on the real
 	// ovsdb-server, which shows the databases' share.
 	GovnOnOvsdbServer bool
+	// NoOVN leaves ovn-northd out: govn alone, for clusters the
+	// reference would take minutes on (the report has no ratios then).
+	NoOVN bool
 	// Keep keeps the directory of databases and logs.
 	Keep   bool
 	Logger *slog.Logger
@@ -80,9 +83,9 @@ func Run(ctx context.Context, b Binaries, cfg Config) (*Report, error) {
 		defer os.RemoveAll(dir)
 	}
 	rep := &Report{Nodes: cfg.Shape.Nodes, Shape: cfg.Shape, Changes: cfg.Changes}
-	subs := []*subject{
-		{name: SubjectGovn, northdKind: "govn northd", dbKind: govnDB},
-		{name: SubjectOVN, northdKind: "ovn-northd", dbKind: ovsdbServer},
+	subs := []*subject{{name: SubjectGovn, northdKind: "govn northd", dbKind: govnDB}}
+	if !cfg.NoOVN {
+		subs = append(subs, &subject{name: SubjectOVN, northdKind: "ovn-northd", dbKind: ovsdbServer})
 	}
 	if cfg.GovnOnOvsdbServer {
 		subs = append(subs, &subject{name: SubjectGovnOvsdb, northdKind: "govn northd", dbKind: ovsdbServer})

@@ -176,3 +176,38 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("table without the pod add:\n%s", buf.String())
 	}
 }
+
+// TestTableWithoutOVN: a run without ovn-northd (--no-ovn) prints its
+// figures with no ratio column; with it, each govn figure has its ratio.
+func TestTableWithoutOVN(t *testing.T) {
+	subject := func(name, northd string, coldStart time.Duration) *SubjectReport {
+		s := &SubjectReport{Name: name, Northd: northd, DB: "db", ColdStart: Duration(coldStart), Changes: map[string]*Latency{}}
+		for _, k := range ChangeKinds {
+			s.Changes[k] = &Latency{P50: Duration(time.Millisecond)}
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name      string
+		subjects  []*SubjectReport
+		wantRatio bool
+	}{
+		{"govn alone", []*SubjectReport{subject(SubjectGovn, "govn northd", 2*time.Second)}, false},
+		{"side by side", []*SubjectReport{subject(SubjectGovn, "govn northd", 2*time.Second), subject(SubjectOVN, "ovn-northd", 4*time.Second)}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			r := &Report{Nodes: 500, Subjects: tc.subjects}
+			if err := r.WriteTable(&buf); err != nil {
+				t.Fatal(err)
+			}
+			out := buf.String()
+			if !strings.Contains(out, "pod-add p50") || !strings.Contains(out, "2.00 s") {
+				t.Errorf("figures missing:\n%s", out)
+			}
+			if got := strings.Contains(out, "ratio") && strings.Contains(out, "0.500x"); got != tc.wantRatio {
+				t.Errorf("ratio shown %v, want %v:\n%s", got, tc.wantRatio, out)
+			}
+		})
+	}
+}

@@ -80,7 +80,7 @@ func (l *Latency) finish() {
 }
 
 // WriteTable prints the report as a table, each subject against ovn-northd
-// with the ratio.
+// with the ratio (without ovn-northd in the run, without ratios).
 func (r *Report) WriteTable(w io.Writer) error {
 	var ovn *SubjectReport
 	for _, s := range r.Subjects {
@@ -94,7 +94,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	head := "\t"
 	for _, s := range r.Subjects {
 		head += s.Northd + " on " + s.DB + "\t"
-		if s != ovn {
+		if ovn != nil && s != ovn {
 			head += "ratio\t"
 		}
 	}
@@ -104,7 +104,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		for _, s := range r.Subjects {
 			v := get(s)
 			line += format(v) + "\t"
-			if s != ovn {
+			if ovn != nil && s != ovn {
 				if ov := get(ovn); ov > 0 && v > 0 {
 					line += fmt.Sprintf("%.3fx\t", v/ov)
 				} else {
@@ -134,7 +134,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("full recompute CPU", func(s *SubjectReport) float64 { return dms(s.RecomputeCPU) }, ms)
 	row("  engine alone (govn)", func(s *SubjectReport) float64 { return dms(s.RecomputeEngine) }, ms)
 	for _, k := range ChangeKinds {
-		if ovn.Changes[k] == nil {
+		if r.Subjects[0].Changes[k] == nil {
 			continue
 		}
 		row(k+" p50", func(s *SubjectReport) float64 { return dms(s.Changes[k].P50) }, ms)

@@ -18,7 +18,7 @@ func benchNorthdCommand() *command {
 	return &command{
 		name:    "northd",
 		summary: "govn northd against the real ovn-northd on an ovn-kubernetes-like cluster",
-		usage:   "[--nodes=N] [--json] [--changes=N] [--recomputes=N] [--govn-on-ovsdb-server] [--services=N] [--pods=N] [--namespaces=N] [--print-nb] [-v] [--keep]",
+		usage:   "[--nodes=N] [--json] [--changes=N] [--recomputes=N] [--govn-on-ovsdb-server] [--no-ovn] [--services=N] [--pods=N] [--namespaces=N] [--print-nb] [-v] [--keep]",
 		setup: func(fs *flag.FlagSet) leaf {
 			var f northdBenchFlags
 			fs.IntVar(&f.nodes, "nodes", 20, "cluster `N`odes")
@@ -30,6 +30,7 @@ func benchNorthdCommand() *command {
 			fs.IntVar(&f.namespaces, "namespaces", 0, "namespaces, each with a network policy (default 10)")
 			fs.BoolVar(&f.printNB, "print-nb", false, "print the Northbound as the params of one OVSDB transact (for ovsdb-client transact) and exit")
 			fs.BoolVar(&f.govnOvsdb, "govn-on-ovsdb-server", false, "also run govn northd on the real ovsdb-server")
+			fs.BoolVar(&f.noOVN, "no-ovn", false, "run govn northd alone, without ovn-northd (for clusters it would take minutes on)")
 			fs.BoolVar(&f.verbose, "v", false, "log progress to stderr")
 			fs.BoolVar(&f.keep, "keep", false, "keep the databases and logs for inspection")
 			return leaf{run: func(ctx context.Context, s stdio, _ []string) error {
@@ -42,7 +43,7 @@ func benchNorthdCommand() *command {
 // northdBenchFlags are govn bench northd's flags.
 type northdBenchFlags struct {
 	nodes, changes, recomputes, services, pods, namespaces int
-	asJSON, govnOvsdb, verbose, keep, printNB              bool
+	asJSON, govnOvsdb, noOVN, verbose, keep, printNB       bool
 }
 
 func benchNorthd(ctx context.Context, s stdio, f northdBenchFlags) error {
@@ -70,6 +71,7 @@ func benchNorthd(ctx context.Context, s stdio, f northdBenchFlags) error {
 		Changes:           f.changes,
 		Recomputes:        f.recomputes,
 		GovnOnOvsdbServer: f.govnOvsdb,
+		NoOVN:             f.noOVN,
 		Keep:              f.keep,
 	}
 	if f.verbose {
