@@ -862,9 +862,7 @@ func (c *chassis) writeBack(ctx context.Context, name string, chUUID ovsdb.UUID,
 				t.UpdateModel(&p, p.UUID, "chassis", "up")
 				c.log.Info("claiming port", "lport", p.LogicalPort)
 			case !bind && mine && claimable(&p):
-				no := false
-				p.Chassis, p.Up = nil, &no
-				t.UpdateModel(&p, p.UUID, "chassis", "up")
+				t.UpdateModel(&p, p.UUID, release(&p)...)
 				c.log.Info("releasing port", "lport", p.LogicalPort)
 			}
 		}

@@ -11,9 +11,23 @@ import "github.com/govn/govn/schema/sb"
 // one and its virtual_parent is a port resident here, on the same
 // switch), the virtual port is resident here too: traffic to it leaves
 // by the parent's interface, in its own conntrack zone; traffic from the
-// parent's interface stays the parent's. Otherwise a virtual port is
-// released like any VIF (its virtual_parent is left for the next
-// binding to replace).
+// parent's interface stays the parent's. Otherwise a virtual port bound
+// here is released as ovn-controller releases one: its chassis and its
+// virtual_parent are both cleared (see release), so that no stale parent
+// is left to make it resident anywhere.
+
+// release clears what binding p to this chassis wrote: its chassis (up
+// false), and for a virtual port the virtual_parent that bind_vport set.
+// It returns the columns to write.
+func release(p *sb.PortBinding) []string {
+	no := false
+	p.Chassis, p.Up = nil, &no
+	if p.VirtualParent == nil {
+		return []string{"chassis", "up"}
+	}
+	p.VirtualParent = nil
+	return []string{"chassis", "up", "virtual_parent"}
+}
 
 // indexVirtualPorts makes resident the virtual ports bound here behind
 // a resident parent.

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/govn/govn/datapath/switchd"
@@ -58,6 +59,33 @@ func TestTranslateVirtualPort(t *testing.T) {
 			}
 			if got := dpActions(p.Translate(&k, xlate.Options{}).Actions); got != tc.want {
 				t.Errorf("to the virtual port:\n got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestReleaseVirtualPort: releasing a virtual port clears its
+// virtual_parent with its chassis, as ovn-controller does; releasing a
+// VIF writes only chassis and up.
+func TestReleaseVirtualPort(t *testing.T) {
+	parent, ch, yes := "vm2", id(2), true
+	for _, tc := range []struct {
+		name string
+		p    sb.PortBinding
+		cols []string
+	}{
+		{"virtual", sb.PortBinding{LogicalPort: "vip", Type: "virtual", Chassis: &ch, Up: &yes, VirtualParent: &parent},
+			[]string{"chassis", "up", "virtual_parent"}},
+		{"vif", sb.PortBinding{LogicalPort: "vm1", Chassis: &ch, Up: &yes}, []string{"chassis", "up"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tc.p
+			cols := release(&p)
+			if !slices.Equal(cols, tc.cols) {
+				t.Errorf("columns %q, want %q", cols, tc.cols)
+			}
+			if p.Chassis != nil || p.VirtualParent != nil || p.Up == nil || *p.Up {
+				t.Errorf("after release: chassis %v virtual_parent %v up %v", p.Chassis, p.VirtualParent, p.Up)
 			}
 		})
 	}
