@@ -55,7 +55,7 @@ func dbCommand() *command {
 			}),
 		}, {
 			name:    "create-cluster",
-			summary: "create a clustered database FILE with SCHEMA for a cluster of one server at LOCAL (tcp:IP:PORT), as ovsdb-tool create-cluster",
+			summary: "create a clustered database FILE with SCHEMA for a cluster of one server at LOCAL (tcp:IP:PORT or ssl:IP:PORT), as ovsdb-tool create-cluster",
 			usage:   "FILE SCHEMA LOCAL",
 			minArgs: 3, maxArgs: 3,
 			setup: noFlags(func(_ context.Context, _ stdio, args []string) error {
@@ -156,9 +156,16 @@ func serveDB(ctx context.Context, opts dbOptions, ready func()) error {
 	defer cancel()
 	srv := server.New(server.Options{Logger: logger})
 	nodes := map[string]*cluster.Node{}
+	copts := cluster.Options{Logger: logger}
+	if opts.tls.PrivateKey != "" || opts.tls.Certificate != "" || opts.tls.CACert != "" {
+		// As ovsdb-server's, the SSL options authenticate ssl: peers too.
+		if t, err := srv.TLSConfigs(opts.tls); err == nil {
+			copts.TLS = t
+		}
+	}
 	for _, path := range opts.files {
 		if cluster.IsClusterFile(path) {
-			n, err := cluster.Start(ctx, path, srv, cluster.Options{Logger: logger})
+			n, err := cluster.Start(ctx, path, srv, copts)
 			if err != nil {
 				return err
 			}

@@ -98,9 +98,10 @@ func (n *Node) Status() string {
 		}
 	}
 	b.WriteString("\nDisconnections: 0\nServers:\n")
+	scheme, _, _ := parsePeer(n.local) // every member's
 	for _, s := range servers {
 		id := string(s.ID)
-		fmt.Fprintf(&b, "    %s (%s at tcp:%s)", short(id), short(id), s.Address)
+		fmt.Fprintf(&b, "    %s (%s at %s:%s)", short(id), short(id), scheme, s.Address)
 		if id == sid {
 			b.WriteString(" (self)")
 		}
@@ -131,7 +132,7 @@ func (n *Node) CID() string {
 func (n *Node) SID() string { return n.sid.String() }
 
 // Kick removes the member target (a server id, its first digits, or its
-// tcp:IP:PORT address) from the cluster, through the leader.
+// tcp:IP:PORT or ssl:IP:PORT address) from the cluster, through the leader.
 func (n *Node) Kick(ctx context.Context, target string) (string, error) {
 	cf := n.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {

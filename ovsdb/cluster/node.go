@@ -35,6 +35,9 @@ type Options struct {
 	// TrailingLogs is how many entries a snapshot leaves in the log, for
 	// followers slightly behind; 0 means 500.
 	TrailingLogs uint64
+	// TLS authenticates the peer connections of a member whose address
+	// is ssl: (required then).
+	TLS PeerTLS
 }
 
 // command is one raft log entry's data: a batch of transactions (group
@@ -96,10 +99,8 @@ func Join(path, name, local string, remotes []string) error {
 	if len(remotes) == 0 {
 		return errors.New("join-cluster needs at least one remote")
 	}
-	for _, r := range remotes {
-		if _, err := ParseAddress(r); err != nil {
-			return err
-		}
+	if err := checkSchemes(local, remotes); err != nil {
+		return err
 	}
 	if name == "" {
 		return errors.New("join-cluster needs the database's name")
@@ -189,8 +190,7 @@ func Start(ctx context.Context, path string, srv *server.Server, opts Options) (
 		st.close()
 		return nil, fmt.Errorf("%s: bad server id: %w", path, err)
 	}
-	addr, err := ParseAddress(hdr.Local)
-	if err != nil {
+	if _, err := ParseAddress(hdr.Local); err != nil {
 		st.close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -207,13 +207,13 @@ func Start(ctx context.Context, path string, srv *server.Server, opts Options) (
 			n.cid.Store(&u)
 		}
 	}
-	l, err := net.Listen("tcp", addr)
+	n.layer, err = listenPeers(hdr.Local, peerConfig{TLS: opts.TLS, Self: n.selfHello, Admit: n.admit, Log: n.log,
+		Ctrl: func(c net.Conn, h hello, member bool) { serveCtrl(c, h, member, n.handle) }})
 	if err != nil {
 		st.close()
-		return nil, fmt.Errorf("listening for peers on %s: %w", hdr.Local, err)
+		return nil, err
 	}
 	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Output: slogWriter{n.log}, Level: hclog.Info, DisableTime: true})
-	n.layer = newPeerLayer(l, func(c net.Conn) { serveCtrl(c, n.handle) })
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: n.layer, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog})
 	conf := raft.DefaultConfig()
 	conf.LocalID = raft.ServerID(sid.String())
@@ -908,7 +908,7 @@ func (n *Node) toLeader(ctx context.Context, req *request, wait time.Duration) (
 	for {
 		addr := n.leaderAddr()
 		if addr != "" {
-			resp, err := call(ctx, addr, req)
+			resp, err := n.layer.call(ctx, addr, req)
 			var oe *net.OpError
 			switch {
 			case err == nil && !resp.NotLeader:
@@ -953,9 +953,9 @@ func (n *Node) join(ctx context.Context, remotes []string) {
 			if err != nil {
 				continue
 			}
-			resp, err := call(ctx, ra, req)
+			resp, err := n.layer.call(ctx, ra, req)
 			if err == nil && resp.NotLeader && resp.Leader != "" {
-				resp, err = call(ctx, resp.Leader, req)
+				resp, err = n.layer.call(ctx, resp.Leader, req)
 			}
 			if err != nil || resp.NotLeader || resp.Error != "" {
 				if attempt%20 == 0 {

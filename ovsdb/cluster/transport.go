@@ -3,10 +3,12 @@ package cluster
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -15,50 +17,137 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// ParseAddress turns an ovsdb-tool style peer address, "tcp:IP:PORT", into
-// raft's "IP:PORT". IPv6 addresses go in brackets: tcp:[::1]:6643.
+// ParseAddress turns an ovsdb-tool style peer address, "tcp:IP:PORT" or
+// "ssl:IP:PORT", into raft's "IP:PORT". IPv6 addresses go in brackets:
+// tcp:[::1]:6643.
 func ParseAddress(s string) (string, error) {
-	rest, ok := strings.CutPrefix(s, "tcp:")
-	if !ok {
-		if strings.HasPrefix(s, "ssl:") {
-			return "", fmt.Errorf("%s: ssl peer addresses are not supported yet (use tcp:IP:PORT)", s)
-		}
-		return "", fmt.Errorf("%s: a peer address is tcp:IP:PORT", s)
+	_, hp, err := parsePeer(s)
+	return hp, err
+}
+
+// parsePeer splits a peer address into its scheme (tcp or ssl) and raft's
+// "IP:PORT".
+func parsePeer(s string) (scheme, hostPort string, err error) {
+	scheme, rest, ok := strings.Cut(s, ":")
+	if !ok || (scheme != "tcp" && scheme != "ssl") {
+		return "", "", fmt.Errorf("%s: a peer address is tcp:IP:PORT or ssl:IP:PORT", s)
 	}
 	host, port, err := net.SplitHostPort(rest)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", s, err)
+		return "", "", fmt.Errorf("%s: %w", s, err)
 	}
 	if net.ParseIP(host) == nil {
-		return "", fmt.Errorf("%s: %q is not an IP address", s, host)
+		return "", "", fmt.Errorf("%s: %q is not an IP address", s, host)
 	}
 	if port == "" || port == "0" {
-		return "", fmt.Errorf("%s: a peer address needs a port", s)
+		return "", "", fmt.Errorf("%s: a peer address needs a port", s)
 	}
-	return net.JoinHostPort(host, port), nil
+	return scheme, net.JoinHostPort(host, port), nil
 }
 
-// ctrlByte begins a connection carrying one of govn's own requests; raft's
-// NetworkTransport begins each connection with an RPC type, a small
-// number.
-const ctrlByte = 'G'
+// checkSchemes requires the remotes a server joins through to use its own
+// address's scheme: a cluster's peers all talk TCP or all TLS.
+func checkSchemes(local string, remotes []string) error {
+	ls, _, err := parsePeer(local)
+	if err != nil {
+		return err
+	}
+	for _, r := range remotes {
+		rs, _, err := parsePeer(r)
+		if err != nil {
+			return err
+		}
+		if rs != ls {
+			return fmt.Errorf("%s: the cluster's addresses must all be %s: like %s", r, ls, local)
+		}
+	}
+	return nil
+}
+
+// PeerTLS gives the TLS configurations of a member's peer connections
+// when its address is ssl: (server.TLSConfigs, from govn db's
+// --private-key, --certificate and --ca-cert). Both sides must present a
+// certificate the CA signed.
+type PeerTLS interface {
+	ServerConfig() (*tls.Config, error)
+	ClientConfig() (*tls.Config, error)
+}
+
+// Every peer connection begins with a hello from the server that dialed:
+// helloByte, then a JSON hello and a newline. Then comes either ctrlByte
+// and one of govn's requests, or raft's RPCs (raft's NetworkTransport
+// begins each with an RPC type, a small number).
+const (
+	helloByte = 'H'
+	ctrlByte  = 'G'
+	// maxHello bounds a hello's line.
+	maxHello = 4096
+	// handshakeTimeout bounds the TLS handshake and the hello.
+	handshakeTimeout = 10 * time.Second
+)
+
+// hello says who dialed: its server id, its address (raft's IP:PORT) and
+// its cluster's id, when it knows it yet.
+type hello struct {
+	SID  string `json:"sid"`
+	Addr string `json:"addr"`
+	CID  string `json:"cid,omitempty"`
+}
+
+// peerConfig configures a peerLayer.
+type peerConfig struct {
+	// TLS is set for an ssl: member: every connection, both ways, is
+	// TLS with certificates the CA signed.
+	TLS PeerTLS
+	// Self is the hello this member sends when it dials.
+	Self func() hello
+	// Admit checks the server that dialed, as it said in its hello, from
+	// remote: an error says it is not a member, and then its raft RPCs
+	// are refused and of its requests only join is answered.
+	Admit func(h hello, remote net.Addr) error
+	// Ctrl answers one of govn's requests on c; member says whether
+	// Admit admitted the sender.
+	Ctrl func(c net.Conn, h hello, member bool)
+	Log  *slog.Logger
+}
 
 // peerLayer is the raft.StreamLayer of a member: it listens on the
 // member's address for raft's RPCs and for govn's requests (join, remove,
 // forwarded transactions, the election timer), telling them apart by the
-// first byte.
+// first byte after the hello, and dials the other members.
 type peerLayer struct {
-	l     net.Listener
-	raftC chan net.Conn
-	ctrl  func(net.Conn)
-	once  sync.Once
-	done  chan struct{}
+	l       net.Listener
+	cfg     peerConfig
+	localIP net.IP // dialed connections come from the member's own address
+	raftC   chan net.Conn
+	once    sync.Once
+	done    chan struct{}
 }
 
-func newPeerLayer(l net.Listener, ctrl func(net.Conn)) *peerLayer {
-	p := &peerLayer{l: l, raftC: make(chan net.Conn), ctrl: ctrl, done: make(chan struct{})}
+// listenPeers listens on the member address local (tcp:IP:PORT or
+// ssl:IP:PORT); an ssl: address needs cfg.TLS.
+func listenPeers(local string, cfg peerConfig) (*peerLayer, error) {
+	scheme, addr, err := parsePeer(local)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case scheme == "ssl" && cfg.TLS == nil:
+		return nil, fmt.Errorf("%s: an ssl: peer address needs --private-key, --certificate and --ca-cert", local)
+	case scheme == "tcp":
+		cfg.TLS = nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening for peers on %s: %w", local, err)
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	p := &peerLayer{l: l, cfg: cfg, raftC: make(chan net.Conn), done: make(chan struct{})}
+	if ip := net.ParseIP(host); !ip.IsUnspecified() {
+		p.localIP = ip
+	}
 	go p.run()
-	return p
+	return p, nil
 }
 
 func (p *peerLayer) run() {
@@ -81,26 +170,79 @@ func (p *peerLayer) run() {
 	}
 }
 
+// refuse closes a connection the member will not serve, saying why in
+// its log.
+func (p *peerLayer) refuse(c net.Conn, why string, err error) {
+	p.cfg.Log.Warn("refusing peer connection", "remote", c.RemoteAddr(), "reason", why, "err", err)
+	c.Close()
+}
+
+// classify authenticates a connection (TLS), reads its hello, and passes
+// it to raft or to the request handler.
 func (p *peerLayer) classify(c net.Conn) {
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	var b [1]byte
-	if _, err := io.ReadFull(c, b[:]); err != nil {
+	c.SetDeadline(time.Now().Add(handshakeTimeout))
+	if p.cfg.TLS != nil {
+		conf, err := p.cfg.TLS.ServerConfig()
+		if err != nil {
+			p.refuse(c, "no TLS configuration", err)
+			return
+		}
+		tc := tls.Server(c, conf)
+		if err := tc.Handshake(); err != nil {
+			p.refuse(c, "TLS handshake failed", err)
+			return
+		}
+		c = tc
+	}
+	br := bufio.NewReaderSize(c, maxHello)
+	h, err := readHello(br)
+	if err != nil {
+		p.refuse(c, "no hello", err)
+		return
+	}
+	admitErr := p.cfg.Admit(h, c.RemoteAddr())
+	b, err := br.ReadByte()
+	if err != nil {
 		c.Close()
 		return
 	}
-	c.SetReadDeadline(time.Time{})
-	if b[0] == ctrlByte {
-		p.ctrl(c)
+	c.SetDeadline(time.Time{})
+	if b == ctrlByte {
+		p.cfg.Ctrl(&prefixConn{Conn: c, r: br}, h, admitErr == nil)
 		return
 	}
-	pc := &prefixConn{Conn: c, r: io.MultiReader(strings.NewReader(string(b[:])), c)}
+	if admitErr != nil {
+		p.refuse(c, "not a member", admitErr)
+		return
+	}
+	br.UnreadByte()
 	select {
-	case p.raftC <- pc:
+	case p.raftC <- &prefixConn{Conn: c, r: br}:
 	case <-p.done:
 		c.Close()
 	}
 }
 
+func readHello(br *bufio.Reader) (hello, error) {
+	var h hello
+	b, err := br.ReadByte()
+	if err != nil {
+		return h, err
+	}
+	if b != helloByte {
+		return h, fmt.Errorf("connection begins with byte %#x, not a hello", b)
+	}
+	line, err := br.ReadSlice('\n')
+	if err != nil {
+		return h, fmt.Errorf("reading hello: %w", err)
+	}
+	if err := json.Unmarshal(line, &h); err != nil {
+		return h, fmt.Errorf("bad hello: %w", err)
+	}
+	return h, nil
+}
+
+// prefixConn reads through r, which holds what classify read ahead.
 type prefixConn struct {
 	net.Conn
 	r io.Reader
@@ -130,8 +272,54 @@ func (p *peerLayer) Close() error {
 
 func (p *peerLayer) Addr() net.Addr { return p.l.Addr() }
 
+// Dial is raft's: a connection to the member at addr, hello sent.
 func (p *peerLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return net.DialTimeout("tcp", string(addr), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return p.dial(ctx, string(addr))
+}
+
+// dial connects to the member at addr (IP:PORT) from this member's IP,
+// shakes hands (TLS) and says hello. Every error is a *net.OpError whose
+// Op is "dial": nothing was sent yet, so a request may be retried.
+func (p *peerLayer) dial(ctx context.Context, addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: handshakeTimeout}
+	if p.localIP != nil {
+		d.LocalAddr = &net.TCPAddr{IP: p.localIP}
+	}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (net.Conn, error) {
+		c.Close()
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: c.RemoteAddr(), Err: err}
+	}
+	deadline := time.Now().Add(handshakeTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	c.SetDeadline(deadline)
+	if p.cfg.TLS != nil {
+		conf, err := p.cfg.TLS.ClientConfig()
+		if err != nil {
+			return fail(err)
+		}
+		tc := tls.Client(c, conf)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return fail(fmt.Errorf("TLS handshake: %w", err))
+		}
+		c = tc
+	}
+	b, err := json.Marshal(p.cfg.Self())
+	if err != nil {
+		return fail(err)
+	}
+	if _, err := c.Write(append(append([]byte{helloByte}, b...), '\n')); err != nil {
+		return fail(fmt.Errorf("sending hello: %w", err))
+	}
+	c.SetDeadline(time.Time{})
+	return c, nil
 }
 
 // request is one of govn's requests to a member.
@@ -159,9 +347,8 @@ type response struct {
 }
 
 // call sends req to the member at addr and reads its response.
-func call(ctx context.Context, addr string, req *request) (*response, error) {
-	d := net.Dialer{Timeout: 5 * time.Second}
-	c, err := d.DialContext(ctx, "tcp", addr)
+func (p *peerLayer) call(ctx context.Context, addr string, req *request) (*response, error) {
+	c, err := p.dial(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -186,8 +373,9 @@ func call(ctx context.Context, addr string, req *request) (*response, error) {
 	return &resp, nil
 }
 
-// serveCtrl answers one request on c with handle.
-func serveCtrl(c net.Conn, handle func(*request) *response) {
+// serveCtrl answers one request on c with handle. A server that is not a
+// member (see peerConfig.Admit) may only ask to join, as itself.
+func serveCtrl(c net.Conn, h hello, member bool, handle func(*request) *response) {
 	defer c.Close()
 	c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	line, err := bufio.NewReaderSize(c, 64<<10).ReadBytes('\n')
@@ -199,6 +387,10 @@ func serveCtrl(c net.Conn, handle func(*request) *response) {
 	var resp *response
 	if err := json.Unmarshal(line, &req); err != nil {
 		resp = &response{Error: fmt.Sprintf("bad request: %v", err)}
+	} else if !member && req.Op != "join" {
+		resp = &response{Error: fmt.Sprintf("%s request refused: server %s at %s is not a member of this cluster", req.Op, h.SID, h.Addr)}
+	} else if req.Op == "join" && (req.SID != h.SID || req.Addr != h.Addr) {
+		resp = &response{Error: fmt.Sprintf("server %s at %s may not ask for %s at %s to join", h.SID, h.Addr, req.SID, req.Addr)}
 	} else {
 		resp = handle(&req)
 	}

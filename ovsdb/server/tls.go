@@ -83,6 +83,27 @@ type tlsSource struct {
 }
 
 func newTLSSource(srv *Server, opts TLSOptions) (*tlsSource, error) {
+	src, err := newTLSSourceUnchecked(srv, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range []string{opts.PrivateKey, opts.Certificate, opts.CACert, opts.Protocols, opts.Ciphers} {
+		if ref, ok := strings.CutPrefix(v, "db:"); ok {
+			r, err := parseDBRef(ref)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := srv.readStrings(r); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return src, nil
+}
+
+// newTLSSourceUnchecked is newTLSSource without reading the db:
+// references' columns now (their databases may not be served yet).
+func newTLSSourceUnchecked(srv *Server, opts TLSOptions) (*tlsSource, error) {
 	src := &tlsSource{srv: srv, opts: opts}
 	if opts.Protocols != "" && !strings.HasPrefix(opts.Protocols, "db:") {
 		if _, _, err := ParseTLSProtocols(opts.Protocols); err != nil {
@@ -98,17 +119,41 @@ func newTLSSource(srv *Server, opts TLSOptions) (*tlsSource, error) {
 	}
 	for _, v := range []string{opts.PrivateKey, opts.Certificate, opts.CACert, opts.Protocols, opts.Ciphers} {
 		if ref, ok := strings.CutPrefix(v, "db:"); ok {
-			r, err := parseDBRef(ref)
-			if err != nil {
-				return nil, err
-			}
-			if _, err := srv.readStrings(r); err != nil {
+			if _, err := parseDBRef(ref); err != nil {
 				return nil, err
 			}
 		}
 	}
 	return src, nil
 }
+
+// TLSConfigs makes TLS configurations from the options the remotes take,
+// for the process's other connections: a cluster's peer connections, to
+// which ovsdb-server applies its --private-key, --certificate and
+// --ca-cert too. Each handshake reads the files (and db: references)
+// again when they changed; both sides require a certificate the CA
+// signed.
+type TLSConfigs struct{ src *tlsSource }
+
+// TLSConfigs returns the configurations of opts, which must name all
+// three files. A db: reference is read at the first handshake, so its
+// database need not be served yet.
+func (s *Server) TLSConfigs(opts TLSOptions) (*TLSConfigs, error) {
+	if !opts.configured() {
+		return nil, errors.New("SSL needs --private-key, --certificate and --ca-cert")
+	}
+	src, err := newTLSSourceUnchecked(s, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &TLSConfigs{src: src}, nil
+}
+
+// ServerConfig is the configuration of one accepted connection.
+func (c *TLSConfigs) ServerConfig() (*tls.Config, error) { return c.src.serverConfig() }
+
+// ClientConfig is the configuration of one connection this process makes.
+func (c *TLSConfigs) ClientConfig() (*tls.Config, error) { return c.src.clientConfig() }
 
 // value resolves an option: itself, or for a db: reference the first
 // string in that column ("" when none).
