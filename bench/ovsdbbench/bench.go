@@ -28,6 +28,7 @@ const benchSchema = `{
   "tables": {
     "Item": {"columns": {"name": {"type": "string"}, "n": {"type": "integer"}}, "isRoot": true},
     "Fan": {"columns": {"seq": {"type": "integer"}}, "isRoot": true},
+    "Ack": {"columns": {"name": {"type": "string"}}, "isRoot": true},
     "Big": {"columns": {
       "name": {"type": "string"},
       "n": {"type": "integer"},
@@ -279,7 +280,7 @@ func Run(ctx context.Context, subject, baseline Target, cfg Config) (*Report, er
 	}()
 	if cfg.measures(MeasureFanout) {
 		err = each("connecting monitors", 1, func(s *server, i int) (err error) {
-			rigs[i], err = newFanout(ctx, s, cfg.Monitors)
+			rigs[i], err = newFanout(ctx, s.sock, []string{s.sock}, cfg.Monitors)
 			return err
 		})
 		if err != nil {
@@ -425,11 +426,14 @@ type fanoutRig struct {
 	firstLat []time.Duration
 }
 
-// newFanout connects the writer and the monitors.
-func newFanout(ctx context.Context, s *server, monitors int) (*fanoutRig, error) {
+// newFanout connects the writer to writerSock and the monitors to
+// monitorSocks, in turn. Before the monitors connect it waits until every
+// one of monitorSocks serves the row the writer inserted (a cluster's
+// followers apply it a little after the leader replied).
+func newFanout(ctx context.Context, writerSock string, monitorSocks []string, monitors int) (*fanoutRig, error) {
 	f := &fanoutRig{monitors: monitors}
 	var err error
-	if f.writer, err = s.dial(ctx); err != nil {
+	if f.writer, err = dialSock(ctx, writerSock, nil); err != nil {
 		return nil, err
 	}
 	raw, err := transact(ctx, f.writer, json.RawMessage(`["Bench",{"op":"insert","table":"Fan","row":{"seq":0}}]`))
@@ -445,10 +449,19 @@ func newFanout(ctx context.Context, s *server, monitors int) (*fanoutRig, error)
 		return nil, fmt.Errorf("insert reply %.200s: %v", raw, err)
 	}
 	f.row = res[0].UUID[1]
+	for _, sock := range monitorSocks {
+		if sock == writerSock {
+			continue
+		}
+		if err := waitRow(ctx, sock, "Fan", f.row); err != nil {
+			f.close()
+			return nil, err
+		}
+	}
 	request := []byte(`["Bench","fan",{"Fan":[{"columns":["seq"]}]}]`)
 	conns := make([]*monConn, 0, monitors)
-	for range monitors {
-		c, err := dialMonitor(s.sock, request)
+	for i := range monitors {
+		c, err := dialMonitor(monitorSocks[i%len(monitorSocks)], request)
 		if err != nil {
 			for _, c := range conns {
 				unix.Close(c.fd)
@@ -556,6 +569,34 @@ func loadBig(ctx context.Context, s *server, rows int) error {
 		}
 	}
 	return nil
+}
+
+// waitRow waits until the server at sock serves row uuid of table.
+func waitRow(ctx context.Context, sock, table, uuid string) error {
+	c, err := dialSock(ctx, sock, nil)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	q := json.RawMessage(`["Bench",{"op":"select","table":"` + table + `","where":[["_uuid","==",["uuid","` + uuid + `"]]],"columns":["_uuid"]}]`)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		raw, err := transact(ctx, c, q)
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(raw, []byte(uuid)) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not serve %s row %s within 15s", sock, table, uuid)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // initialMonitor times monitor_cond of the whole Big table from a fresh

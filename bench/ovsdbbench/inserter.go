@@ -31,6 +31,9 @@ type insertLoad struct {
 
 	started, finished int
 	outstanding       int
+	// latencies, when not nil, collects each transaction's time from
+	// sending it until its reply was read.
+	latencies *[]time.Duration
 }
 
 // insertConn is one client connection and its unparsed input.
@@ -38,13 +41,22 @@ type insertConn struct {
 	monConn
 	id   int // client number, part of every row name
 	sent int // transactions sent on this connection
+	// sentAt is when the transaction in flight was sent.
+	sentAt time.Time
 }
 
 // runInserts makes up to txns single-row insert transactions from
 // clients connections to sock, stopping early at d, and returns the rate
 // of answered transactions and how many there were.
 func runInserts(sock string, clients, txns int, d time.Duration, durable bool) (perSecond float64, total int, err error) {
-	l := &insertLoad{conns: map[int32]*insertConn{}, durable: durable, limit: txns}
+	return runInsertsTimed(sock, clients, txns, d, durable, nil)
+}
+
+// runInsertsTimed is runInserts that also appends each transaction's
+// latency (from sending it until its reply was read) to latencies, unless
+// that is nil.
+func runInsertsTimed(sock string, clients, txns int, d time.Duration, durable bool, latencies *[]time.Duration) (perSecond float64, total int, err error) {
+	l := &insertLoad{conns: map[int32]*insertConn{}, durable: durable, limit: txns, latencies: latencies}
 	l.epfd, err = unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return 0, 0, fmt.Errorf("epoll_create: %w", err)
@@ -128,6 +140,9 @@ func (l *insertLoad) next(c *insertConn) error {
 	msg = append(msg, `]}`...)
 	// A request this small fits in an empty socket buffer: with one
 	// transaction in flight per connection, the write never blocks.
+	if l.latencies != nil {
+		c.sentAt = time.Now()
+	}
 	if err := writeAll(c.fd, msg); err != nil {
 		return fmt.Errorf("client %d: sending a transaction: %w", c.id, err)
 	}
@@ -170,6 +185,9 @@ func (l *insertLoad) consume(c *insertConn) error {
 			}
 			l.finished++
 			l.outstanding--
+			if l.latencies != nil {
+				*l.latencies = append(*l.latencies, time.Since(c.sentAt))
+			}
 			if err := l.next(c); err != nil {
 				return err
 			}

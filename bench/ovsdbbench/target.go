@@ -146,7 +146,13 @@ func (s *server) dial(ctx context.Context) (*jsonrpc.Conn, error) {
 }
 
 func (s *server) dialHandler(ctx context.Context, h jsonrpc.Handler) (*jsonrpc.Conn, error) {
-	nc, err := jsonrpc.Dial(ctx, "unix:"+s.sock)
+	return dialSock(ctx, s.sock, h)
+}
+
+// dialSock opens a JSON-RPC connection to the unix socket sock that
+// answers inactivity probes and passes other requests to h (if not nil).
+func dialSock(ctx context.Context, sock string, h jsonrpc.Handler) (*jsonrpc.Conn, error) {
+	nc, err := jsonrpc.Dial(ctx, "unix:"+sock)
 	if err != nil {
 		return nil, err
 	}

@@ -17,8 +17,8 @@ import (
 func benchOVSDBCommand() *command {
 	return &command{
 		name:    "ovsdb",
-		summary: "govn db against the real ovsdb-server: inserts, monitor fan-out, initial dumps",
-		usage:   "[--json] [--quick] [--subject=govn|ovsdb-server] [--inserts=both|default|durable] [--durable] [--measure=inserts,fanout,initial] [--rounds=N] [--commits=N] [--inserts-count=N] [-v] [--keep]",
+		summary: "govn db against the real ovsdb-server: inserts, monitor fan-out, initial dumps (--cluster: 3-server clusters, failover)",
+		usage:   "[--cluster] [--failovers=N] [--json] [--quick] [--subject=govn|ovsdb-server] [--inserts=both|default|durable] [--durable] [--measure=inserts,fanout,initial] [--rounds=N] [--commits=N] [--inserts-count=N] [-v] [--keep]",
 		setup: func(fs *flag.FlagSet) leaf {
 			var f ovsdbBenchFlags
 			fs.BoolVar(&f.asJSON, "json", false, "print one JSON object instead of a table")
@@ -31,6 +31,8 @@ func benchOVSDBCommand() *command {
 			fs.IntVar(&f.rounds, "rounds", 0, "alternating rounds of each measurement (default 3)")
 			fs.IntVar(&f.commits, "commits", 0, "fan-out commits to time, spread over the rounds (default 300)")
 			fs.IntVar(&f.insertCount, "inserts-count", 0, "insert transactions per throughput measurement from one client, 4x that from many (default 4000)")
+			fs.BoolVar(&f.cluster, "cluster", false, "compare 3-server clusters (govn db create-cluster/join-cluster against ovsdb-tool's): inserts to the leader, fan-out to monitors on followers, failover after kill -9 of the leader")
+			fs.IntVar(&f.failovers, "failovers", 0, "with --cluster: kills of each cluster's leader (default 5)")
 			fs.BoolVar(&f.keep, "keep", false, "keep the servers' directories (databases, logs) for inspection")
 			return leaf{run: func(ctx context.Context, s stdio, _ []string) error {
 				return benchOVSDB(ctx, s, f)
@@ -41,12 +43,15 @@ func benchOVSDBCommand() *command {
 
 // ovsdbBenchFlags are govn bench ovsdb's flags.
 type ovsdbBenchFlags struct {
-	asJSON, quick, verbose, durable, keep bool
-	subject, inserts, measure             string
-	rounds, commits, insertCount          int
+	asJSON, quick, verbose, durable, keep, cluster bool
+	subject, inserts, measure                      string
+	rounds, commits, insertCount, failovers        int
 }
 
 func benchOVSDB(ctx context.Context, s stdio, f ovsdbBenchFlags) error {
+	if f.cluster {
+		return benchOVSDBCluster(ctx, s, f)
+	}
 	baseline, err := ovsdbbench.OvsdbServer()
 	if err != nil {
 		return err
@@ -95,6 +100,49 @@ func benchOVSDB(ctx context.Context, s stdio, f ovsdbBenchFlags) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	report, err := ovsdbbench.Run(ctx, target, baseline, cfg)
+	if err != nil {
+		return err
+	}
+	return writeReport(s.out, f.asJSON, report, report.WriteTable)
+}
+
+// benchOVSDBCluster is "govn bench ovsdb --cluster": govn db's and
+// ovsdb-server's 3-server clusters side by side (ovsdbbench.RunCluster).
+func benchOVSDBCluster(ctx context.Context, s stdio, f ovsdbBenchFlags) error {
+	if f.subject != "govn" || f.measure != "" || f.durable || f.inserts != "both" {
+		return fmt.Errorf("%w: --cluster takes none of --subject, --measure, --durable, --inserts", errUsage)
+	}
+	baseline, err := ovsdbbench.OvsdbServerCluster()
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding the govn binary: %w", err)
+	}
+	cfg := ovsdbbench.ClusterConfig{}
+	if f.quick {
+		cfg = ovsdbbench.ClusterConfig{Inserts: 300, Rounds: 1, Clients: 4, Monitors: 20, Commits: 10, Failovers: 1}
+	}
+	cfg.KeepTempDirs = f.keep
+	if f.rounds > 0 {
+		cfg.Rounds = f.rounds
+	}
+	if f.commits > 0 {
+		cfg.Commits = f.commits
+	}
+	if f.insertCount > 0 {
+		cfg.Inserts = f.insertCount
+	}
+	if f.failovers > 0 {
+		cfg.Failovers = f.failovers
+	}
+	if f.verbose {
+		cfg.Logger = slog.New(slog.NewTextHandler(s.err, nil))
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	report, err := ovsdbbench.RunCluster(ctx, ovsdbbench.GovnCluster(self), baseline, cfg)
 	if err != nil {
 		return err
 	}

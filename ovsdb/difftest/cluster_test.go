@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,39 +14,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/govn/govn/bench/ovsdbbench"
 	"github.com/govn/govn/ovsdb/jsonrpc"
 	"github.com/govn/govn/schema"
 )
 
-// govnCluster is a 3-server govn db cluster on loopback: each member is
-// one govn db process serving one clustered file per database on its own
-// unix socket, the members talking Raft over TCP.
+// govnCluster is a 3-server cluster of govn db or of the real
+// ovsdb-server on loopback (ovsdbbench.Cluster, which "govn bench ovsdb
+// --cluster" runs too).
 type govnCluster struct {
-	dir     string
-	dbs     []string // database names
-	members []*clusterMember
+	*ovsdbbench.Cluster
 }
 
-type clusterMember struct {
-	kind  string
-	i     int
-	dir   string
-	sock  string
-	ctl   string
-	files []string
-	cmd   *exec.Cmd
-	exit  chan struct{}
-}
-
-// freeTCP returns a loopback address nothing listens on (for a moment).
-func freeTCP(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return "tcp:" + l.Addr().String()
-}
+type clusterMember = ovsdbbench.Member
 
 // startGovnCluster creates the clustered files of the databases shorts
 // (nb, sb) with create-cluster on the first member and join-cluster on the
@@ -61,151 +40,45 @@ func startGovnCluster(t testing.TB, shorts ...string) *govnCluster {
 // of the real ovsdb-server (kindReal, files made by ovsdb-tool).
 func startCluster(t testing.TB, kind string, shorts ...string) *govnCluster {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "difftest-cluster-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	c := &govnCluster{dir: dir}
-	for i := 0; i < 3; i++ {
-		md := filepath.Join(dir, fmt.Sprintf("m%d", i))
-		if err := os.Mkdir(md, 0o755); err != nil {
-			t.Fatal(err)
+	need(t, "ovs-appctl")
+	target := ovsdbbench.GovnCluster(govnBinary(t))
+	if kind == kindReal {
+		var err error
+		if target, err = ovsdbbench.OvsdbServerCluster(); err != nil {
+			t.Skip(err)
 		}
-		c.members = append(c.members, &clusterMember{kind: kind, i: i, dir: md, sock: filepath.Join(md, "db.sock"), ctl: filepath.Join(md, "db.ctl")})
 	}
+	var schemas [][]byte
 	for _, short := range shorts {
 		text, err := schema.Lookup(short)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var s struct{ Name string }
-		if err := json.Unmarshal(text, &s); err != nil {
-			t.Fatal(err)
-		}
-		c.dbs = append(c.dbs, s.Name)
-		first := freeTCP(t)
-		sf := filepath.Join(dir, short+".ovsschema")
-		if err := os.WriteFile(sf, text, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		for i, m := range c.members {
-			f := filepath.Join(m.dir, short+".db")
-			var args []string
-			if i == 0 {
-				args = []string{"create-cluster", f, sf, first}
-			} else {
-				args = []string{"join-cluster", f, s.Name, freeTCP(t), first}
-			}
-			prog := "ovsdb-tool"
-			if kind == kindGovn {
-				prog, args = govnBinary(t), append([]string{"db"}, args...)
-			}
-			if out, err := exec.Command(prog, args...).CombinedOutput(); err != nil {
-				t.Fatalf("%s %s: %v\n%s", prog, strings.Join(args, " "), err, out)
-			}
-			m.files = append(m.files, f)
-		}
+		schemas = append(schemas, text)
 	}
-	for _, m := range c.members {
-		m.start(t)
-	}
-	for _, m := range c.members {
-		for _, db := range c.dbs {
-			waitUntil(t, fmt.Sprintf("member %d to be a member of %s's cluster", m.i, db), 30*time.Second, func() bool {
-				return strings.Contains(m.status(db), "Status: cluster member")
-			})
-		}
-	}
-	for _, db := range c.dbs {
-		c.leader(t, db, -1)
-	}
-	return c
-}
-
-// remote is every member's socket, as clients of a cluster are given.
-func (c *govnCluster) remote() string {
-	var r []string
-	for _, m := range c.members {
-		r = append(r, "unix:"+m.sock)
-	}
-	return strings.Join(r, ",")
-}
-
-func (m *clusterMember) start(t testing.TB) {
-	t.Helper()
-	var cmd *exec.Cmd
-	if m.kind == kindReal {
-		cmd = exec.Command("ovsdb-server", append([]string{"--no-chdir", "--remote=punix:" + m.sock, "--unixctl=" + m.ctl,
-			"--pidfile=" + filepath.Join(m.dir, "pid"), "--log-file=" + filepath.Join(m.dir, "log")}, m.files...)...)
-	} else {
-		cmd = exec.Command(govnBinary(t), append([]string{"db", "--remote=punix:" + m.sock, "--unixctl=" + m.ctl}, m.files...)...)
-		cmd.Stderr = newLogFile(t, filepath.Join(m.dir, "log"))
-	}
-	cmd.Env = runEnv(m.dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start member %d: %v", m.i, err)
-	}
-	m.cmd, m.exit = cmd, make(chan struct{})
-	exit := m.exit
-	go func() { cmd.Wait(); close(exit) }()
-	t.Cleanup(func() { m.kill() })
-	waitSocket(t, m.sock, m.exit, m.logTail)
-}
-
-func (m *clusterMember) kill() {
-	if m.cmd == nil {
-		return
-	}
-	m.cmd.Process.Signal(syscall.SIGCONT)
-	m.cmd.Process.Kill()
-	<-m.exit
-	m.cmd = nil
-}
-
-func (m *clusterMember) signal(sig syscall.Signal) {
-	if m.cmd != nil {
-		m.cmd.Process.Signal(sig)
-	}
-}
-
-func (m *clusterMember) logTail() string {
-	b, _ := os.ReadFile(filepath.Join(m.dir, "log"))
-	if len(b) > 3000 {
-		b = b[len(b)-3000:]
-	}
-	return string(b)
-}
-
-// status is cluster/status DB on the member's control socket ("" when it
-// does not answer).
-func (m *clusterMember) status(db string) string {
-	if m.cmd == nil {
-		return ""
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "ovs-appctl", "-t", m.ctl, "cluster/status", db).Output()
+	c, err := ovsdbbench.StartCluster(t.Context(), target, "", false, schemas...)
 	if err != nil {
-		return ""
+		t.Fatal(err)
 	}
-	return string(out)
+	t.Cleanup(c.Close)
+	return &govnCluster{c}
+}
+
+// restart starts the killed member m again.
+func restart(t testing.TB, m *clusterMember) {
+	t.Helper()
+	if err := m.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // leader waits for a member other than not to lead db and returns it.
 func (c *govnCluster) leader(t testing.TB, db string, not int) *clusterMember {
 	t.Helper()
-	var l *clusterMember
-	waitUntil(t, "a leader of "+db, 30*time.Second, func() bool {
-		for _, m := range c.members {
-			if m.i != not && strings.Contains(m.status(db), "Role: leader") {
-				l = m
-				return true
-			}
-		}
-		return false
-	})
+	l, err := c.Leader(t.Context(), db, not)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return l
 }
 
@@ -236,11 +109,11 @@ func TestClusterNorthdLflows(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	c := startGovnCluster(t, "nb", "sb")
-	startDaemon(t, c.dir, "ovn-northd", "--no-chdir",
-		"--ovnnb-db="+c.remote(), "--ovnsb-db="+c.remote(),
-		"--pidfile="+filepath.Join(c.dir, "northd.pid"),
-		"--log-file="+filepath.Join(c.dir, "northd.log"),
-		"--unixctl="+filepath.Join(c.dir, "northd.ctl"))
+	startDaemon(t, c.Dir, "ovn-northd", "--no-chdir",
+		"--ovnnb-db="+c.Remote(), "--ovnsb-db="+c.Remote(),
+		"--pidfile="+filepath.Join(c.Dir, "northd.pid"),
+		"--log-file="+filepath.Join(c.Dir, "northd.log"),
+		"--unixctl="+filepath.Join(c.Dir, "northd.ctl"))
 	alone := startCentral(t, kindGovn)
 
 	var wg sync.WaitGroup
@@ -248,8 +121,8 @@ func TestClusterNorthdLflows(t *testing.T) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		clusterOut = run(ctx, c.dir, "env", "OVN_NB_DB="+c.remote(), "bash", script) +
-			run(ctx, c.dir, "ovn-nbctl", "--db="+c.remote(), "--wait=sb", "--timeout=30", "sync")
+		clusterOut = run(ctx, c.Dir, "env", "OVN_NB_DB="+c.Remote(), "bash", script) +
+			run(ctx, c.Dir, "ovn-nbctl", "--db="+c.Remote(), "--wait=sb", "--timeout=30", "sync")
 	}()
 	go func() {
 		defer wg.Done()
@@ -266,27 +139,27 @@ func TestClusterNorthdLflows(t *testing.T) {
 	if strings.Count(want, "\n") < 100 {
 		t.Fatalf("the standalone Southbound has only %d lines of lflows:\n%s", strings.Count(want, "\n"), want)
 	}
-	got := normalizeLflows(run(ctx, c.dir, "ovn-sbctl", "--db="+c.remote(), "lflow-list"))
+	got := normalizeLflows(run(ctx, c.Dir, "ovn-sbctl", "--db="+c.Remote(), "lflow-list"))
 	if got != want {
 		diffTranscripts(t, "cluster-lflows", want, got)
 	}
 	// Every member's own copy (a follower answers reads itself).
-	for _, m := range c.members {
+	for _, m := range c.Members {
 		var own string
 		deadline := time.Now().Add(20 * time.Second)
 		for {
-			own = strings.Replace(normalizeLflows(run(ctx, c.dir, "ovn-sbctl", "--db=unix:"+m.sock, "--no-leader-only", "lflow-list")), " --no-leader-only", "", 1)
+			own = strings.Replace(normalizeLflows(run(ctx, c.Dir, "ovn-sbctl", "--db=unix:"+m.Sock, "--no-leader-only", "lflow-list")), " --no-leader-only", "", 1)
 			if own == want || time.Now().After(deadline) {
 				break
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 		if own != want {
-			diffTranscripts(t, fmt.Sprintf("member-%d-lflows", m.i), want, own)
+			diffTranscripts(t, fmt.Sprintf("member-%d-lflows", m.Index), want, own)
 		}
 	}
 	if t.Failed() {
-		if b, err := os.ReadFile(filepath.Join(c.dir, "northd.log")); err == nil {
+		if b, err := os.ReadFile(filepath.Join(c.Dir, "northd.log")); err == nil {
 			t.Logf("northd log tail:\n%s", tail(string(b), 2000))
 		}
 	}
@@ -298,7 +171,7 @@ type ovsdbConn struct {
 }
 
 func dialMember(m *clusterMember) (*ovsdbConn, error) {
-	nc, err := net.DialTimeout("unix", m.sock, time.Second)
+	nc, err := net.DialTimeout("unix", m.Sock, time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -357,7 +230,7 @@ type committer struct {
 }
 
 func (w *committer) run(ctx context.Context) {
-	conns := make([]*ovsdbConn, len(w.c.members))
+	conns := make([]*ovsdbConn, len(w.c.Members))
 	defer func() {
 		for _, c := range conns {
 			if c != nil {
@@ -374,7 +247,7 @@ func (w *committer) run(ctx context.Context) {
 			time.Sleep(time.Millisecond)
 			continue
 		}
-		m := w.c.members[k]
+		m := w.c.Members[k]
 		if conns[k] == nil || conns[k].conn.Err() != nil {
 			c, err := dialMember(m)
 			if err != nil {
@@ -420,8 +293,8 @@ func (c *govnCluster) checkConverged(t *testing.T, acked []string) {
 	for {
 		last = last[:0]
 		ok := true
-		for _, m := range c.members {
-			if m.cmd == nil {
+		for _, m := range c.Members {
+			if !m.Running() {
 				continue
 			}
 			oc, err := dialMember(m)
@@ -493,19 +366,19 @@ func TestClusterFaults(t *testing.T) {
 		l := c.leader(t, db, -1)
 		before := w.ackedCount()
 		killed := time.Now()
-		l.kill()
-		nl := c.leader(t, db, l.i)
+		l.Kill()
+		nl := c.leader(t, db, l.Index)
 		failover := time.Since(killed)
 		failovers = append(failovers, failover)
 		// Allow for polling and a loaded machine on top of the two
 		// election timeouts.
 		if failover > 2*electionTimer+time.Second {
-			t.Errorf("kill %d: member %d led %v after member %d was killed, more than two election timeouts", k+1, nl.i, failover, l.i)
+			t.Errorf("kill %d: member %d led %v after member %d was killed, more than two election timeouts", k+1, nl.Index, failover, l.Index)
 		}
 		waitUntil(t, "commits through the new leader", 20*time.Second, func() bool { return w.ackedCount() >= before+10 })
-		l.start(t)
-		waitUntil(t, fmt.Sprintf("restarted member %d to rejoin", l.i), 30*time.Second, func() bool {
-			return strings.Contains(l.status(db), "Status: cluster member") && strings.Contains(l.status(db), "Role: follower")
+		restart(t, l)
+		waitUntil(t, fmt.Sprintf("restarted member %d to rejoin", l.Index), 30*time.Second, func() bool {
+			return strings.Contains(l.Status(db), "Status: cluster member") && strings.Contains(l.Status(db), "Role: follower")
 		})
 	}
 	t.Logf("failover after SIGKILL of the leader (5 times): %v", failovers)
@@ -513,13 +386,13 @@ func TestClusterFaults(t *testing.T) {
 	// Partition: both followers stopped, the leader alone refuses writes.
 	l := c.leader(t, db, -1)
 	var followers []*clusterMember
-	for _, m := range c.members {
+	for _, m := range c.Members {
 		if m != l {
 			followers = append(followers, m)
 		}
 	}
 	for _, f := range followers {
-		f.signal(syscall.SIGSTOP)
+		f.Signal(syscall.SIGSTOP)
 	}
 	oc, err := dialMember(l)
 	if err != nil {
@@ -532,7 +405,7 @@ func TestClusterFaults(t *testing.T) {
 	tcancel()
 	oc.conn.Close()
 	for _, f := range followers {
-		f.signal(syscall.SIGCONT)
+		f.Signal(syscall.SIGCONT)
 	}
 	l = c.leader(t, db, -1)
 	before := w.ackedCount()
@@ -540,14 +413,14 @@ func TestClusterFaults(t *testing.T) {
 
 	// Partition: the leader stopped, the majority elects another and
 	// keeps committing; the old leader catches up once resumed.
-	l.signal(syscall.SIGSTOP)
+	l.Signal(syscall.SIGSTOP)
 	stopped := time.Now()
-	nl := c.leader(t, db, l.i)
-	t.Logf("member %d leads %v after the leader was stopped", nl.i, time.Since(stopped))
+	nl := c.leader(t, db, l.Index)
+	t.Logf("member %d leads %v after the leader was stopped", nl.Index, time.Since(stopped))
 	before = w.ackedCount()
 	waitUntil(t, "commits by the majority", 20*time.Second, func() bool { return w.ackedCount() >= before+10 })
-	l.signal(syscall.SIGCONT)
-	waitUntil(t, "the old leader to follow", 20*time.Second, func() bool { return strings.Contains(l.status(db), "Role: follower") })
+	l.Signal(syscall.SIGCONT)
+	waitUntil(t, "the old leader to follow", 20*time.Second, func() bool { return strings.Contains(l.Status(db), "Role: follower") })
 
 	cancel()
 	<-done
@@ -560,8 +433,8 @@ func TestClusterFaults(t *testing.T) {
 		t.Errorf("the minority's write was acknowledged")
 	}
 	if t.Failed() {
-		for _, m := range c.members {
-			t.Logf("member %d log tail:\n%s", m.i, m.logTail())
+		for _, m := range c.Members {
+			t.Logf("member %d log tail:\n%s", m.Index, m.LogTail())
 		}
 	}
 }
