@@ -1,7 +1,9 @@
 package northd
 
 import (
+	"context"
 	"fmt"
+	"runtime/pprof"
 	"syscall"
 	"testing"
 	"time"
@@ -73,4 +75,22 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkK8sRecompute is inc-engine/recompute alone on northdbench's
+// 100-node cluster once its Southbound is written: Recompute and the
+// WriteSB that compares everything and finds nothing to write. Its work
+// is labeled step=recompute and step=writesb, so that a -cpuprofile of it
+// can leave the setup out (go tool pprof -tagfocus step=recompute).
+func BenchmarkK8sRecompute(b *testing.B) {
+	h := k8sCluster(b, 100)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var ops int
+		pprof.Do(b.Context(), pprof.Labels("step", "recompute"), func(context.Context) { h.s.Recompute() })
+		pprof.Do(b.Context(), pprof.Labels("step", "writesb"), func(context.Context) { ops = h.s.WriteSB(h.sb) })
+		if ops != 0 {
+			b.Fatalf("a recompute of an unchanged Northbound wrote %d operations", ops)
+		}
+	}
 }

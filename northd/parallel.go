@@ -381,6 +381,19 @@ func (s *State) commitSpec(o *owner, x *specLog) {
 	for _, ps := range x.sets {
 		s.installSet(ps)
 	}
+	if s.sameOutput(o, x) {
+		// A full recompute of an unchanged Northbound, above all: the
+		// owner's dependencies, flows, records and keys stay as they are.
+		g := &gen{s: s, o: o}
+		for _, r := range x.refs {
+			s.refs[r.id] = r.k
+		}
+		for _, w := range x.warns {
+			g.Warn(w.msg, w.args...)
+		}
+		s.stats.Flows += uint64(len(o.flows) + len(o.setFlows))
+		return
+	}
 	old := s.beginGenerate(o)
 	g := &gen{s: s, o: o}
 	for _, k := range x.deps {
@@ -416,6 +429,50 @@ func (s *State) commitSpec(o *owner, x *specLog) {
 		o.setFlows = append(o.setFlows, setContribution{e, f.set})
 	}
 	s.finishGenerate(o, old)
+}
+
+// sameOutput says whether the log x of o's speculative generation is
+// exactly what o has now: the same reads, flows, records and tunnel keys,
+// in the same order. Committing it would change nothing but churn.
+func (s *State) sameOutput(o *owner, x *specLog) bool {
+	if o.gone || len(x.deps) != len(o.deps) || len(x.flows) != len(o.flows) || len(x.setFlows) != len(o.setFlows) ||
+		len(x.records) != len(o.records) || len(x.claims) != len(o.keys) {
+		return false
+	}
+	for i, c := range x.claims {
+		// A new key, or a requested one not given (which warns).
+		if c.got >= keyPlaceholder || (c.requested != 0 && c.requested != c.got) || o.keys[i] != (keyClaim{c.space, c.holder}) {
+			return false
+		}
+	}
+	for i, k := range x.deps {
+		if o.deps[i].key != k {
+			return false
+		}
+	}
+	for i, f := range x.flows {
+		if c := o.flows[i]; c.dp != f.dp || c.e.key != f.k {
+			return false
+		}
+	}
+	for i, f := range x.setFlows {
+		if c := o.setFlows[i]; c.set != f.set || c.e.key != f.k {
+			return false
+		}
+	}
+	for i, r := range x.records {
+		k := recordKey{r.table, r.key}
+		have := s.records[k]
+		if o.records[i] != k || have == nil || have.owner != o || r.children != nil || have.children != nil || len(have.cols) != len(r.cols) {
+			return false
+		}
+		for _, c := range have.cols {
+			if d, ok := r.cols[c.name]; !ok || !d.Equal(c.val) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // patchKeys writes the real keys in place of the placeholders in cols.
