@@ -23,11 +23,11 @@ type clusterNorthd struct {
 
 func startClusterNorthd(t *testing.T, c *govnCluster, name string) *clusterNorthd {
 	t.Helper()
-	n := &clusterNorthd{name: name, ctl: filepath.Join(c.dir, "northd-"+name+".ctl")}
-	n.cmd = startDaemon(t, c.dir, "ovn-northd", "--no-chdir",
-		"--ovnnb-db="+c.remote(), "--ovnsb-db="+c.remote(),
-		"--pidfile="+filepath.Join(c.dir, "northd-"+name+".pid"),
-		"--log-file="+filepath.Join(c.dir, "northd-"+name+".log"),
+	n := &clusterNorthd{name: name, ctl: filepath.Join(c.Dir, "northd-"+name+".ctl")}
+	n.cmd = startDaemon(t, c.Dir, "ovn-northd", "--no-chdir",
+		"--ovnnb-db="+c.Remote(), "--ovnsb-db="+c.Remote(),
+		"--pidfile="+filepath.Join(c.Dir, "northd-"+name+".pid"),
+		"--log-file="+filepath.Join(c.Dir, "northd-"+name+".log"),
 		"--unixctl="+n.ctl)
 	return n
 }
@@ -119,11 +119,11 @@ func doubleActive(ns func() []*clusterNorthd, stop <-chan struct{}) (count func(
 // turns a new logical switch into a Southbound datapath.
 func northdWorks(t *testing.T, ctx context.Context, c *govnCluster, sw string) {
 	t.Helper()
-	out := run(ctx, c.dir, "ovn-nbctl", "--db="+c.remote(), "--wait=sb", "--timeout=30", "ls-add", sw)
+	out := run(ctx, c.Dir, "ovn-nbctl", "--db="+c.Remote(), "--wait=sb", "--timeout=30", "ls-add", sw)
 	if strings.Contains(out, "[exit]") {
 		t.Fatalf("ovn-nbctl --wait=sb ls-add %s through the cluster:\n%s", sw, out)
 	}
-	dp := run(ctx, c.dir, "ovn-sbctl", "--db="+c.remote(), "--columns=external_ids", "list", "Datapath_Binding")
+	dp := run(ctx, c.Dir, "ovn-sbctl", "--db="+c.Remote(), "--columns=external_ids", "list", "Datapath_Binding")
 	if !strings.Contains(dp, sw) {
 		t.Fatalf("no Southbound datapath for %s:\n%s", sw, dp)
 	}
@@ -183,12 +183,12 @@ func TestClusterNorthdActiveStandby(t *testing.T) {
 			// active ovn-northd: the lock moves to the new leader, and
 			// one ovn-northd (either) holds it there.
 			l := c.leader(t, "OVN_Southbound", -1)
-			l.kill()
-			nl := c.leader(t, "OVN_Southbound", l.i)
+			l.Kill()
+			nl := c.leader(t, "OVN_Southbound", l.Index)
 			a, took := waitOneActive(t, running(), 60*time.Second)
-			t.Logf("%s: SB leader m%d killed, new leader m%d, %s active after %v", kind, l.i, nl.i, a.name, took.Round(time.Millisecond))
+			t.Logf("%s: SB leader m%d killed, new leader m%d, %s active after %v", kind, l.Index, nl.Index, a.name, took.Round(time.Millisecond))
 			northdWorks(t, ctx, c, "sw-after-leader-kill")
-			l.start(t)
+			restart(t, l)
 			close(stop)
 			if n := doubles(); n > 0 {
 				t.Errorf("%s: two ovn-northd said they were active in %d samples", kind, n)
@@ -210,7 +210,7 @@ func TestClusterLocksArePerServer(t *testing.T) {
 		l := c.leader(t, "OVN_Southbound", -1)
 		var order []*clusterMember
 		order = append(order, l)
-		for _, m := range c.members {
+		for _, m := range c.Members {
 			if m != l {
 				order = append(order, m)
 			}
@@ -226,7 +226,7 @@ func TestClusterLocksArePerServer(t *testing.T) {
 			defer conn.conn.Close()
 			res, err := conn.conn.CallRaw(ctx, "lock", []any{"difftest"})
 			if err != nil {
-				t.Fatalf("%s: lock on member %d: %v", kind, m.i, err)
+				t.Fatalf("%s: lock on member %d: %v", kind, m.Index, err)
 			}
 			var r struct{ Locked bool }
 			if err := json.Unmarshal(res, &r); err != nil {
@@ -240,8 +240,8 @@ func TestClusterLocksArePerServer(t *testing.T) {
 		}
 		cancel()
 		results[kind] = strings.Join(got, "\n")
-		for _, m := range c.members {
-			m.kill()
+		for _, m := range c.Members {
+			m.Kill()
 		}
 	}
 	if results[kindGovn] != results[kindReal] {

@@ -44,13 +44,13 @@ func clusterResume(t *testing.T, kind string) string {
 	defer cancel()
 	c := startCluster(t, kind, "nb")
 	defer func() {
-		for _, m := range c.members {
-			m.kill()
+		for _, m := range c.Members {
+			m.Kill()
 		}
 	}()
 	l := c.leader(t, "OVN_Northbound", -1)
 	var followers []*clusterMember
-	for _, m := range c.members {
+	for _, m := range c.Members {
 		if m != l {
 			followers = append(followers, m)
 		}
@@ -79,7 +79,7 @@ func clusterResume(t *testing.T, kind string) string {
 	if len(names) != 2 {
 		t.Fatalf("%s: first monitor_cond_since: found=%v names=%v", kind, found, names)
 	}
-	f.kill()
+	f.Kill()
 	fc.conn.Close()
 	if err := lc.insertSwitch(ctx, "sw-new"); err != nil {
 		t.Fatalf("%s: %v", kind, err)

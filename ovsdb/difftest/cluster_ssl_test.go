@@ -3,6 +3,7 @@ package difftest
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,37 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/govn/govn/bench/ovsdbbench"
 	"github.com/govn/govn/internal/testpki"
 	"github.com/govn/govn/schema"
 )
 
-// startWith is clusterMember.start with extra command-line options.
-func (m *clusterMember) startWith(t testing.TB, extra ...string) {
-	t.Helper()
-	var cmd *exec.Cmd
-	if m.kind == kindReal {
-		args := append([]string{"--no-chdir", "--remote=punix:" + m.sock, "--unixctl=" + m.ctl,
-			"--pidfile=" + filepath.Join(m.dir, "pid"), "--log-file=" + filepath.Join(m.dir, "log")}, extra...)
-		cmd = exec.Command("ovsdb-server", append(args, m.files...)...)
-	} else {
-		args := append([]string{"db", "--remote=punix:" + m.sock, "--unixctl=" + m.ctl}, extra...)
-		cmd = exec.Command(govnBinary(t), append(args, m.files...)...)
-		cmd.Stderr = newLogFile(t, filepath.Join(m.dir, "log"))
-	}
-	cmd.Env = runEnv(m.dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start member %d: %v", m.i, err)
-	}
-	m.cmd, m.exit = cmd, make(chan struct{})
-	exit := m.exit
-	go func() { cmd.Wait(); close(exit) }()
-	t.Cleanup(func() { m.kill() })
-	waitSocket(t, m.sock, m.exit, m.logTail)
-}
-
-// sslArgs issues a certificate from ca for name and returns the SSL
-// options of a server that trusts the CA certificates in caFiles.
+// sslArgs issues a certificate from ca for name into dir and returns the
+// SSL options of a server that trusts the CA certificates in caFiles.
 func sslArgs(t *testing.T, dir string, ca *testpki.CA, name string, caFiles ...string) []string {
 	t.Helper()
 	key, cert := ca.Issue(t, dir, name)
@@ -60,6 +37,38 @@ func sslArgs(t *testing.T, dir string, ca *testpki.CA, name string, caFiles ...s
 	return []string{"--private-key=" + key, "--certificate=" + cert, "--ca-cert=" + trusted}
 }
 
+// overSSL turns target into one whose peers talk over ssl: (the same
+// ports as the tcp: addresses it is given) and whose servers each get
+// their own certificate from ca, except a server whose directory is
+// named "intruder", whose certificate other signed (it trusts both CAs,
+// so that only the members' check of its certificate can stop it).
+func overSSL(t *testing.T, target ovsdbbench.ClusterTarget, pki string, ca, other *testpki.CA) ovsdbbench.ClusterTarget {
+	ssl := func(a string) string { return "ssl:" + strings.TrimPrefix(a, "tcp:") }
+	create, join, command := target.CreateCluster, target.JoinCluster, target.Command
+	target.CreateCluster = func(ctx context.Context, db, schema, local string) error {
+		return create(ctx, db, schema, ssl(local))
+	}
+	target.JoinCluster = func(ctx context.Context, db, name, local string, remotes []string) error {
+		var rs []string
+		for _, r := range remotes {
+			rs = append(rs, ssl(r))
+		}
+		return join(ctx, db, name, ssl(local), rs)
+	}
+	target.Command = func(dbs []string, sock, ctl, dir string) *exec.Cmd {
+		name := filepath.Base(dir)
+		args := sslArgs(t, pki, ca, name, ca.File)
+		if name == "intruder" {
+			args = sslArgs(t, pki, other, name, ca.File, other.File)
+		}
+		cmd := command(dbs, sock, ctl, dir)
+		// The options go before the files.
+		cmd.Args = append(append(cmd.Args[:len(cmd.Args)-len(dbs):len(cmd.Args)-len(dbs)], args...), dbs...)
+		return cmd
+	}
+	return target
+}
+
 // TestClusterOverSSL builds a 3-server Northbound cluster whose peers talk
 // over ssl: (create-cluster and join-cluster with ssl:IP:PORT addresses,
 // each server given its own certificate from one CA with --private-key,
@@ -73,81 +82,87 @@ func TestClusterOverSSL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range []string{kindReal, kindGovn} {
-		t.Run(kind, func(t *testing.T) {
+	real, err := ovsdbbench.OvsdbServerCluster()
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, target := range []ovsdbbench.ClusterTarget{real, ovsdbbench.GovnCluster(govnBinary(t))} {
+		t.Run(target.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
-			dir := t.TempDir()
-			pki := filepath.Join(dir, "pki")
-			if err := os.Mkdir(pki, 0o700); err != nil {
-				t.Fatal(err)
-			}
+			pki := t.TempDir()
 			ca, other := testpki.NewCA(t, pki, "ca"), testpki.NewCA(t, pki, "other")
-			sf := filepath.Join(dir, "nb.ovsschema")
-			if err := os.WriteFile(sf, text, 0o644); err != nil {
+			target := overSSL(t, target, pki, ca, other)
+			cl, err := ovsdbbench.StartCluster(ctx, target, "", false, text)
+			if err != nil {
 				t.Fatal(err)
 			}
-			c := &govnCluster{dir: dir, dbs: []string{"OVN_Northbound"}}
-			first := "ssl:" + strings.TrimPrefix(freeTCP(t), "tcp:")
-			create := func(i int, args ...string) *clusterMember {
-				md := filepath.Join(dir, fmt.Sprintf("m%d", i))
-				if err := os.Mkdir(md, 0o755); err != nil {
-					t.Fatal(err)
-				}
-				m := &clusterMember{kind: kind, i: i, dir: md, sock: filepath.Join(md, "db.sock"), ctl: filepath.Join(md, "db.ctl"), files: []string{filepath.Join(md, "nb.db")}}
-				prog := "ovsdb-tool"
-				args = append([]string{args[0], m.files[0]}, args[1:]...)
-				if kind == kindGovn {
-					prog, args = govnBinary(t), append([]string{"db"}, args...)
-				}
-				if out, err := exec.Command(prog, args...).CombinedOutput(); err != nil {
-					t.Fatalf("%s %s: %v\n%s", prog, strings.Join(args, " "), err, out)
-				}
-				return m
-			}
-			for i := 0; i < 3; i++ {
-				var m *clusterMember
-				if i == 0 {
-					m = create(i, "create-cluster", sf, first)
-				} else {
-					m = create(i, "join-cluster", "OVN_Northbound", "ssl:"+strings.TrimPrefix(freeTCP(t), "tcp:"), first)
-				}
-				c.members = append(c.members, m)
-				m.startWith(t, sslArgs(t, pki, ca, fmt.Sprintf("m%d", i), ca.File)...)
-			}
-			for _, m := range c.members {
-				waitUntil(t, fmt.Sprintf("member %d to be a member of the cluster", m.i), 30*time.Second, func() bool {
-					return strings.Contains(m.status("OVN_Northbound"), "Status: cluster member")
-				})
-			}
+			t.Cleanup(cl.Close)
+			c := &govnCluster{cl}
 			l := c.leader(t, "OVN_Northbound", -1)
-			if st := l.status("OVN_Northbound"); strings.Count(st, " at ssl:127.0.0.1:") != 3 {
+			if st := l.Status("OVN_Northbound"); strings.Count(st, " at ssl:127.0.0.1:") != 3 {
 				t.Errorf("cluster/status does not show three ssl: servers:\n%s", st)
 			}
 			for _, sw := range []string{"sw0", "sw1"} {
-				if out := run(ctx, dir, "ovn-nbctl", "--db="+c.remote(), "ls-add", sw); strings.Contains(out, "[exit]") {
+				if out := run(ctx, c.Dir, "ovn-nbctl", "--db="+c.Remote(), "ls-add", sw); strings.Contains(out, "[exit]") {
 					t.Fatalf("ovn-nbctl ls-add through the cluster:\n%s", out)
 				}
 			}
-			for _, m := range c.members {
-				waitUntil(t, fmt.Sprintf("member %d to hold both switches", m.i), 20*time.Second, func() bool {
-					out := run(ctx, dir, "ovn-nbctl", "--db=unix:"+m.sock, "--no-leader-only", "ls-list")
+			for _, m := range c.Members {
+				waitUntil(t, fmt.Sprintf("member %d to hold both switches", m.Index), 20*time.Second, func() bool {
+					out := run(ctx, c.Dir, "ovn-nbctl", "--db=unix:"+m.Sock, "--no-leader-only", "ls-list")
 					return strings.Contains(out, "(sw0)") && strings.Contains(out, "(sw1)")
 				})
 			}
 
-			// A server with a certificate from another CA (trusting
-			// both CAs, so that only the members' check stops it).
-			j := create(3, "join-cluster", "OVN_Northbound", "ssl:"+strings.TrimPrefix(freeTCP(t), "tcp:"), first)
-			j.startWith(t, sslArgs(t, pki, other, "intruder", ca.File, other.File)...)
-			time.Sleep(5 * time.Second)
-			if st := j.status("OVN_Northbound"); strings.Contains(st, "Status: cluster member") {
-				t.Errorf("a server with another CA's certificate joined:\n%s", st)
+			// The intruder: join-cluster, then serve; it must not
+			// become a member.
+			dir := filepath.Join(c.Dir, "intruder")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
 			}
-			if st := c.leader(t, "OVN_Northbound", -1).status("OVN_Northbound"); strings.Count(st, " at ssl:") != 3 {
+			file, sock, ctl := filepath.Join(dir, "nb.db"), filepath.Join(dir, "db.sock"), filepath.Join(dir, "db.ctl")
+			nl, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			local := "tcp:" + nl.Addr().String()
+			nl.Close()
+			if err := target.JoinCluster(ctx, file, "OVN_Northbound", local, []string{peerAddress(t, l)}); err != nil {
+				t.Fatal(err)
+			}
+			cmd := target.Command([]string{file}, sock, ctl, dir)
+			cmd.Env = runEnv(dir)
+			log := newLogFile(t, filepath.Join(dir, "stderr"))
+			cmd.Stdout, cmd.Stderr = log, log
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan struct{})
+			go func() { cmd.Wait(); close(exited) }()
+			t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+			time.Sleep(5 * time.Second)
+			out, _ := exec.CommandContext(ctx, "ovs-appctl", "-t", ctl, "cluster/status", "OVN_Northbound").CombinedOutput()
+			if strings.Contains(string(out), "Status: cluster member") {
+				t.Errorf("a server with another CA's certificate joined:\n%s", out)
+			}
+			if st := c.leader(t, "OVN_Northbound", -1).Status("OVN_Northbound"); strings.Count(st, " at ssl:") != 3 {
 				t.Errorf("the cluster does not have three servers:\n%s", st)
 			}
-			j.kill()
 		})
 	}
+}
+
+// peerAddress is member m's peer address from its cluster/status, as
+// tcp:IP:PORT (overSSL's JoinCluster makes it ssl: again).
+func peerAddress(t *testing.T, m *clusterMember) string {
+	t.Helper()
+	for _, line := range strings.Split(m.Status("OVN_Northbound"), "\n") {
+		if a, ok := strings.CutPrefix(line, "Address: ssl:"); ok {
+			return "tcp:" + strings.TrimSpace(a)
+		}
+	}
+	t.Fatalf("no ssl: address in member %d's cluster/status:\n%s", m.Index, m.Status("OVN_Northbound"))
+	return ""
 }
