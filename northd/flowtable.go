@@ -2,6 +2,7 @@ package northd
 
 import (
 	"slices"
+	"unsafe"
 )
 
 // dpID is a logical datapath's number inside northd: small, dense and
@@ -75,6 +76,26 @@ func (t *flowTable) entry(k flowKey) *flowEntry {
 		t.entries[k] = e
 	}
 	return e
+}
+
+// shareKey makes the entry of k, if there is one, hold k itself: the
+// strings of a Southbound row that has that content. Its generator's
+// copy of the match and actions is then garbage, and the flow's text is
+// in memory once, in the row the client's cache holds anyway.
+func (t *flowTable) shareKey(k flowKey) {
+	e := t.entries[k]
+	if e == nil || sameStrings(e.key, k) {
+		return
+	}
+	delete(t.entries, k)
+	e.key = k
+	t.entries[k] = e
+}
+
+// sameStrings says whether a and b, equal, hold the very same strings.
+func sameStrings(a, b flowKey) bool {
+	same := func(x, y string) bool { return len(x) == 0 || unsafe.StringData(x) == unsafe.StringData(y) }
+	return same(a.match, b.match) && same(a.actions, b.actions) && same(a.meter, b.meter) && same(a.hint, b.hint)
 }
 
 // remove takes back one add of e on dp.

@@ -90,10 +90,15 @@ func (m *memDB) commit() []Event {
 		f := func(as []ovsdb.Atom) []ovsdb.Atom {
 			out := make([]ovsdb.Atom, len(as))
 			for i, a := range as {
-				if a.Type() == ovsdb.TypeUUID {
+				switch a.Type() {
+				case ovsdb.TypeUUID:
 					if r, ok := real[a.UUID()]; ok {
 						a = ovsdb.UUIDAtom(r)
 					}
+				case ovsdb.TypeString:
+					// A copy, as a row that came back from a server
+					// shares no memory with what northd sent.
+					a = ovsdb.String(strings.Clone(a.Str()))
 				}
 				out[i] = a
 			}

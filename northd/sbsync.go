@@ -137,6 +137,7 @@ func (x *sbIndex) apply(table string, old, new *ovsdb.Row) {
 			if k, ok := x.s.sbFlowKey(new); ok {
 				x.flows[k] = append(x.flows[k], new.UUID)
 				x.flowOf[new.UUID] = k
+				x.s.flows.shareKey(k)
 			} else {
 				x.flowOf[new.UUID] = flowKey{}
 				x.flows[flowKey{}] = append(x.flows[flowKey{}], new.UUID)
