@@ -89,7 +89,8 @@ type chassis struct {
 	sbChanges *sbChanges
 	condsSent map[string]string // per conditional table: condKey
 
-	ifaces   map[string]*iface // by interface name
+	ifaces   map[string]*iface    // by interface name
+	afpacket *port.AFPacketOpener // opens VIFs with sockets made ahead
 	nextPort uint32
 	tunnel   *tunnelPort
 	bfd      *pinctrl.TunnelBFD // BFD over the tunnel (bfd.go)
@@ -154,7 +155,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	c := &chassis{cfg: cfg, log: log, local: local, sw: sw, eng: NewEngine(tr, log.With("engine", "controller")),
 		kick: make(chan struct{}, 1), ifaces: map[string]*iface{}, nextPort: 1,
-		problems: map[string]bool{}, portSeen: map[string]time.Time{}, flowLimit: -1}
+		problems: map[string]bool{}, portSeen: map[string]time.Time{}, flowLimit: -1,
+		afpacket: port.NewAFPacketOpener()}
+	defer c.afpacket.Close()
 	defer c.stopSB()
 	systemID := func() string {
 		if ovs := client.List[vswitch.OpenVSwitch](local.Cache()); len(ovs) > 0 {
@@ -629,7 +632,7 @@ func (c *chassis) reconcilePorts(ctx context.Context, lc *client.Cache, root vsw
 				p = tap
 			}
 		case "", "system", "afpacket":
-			p, err = port.NewAFPacket(name)
+			p, err = c.afpacket.Open(name)
 		default:
 			err = fmt.Errorf("interface type %q is not supported", li.row.Type)
 		}

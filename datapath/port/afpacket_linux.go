@@ -146,14 +146,37 @@ func newAFPacket(name string, ring bool) (*AFPacket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("af_packet port %s: %w", name, err)
 	}
+	s, err := prepareSockets(ring)
+	if err != nil {
+		return nil, fmt.Errorf("af_packet port %s: %w", name, err)
+	}
+	return s.attach(name, ifi.Index)
+}
+
+// afSockets are the parts of an AF_PACKET port that do not depend on its
+// device: the receive socket with its options and ring, and the transmit
+// ring's socket, neither bound yet. Setting up a ring waits for an RCU
+// grace period in the kernel (packet_set_ring calls synchronize_net):
+// milliseconds on an idle machine, up to a hundred on a busy one, twice
+// per port. Binding a prepared socket does not wait (the socket was never
+// hooked to a device), so AFPacketOpener prepares them ahead of time.
+type afSockets struct {
+	fd  int
+	rr  *rxRing // nil: receive with recvmmsg
+	txr *txRing // nil: send with sendmmsg; its socket is not bound yet
+}
+
+// prepareSockets makes the sockets of a port, with rings if ring is set
+// and the kernel allows them.
+func prepareSockets(ring bool) (*afSockets, error) {
 	// Protocol 0 until bind, so no frame of another device slips in.
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("af_packet port %s: socket: %w", name, err)
+		return nil, fmt.Errorf("socket: %w", err)
 	}
-	fail := func(what string, err error) (*AFPacket, error) {
+	fail := func(what string, err error) (*afSockets, error) {
 		unix.Close(fd)
-		return nil, fmt.Errorf("af_packet port %s: %s: %w", name, what, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	opts := []struct {
 		level, opt, val int
@@ -188,42 +211,64 @@ func newAFPacket(name string, ring bool) (*AFPacket, error) {
 	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv); err != nil {
 		return fail("SO_SNDTIMEO", err)
 	}
-	var rr *rxRing
+	s := &afSockets{fd: fd}
 	if ring {
-		rr, _ = setupRxRing(fd) // without a ring, recvmmsg does the job
+		s.rr, _ = setupRxRing(fd)  // without a ring, recvmmsg does the job
+		s.txr, _ = prepareTxRing() // without a ring, sendmmsg does the job
 	}
-	sll := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}
-	if err := unix.Bind(fd, sll); err != nil {
-		if rr != nil {
-			rr.close()
-		}
+	return s, nil
+}
+
+// close releases sockets that were not attached.
+func (s *afSockets) close() {
+	if s.rr != nil {
+		s.rr.close()
+	}
+	if s.txr != nil {
+		s.txr.close()
+	}
+	unix.Close(s.fd)
+}
+
+// attach binds the sockets to device ifindex, called name, and makes the
+// port; on failure the sockets are closed.
+func (s *afSockets) attach(name string, ifindex int) (*AFPacket, error) {
+	fail := func(what string, err error) (*AFPacket, error) {
+		s.close()
+		return nil, fmt.Errorf("af_packet port %s: %s: %w", name, what, err)
+	}
+	sll := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifindex}
+	if err := unix.Bind(s.fd, sll); err != nil {
 		return fail("bind", err)
 	}
-	mreq := unix.PacketMreq{Ifindex: int32(ifi.Index), Type: unix.PACKET_MR_PROMISC}
-	if err := unix.SetsockoptPacketMreq(fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, &mreq); err != nil {
+	mreq := unix.PacketMreq{Ifindex: int32(ifindex), Type: unix.PACKET_MR_PROMISC}
+	if err := unix.SetsockoptPacketMreq(s.fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, &mreq); err != nil {
 		return fail("promiscuous mode", err)
 	}
 	if err := setLinkUp(name); err != nil {
 		return fail("link up", err)
 	}
-	f := os.NewFile(uintptr(fd), "af_packet:"+name)
+	if s.txr != nil {
+		if err := s.txr.bind(ifindex); err != nil {
+			s.txr.close() // sendmmsg does the job
+			s.txr = nil
+		}
+	}
+	gso, gsoRaw, err := gsoSocket(ifindex)
+	if err != nil {
+		return fail("gso", err)
+	}
+	f := os.NewFile(uintptr(s.fd), "af_packet:"+name)
 	raw, err := f.SyscallConn()
 	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("af_packet port %s: %w", name, err)
+		gso.Close()
+		return fail("raw conn", err)
 	}
-	a := &AFPacket{
-		name: name, ifindex: ifi.Index, file: f, raw: raw,
-		rx: newRxBatch(BatchSize), tx: newMmsgBatch(BatchSize), ring: rr,
-	}
-	if a.gso, a.gsoRaw, err = gsoSocket(ifi.Index); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("af_packet port %s: %w", name, err)
-	}
-	if ring {
-		a.txr, _ = setupTxRing(ifi.Index) // without a ring, sendmmsg does the job
-	}
-	return a, nil
+	return &AFPacket{
+		name: name, ifindex: ifindex, file: f, raw: raw,
+		rx: newRxBatch(BatchSize), tx: newMmsgBatch(BatchSize), ring: s.rr, txr: s.txr,
+		gso: gso, gsoRaw: gsoRaw,
+	}, nil
 }
 
 // gsoSocket opens the socket for GSO frames on device ifindex: one that

@@ -64,6 +64,16 @@
 // a wake-up through the poller costs two more context switches, which
 // dominated the cost per packet.
 //
+// # Opening: sockets made ahead
+//
+// Setting up a ring waits for an RCU grace period in the kernel
+// (packet_set_ring calls synchronize_net), twice per port: about 10 ms
+// each on an idle machine, up to 80 ms on a loaded one, where it was most
+// of a new VM's time to ovn-installed on a chassis under a flood of ARP
+// misses. Binding a socket that was never bound does not wait, so
+// AFPacketOpener keeps one port's sockets, rings included, made ahead in
+// the background, and Open only binds them to the device.
+//
 // # Sending: a TPACKET_V2 transmit ring
 //
 // Send writes a batch into the slots of a transmit ring (on a second

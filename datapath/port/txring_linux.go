@@ -31,8 +31,16 @@ const (
 	txDataOff = 32
 )
 
-// setupTxRing opens the transmit socket on device ifindex and maps its ring.
-func setupTxRing(ifindex int) (*txRing, error) {
+// bind binds the ring's socket to device ifindex.
+func (r *txRing) bind(ifindex int) error {
+	if err := unix.Bind(r.fd, &unix.SockaddrLinklayer{Ifindex: ifindex}); err != nil {
+		return fmt.Errorf("bind: %w", err)
+	}
+	return nil
+}
+
+// prepareTxRing opens a transmit socket and maps its ring, unbound.
+func prepareTxRing() (*txRing, error) {
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("socket: %w", err)
@@ -72,10 +80,6 @@ func setupTxRing(ifindex int) (*txRing, error) {
 	mem, err := unix.Mmap(fd, 0, txFrames*txFrameSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return fail("mmap transmit ring", err)
-	}
-	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Ifindex: ifindex}); err != nil {
-		_ = unix.Munmap(mem)
-		return fail("bind", err)
 	}
 	return &txRing{fd: fd, mem: mem, frames: txFrames}, nil
 }
