@@ -148,17 +148,30 @@ func pinctrlCounter(out, kind string) (handled, dropped, errs int, ok bool) {
 // TestGovnChassisARPFlood (issue 12, acceptance c): a VM sends 10,000
 // datagrams a second for 10 s through a router to addresses nobody has
 // (a /16 on the router's other side), each an ARP miss that the router
-// sends to pinctrl (arp { }). Meanwhile a new port is plugged in. The
-// chassis' resident memory stays bounded, the new port's flows are
-// installed (ovn-installed) and it reaches the first VM, and pinctrl/show
+// sends to pinctrl (arp { }). Meanwhile new ports are plugged in. The
+// chassis' resident memory stays bounded, the new ports' flows are
+// installed (ovn-installed) and they reach the first VM, and pinctrl/show
 // counts what its rate limit (1,000 a second per kind) and the
 // datapath's packet-in queue dropped. The chassis' flow limit is set low
 // (upcall/set-flow-limit floodFlowLimit): each miss to a new address would
 // be a megaflow, and at the limit the datapath forwards misses without
 // caching them, so the memory's bound follows from the limit, not from
-// the attack. The time to ovn-installed, with and without the flood, is
-// logged, not asserted.
+// the attack. The time to ovn-installed of one port without the flood
+// and of floodPlugs ports under it is logged, by govn chassis' own
+// measure and polled with ovs-vsctl; the test fails only if one under
+// the flood took longer than portUpBound, ten times the acceptance's
+// figure, which only a regression reaches (a quiet chassis takes a few
+// milliseconds).
 func TestGovnChassisARPFlood(t *testing.T) {
+	// floodPlugs ports are plugged in one after another under the flood.
+	const floodPlugs = 4
+	// portUpBound is a generous bound on a port's time from its
+	// iface-id to ovn-installed under the flood, by govn chassis' own
+	// measure: the acceptance asks for 100 ms, but a loaded test machine
+	// must not fail the test for noise; a chassis that lets the flood
+	// stall flow installation for long (the flow-table update waiting
+	// behind upcalls, a port's open waiting for the kernel) must.
+	const portUpBound = time.Second
 	// floodFlowLimit is the chassis' megaflow cap here: well above the
 	// few dozen megaflows its ordinary traffic needs, well below the
 	// 100,000 addresses of the flood.
@@ -175,7 +188,7 @@ func TestGovnChassisARPFlood(t *testing.T) {
 			"--", "lsp-add", n.ls, lsp, "--", "lsp-set-type", lsp, "router",
 			"--", "lsp-set-addresses", lsp, "router", "--", "lsp-set-options", lsp, "router-port="+lrp)
 	}
-	for i := 1; i <= 3; i++ {
+	for i := 1; i <= 2+floodPlugs; i++ {
 		name := fmt.Sprintf("vm%d", i)
 		c.NBCtl(t, "lsp-add", "ls1", name, "--", "lsp-set-addresses", name, fmt.Sprintf("0a:00:00:00:01:%02x 10.0.1.%d", i, 10+i))
 	}
@@ -224,7 +237,11 @@ func TestGovnChassisARPFlood(t *testing.T) {
 		}
 		return time.Since(start)
 	}
-	vm2, vm3 := c.NewVM(t, hv, spec(2)), c.NewVM(t, hv, spec(3))
+	vm2 := c.NewVM(t, hv, spec(2))
+	var late []*VM // plugged in under the flood
+	for i := 3; i < 3+floodPlugs; i++ {
+		late = append(late, c.NewVM(t, hv, spec(i)))
+	}
 	quiet := plug(vm2)
 	dpctlShow := func() string { return appctl("dpctl/show") }
 	installed := func(show string) int {
@@ -267,7 +284,11 @@ func TestGovnChassisARPFlood(t *testing.T) {
 	}
 	time.Sleep(3 * time.Second) // the flood is on
 	sample()
-	under := plug(vm3)
+	var under []time.Duration
+	for _, vm := range late {
+		under = append(under, plug(vm))
+		time.Sleep(500 * time.Millisecond)
+	}
 	var res floodResult
 	for waiting := true; waiting; {
 		select {
@@ -311,14 +332,23 @@ func TestGovnChassisARPFlood(t *testing.T) {
 	t.Logf("upcall/show:\n%s", upcalls)
 	t.Logf("chassis RSS: before %d MiB, peak during the flood %d MiB, after %d MiB; %d megaflows installed meanwhile (flow limit %d)",
 		rssBefore>>20, rssPeak>>20, rssAfter>>20, megaflows, floodFlowLimit)
-	t.Logf("plug to ovn-installed (polled with ovs-vsctl every 10 ms): %v without the flood, %v under it", quiet.Round(time.Millisecond), under.Round(time.Millisecond))
-	if log, err := os.ReadFile(filepath.Join(hv.Dir, "chassis.log")); err == nil {
-		var own []string
-		for _, m := range regexp.MustCompile(`msg="port installed".* took=(\S+)`).FindAllSubmatch(log, -1) {
-			own = append(own, string(m[1]))
+	t.Logf("plug to ovn-installed (ovs-vsctl add-port, then ovs-vsctl polled every 10 ms): %v without the flood, %v under it",
+		quiet.Round(time.Millisecond), roundAll(under))
+	own := portInstallTimes(t, filepath.Join(hv.Dir, "chassis.log"))
+	var ownUnder []time.Duration
+	for _, vm := range late {
+		d, ok := own[vm.LSP]
+		if !ok {
+			t.Errorf("chassis.log has no \"port installed\" for %s", vm.LSP)
+			continue
 		}
-		t.Logf("govn chassis' own measure (iface-id seen to ovn-installed written), vm1, vm2, vm3: %s", strings.Join(own, " "))
+		ownUnder = append(ownUnder, d)
+		if d > portUpBound {
+			t.Errorf("%s under the flood: %v from iface-id to ovn-installed (bound %v)", vm.LSP, d, portUpBound)
+		}
 	}
+	t.Logf("govn chassis' own measure (iface-id seen to ovn-installed written): vm1 %v, vm2 %v without the flood, %v under it",
+		own["vm1"].Round(time.Microsecond*100), own["vm2"].Round(time.Microsecond*100), roundAll(ownUnder))
 
 	if res.sent < rate*int(dur/time.Second)/2 {
 		t.Errorf("the flood sent only %d frames in %v", res.sent, elapsed)
@@ -345,15 +375,50 @@ func TestGovnChassisARPFlood(t *testing.T) {
 	}
 	// Bounded by the limit: a megaflow costs 4-7 KiB of RSS (measured
 	// without a limit: 30,000 of them grew the chassis by 190 MiB), so
-	// 12 KiB each up to the limit, and 64 MiB for the rest (pinctrl's
-	// queues and caches, bounded by their sizes, the packet-in channel,
-	// the garbage collector's slack).
-	if bound := int64(64<<20) + int64(floodFlowLimit)*12<<10; rssPeak-rssBefore > bound {
-		t.Errorf("chassis RSS grew from %d MiB to %d MiB during the flood, with a flow limit of %d (bound %d MiB)",
-			rssBefore>>20, rssPeak>>20, floodFlowLimit, bound>>20)
+	// 12 KiB each up to the limit, 8 MiB for each port plugged in since
+	// the first measure (its receive ring, 2 MiB locked, its transmit
+	// ring, 2 MiB, and its receive goroutine's batch of 32 buffers of 64
+	// KiB), and 64 MiB for the rest (pinctrl's queues and caches,
+	// bounded by their sizes, the packet-in channel, the garbage
+	// collector's slack).
+	const portRSS = 8 << 20
+	plugged := int64(1 + len(late))
+	if bound := int64(64<<20) + int64(floodFlowLimit)*12<<10 + plugged*portRSS; rssPeak-rssBefore > bound {
+		t.Errorf("chassis RSS grew from %d MiB to %d MiB during the flood, with a flow limit of %d and %d ports plugged in (bound %d MiB)",
+			rssBefore>>20, rssPeak>>20, floodFlowLimit, plugged, bound>>20)
 	}
-	// The new port works.
-	if err := vm3.WaitPing(vm1.IP(), 20*time.Second); err != nil {
-		t.Errorf("vm3 (plugged in under the flood) -> vm1: %v", err)
+	// The new ports work.
+	for _, vm := range late {
+		if err := vm.WaitPing(vm1.IP(), 20*time.Second); err != nil {
+			t.Errorf("%s (plugged in under the flood) -> vm1: %v", vm.Name, err)
+		}
 	}
+}
+
+// portInstallTimes reads govn chassis' log for each logical port's time
+// from its iface-id to ovn-installed ("port installed ... took=").
+func portInstallTimes(t testing.TB, log string) map[string]time.Duration {
+	t.Helper()
+	text, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := map[string]time.Duration{}
+	for _, m := range regexp.MustCompile(`msg="port installed" lport=(\S+) .*took=(\S+)`).FindAllSubmatch(text, -1) {
+		d, err := time.ParseDuration(string(m[2]))
+		if err != nil {
+			t.Fatalf("chassis.log: %q: %v", m[0], err)
+		}
+		took[string(m[1])] = d
+	}
+	return took
+}
+
+// roundAll rounds durations to 0.1 ms for logging.
+func roundAll(ds []time.Duration) []time.Duration {
+	out := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		out[i] = d.Round(100 * time.Microsecond)
+	}
+	return out
 }
