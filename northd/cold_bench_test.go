@@ -3,6 +3,7 @@ package northd
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"runtime/pprof"
 	"syscall"
 	"testing"
@@ -21,6 +22,9 @@ import (
 //     Process;
 //   - ms-recompute: a later full recompute (inc-engine/recompute): Recompute
 //     and the WriteSB that compares everything and finds nothing to write;
+//   - writesb-bytes/op: what the first WriteSB allocated, per operation
+//     (the cold start's transaction, which the daemon holds until it is
+//     sent);
 //   - cpums-compute and cpums-recompute: the process's CPU time in those
 //     (all goroutines, the garbage collector's too), which a busy machine
 //     distorts less than the time on the clock.
@@ -38,9 +42,12 @@ func BenchmarkK8sColdStart(b *testing.B) {
 				start, cpu := time.Now(), cpuTime()
 				h.s.Recompute()
 				compute, computeCPU := time.Since(start), cpuTime()-cpu
+				var m0, m1 runtime.MemStats
+				runtime.ReadMemStats(&m0)
 				start = time.Now()
 				ops := h.s.WriteSB(h.sb)
 				write := time.Since(start)
+				runtime.ReadMemStats(&m1)
 				b.StopTimer()
 				echo := h.sb.commit()
 				b.StartTimer()
@@ -63,6 +70,7 @@ func BenchmarkK8sColdStart(b *testing.B) {
 				b.ReportMetric(float64(computeCPU.Milliseconds()), "cpums-compute")
 				b.ReportMetric(float64(recomputeCPU.Milliseconds()), "cpums-recompute")
 				b.ReportMetric(float64(ops), "sb-ops")
+				b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/float64(ops), "writesb-bytes/op")
 			}
 		})
 	}

@@ -338,6 +338,7 @@ type sbWriter struct {
 	dpRowOK []uint8
 	// setGroups are the group rows of sets this transaction wrote.
 	setGroups map[*dpSet]setGroupRow
+	shared    sharedDatums
 }
 
 // dpRow returns the Southbound Datapath_Binding row (real, or the
@@ -772,19 +773,21 @@ func (w *sbWriter) setFlow(e *flowEntry, existing []ovsdb.UUID, g setGroupRow) b
 // groupCol.
 func (w *sbWriter) insertFlow(e *flowEntry, dpCol, groupCol ovsdb.Datum) {
 	k := e.key
-	ext := []ovsdb.Atom{ovsdb.String("stage-name")}
-	vals := []ovsdb.Atom{ovsdb.String(k.stage.Name())}
+	// A transaction of a cold start inserts every flow: the columns many
+	// flows have alike are one Datum, shared (nothing changes a Datum in
+	// place), and the flow's own atoms are one allocation.
+	own := []ovsdb.Atom{ovsdb.String(k.match), ovsdb.String(k.actions), ovsdb.String(k.hint)}
+	ext := w.shared.stageName(k.stage)
 	if k.hint != "" {
-		ext = append(ext, ovsdb.String("stage-hint"))
-		vals = append(vals, ovsdb.String(k.hint))
+		ext = ovsdb.Datum{Keys: w.shared.hintKeys(), Values: []ovsdb.Atom{own[2], ext.Values[0]}}
 	}
 	row := map[string]ovsdb.Datum{
-		"pipeline":     ovsdb.Scalar(ovsdb.String(k.stage.Pipeline().String())),
-		"table_id":     ovsdb.Scalar(ovsdb.Integer(int64(k.stage.Table()))),
-		"priority":     ovsdb.Scalar(ovsdb.Integer(int64(k.priority))),
-		"match":        ovsdb.Scalar(ovsdb.String(k.match)),
-		"actions":      ovsdb.Scalar(ovsdb.String(k.actions)),
-		"external_ids": ovsdb.Map(ext, vals),
+		"pipeline":     w.shared.pipeline(k.stage.Pipeline()),
+		"table_id":     w.shared.integer(int64(k.stage.Table())),
+		"priority":     w.shared.integer(int64(k.priority)),
+		"match":        ovsdb.Datum{Keys: own[0:1:1]},
+		"actions":      ovsdb.Datum{Keys: own[1:2:2]},
+		"external_ids": ext,
 	}
 	if k.meter != "" {
 		row["controller_meter"] = ovsdb.Scalar(ovsdb.String(k.meter))
@@ -796,6 +799,61 @@ func (w *sbWriter) insertFlow(e *flowEntry, dpCol, groupCol ovsdb.Datum) {
 	}
 	w.b.Insert("Logical_Flow", row)
 	w.ops++
+}
+
+// sharedDatums are the column values that many of one transaction's flows
+// have alike, made once.
+type sharedDatums struct {
+	ints       map[int64]ovsdb.Datum
+	pipelines  map[Pipeline]ovsdb.Datum
+	stageNames map[Stage]ovsdb.Datum
+	hints      []ovsdb.Atom
+}
+
+// hintKeys are the keys of a flow's external_ids with a stage hint, in a
+// map's order (sorted).
+func (d *sharedDatums) hintKeys() []ovsdb.Atom {
+	if d.hints == nil {
+		d.hints = []ovsdb.Atom{ovsdb.String("stage-hint"), ovsdb.String("stage-name")}
+	}
+	return d.hints
+}
+
+func (d *sharedDatums) integer(i int64) ovsdb.Datum {
+	v, ok := d.ints[i]
+	if !ok {
+		if d.ints == nil {
+			d.ints = make(map[int64]ovsdb.Datum)
+		}
+		v = ovsdb.Scalar(ovsdb.Integer(i))
+		d.ints[i] = v
+	}
+	return v
+}
+
+func (d *sharedDatums) pipeline(p Pipeline) ovsdb.Datum {
+	v, ok := d.pipelines[p]
+	if !ok {
+		if d.pipelines == nil {
+			d.pipelines = make(map[Pipeline]ovsdb.Datum)
+		}
+		v = ovsdb.Scalar(ovsdb.String(p.String()))
+		d.pipelines[p] = v
+	}
+	return v
+}
+
+// stageName is the external_ids of a flow of st without a stage hint.
+func (d *sharedDatums) stageName(st Stage) ovsdb.Datum {
+	v, ok := d.stageNames[st]
+	if !ok {
+		if d.stageNames == nil {
+			d.stageNames = make(map[Stage]ovsdb.Datum)
+		}
+		v = ovsdb.Map([]ovsdb.Atom{ovsdb.String("stage-name")}, []ovsdb.Atom{ovsdb.String(st.Name())})
+		d.stageNames[st] = v
+	}
+	return v
 }
 
 // unchangedFlows says, for each of dirty, whether its Southbound row is
