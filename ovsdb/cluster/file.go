@@ -3,6 +3,7 @@ package cluster
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -179,6 +180,21 @@ type store struct {
 	// commit is the commit index last written, staged the one to write
 	// with the next entries (raft's CommitTrackingLogStore).
 	commit, staged uint64
+
+	// deferSync, when it says so, lets StoreLogs return once its entries
+	// are written, before they are fsynced: the leader's own entries,
+	// whose fsync then overlaps their replication (see Node.complete
+	// and durableTransport). syncLoop fsyncs them.
+	deferSync func() bool
+	// written is the last log index written to the file, durable the
+	// last one known fsynced; durableCh is closed and replaced when
+	// durable grows. gen changes when the file is truncated or replaced,
+	// so that an fsync begun before does not count.
+	written, durable uint64
+	durableCh        chan struct{}
+	gen              uint64
+	syncReq          chan struct{}
+	closed           bool
 }
 
 // createFile writes a new file holding hdr and, when snap is not nil, a
@@ -245,11 +261,17 @@ func openStore(path string, logger *slog.Logger) (*store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &store{path: path, log: logger, unlock: unlock, stable: map[string][]byte{}}
+	s := &store{path: path, log: logger, unlock: unlock, stable: map[string][]byte{},
+		durableCh: make(chan struct{}), syncReq: make(chan struct{}, 1)}
 	if err := s.load(); err != nil {
 		unlock()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if n := len(s.entries); n > 0 {
+		s.written = s.entries[n-1].Index
+	}
+	s.durable = s.written
+	go s.syncLoop()
 	return s, nil
 }
 
@@ -392,7 +414,97 @@ func (s *store) writeLocked(recs ...*record) error {
 		return s.failed
 	}
 	s.size += int64(len(b))
+	s.setDurableLocked(s.written)
 	return nil
+}
+
+// appendLocked appends records without fsync; syncLoop fsyncs them.
+// Callers hold s.mu.
+func (s *store) appendLocked(recs ...*record) error {
+	if s.failed != nil {
+		return s.failed
+	}
+	var b []byte
+	var err error
+	for _, r := range recs {
+		if b, err = encodeRecord(b, r); err != nil {
+			return err
+		}
+	}
+	if _, err := s.f.Write(b); err != nil {
+		s.failed = fmt.Errorf("writing %s: %w", s.path, err)
+		return s.failed
+	}
+	s.size += int64(len(b))
+	select {
+	case s.syncReq <- struct{}{}:
+	default: // a request is pending: it covers these too
+	}
+	return nil
+}
+
+// syncLoop fsyncs what appendLocked wrote, each fsync covering every
+// write before it, until the store closes.
+func (s *store) syncLoop() {
+	for range s.syncReq {
+		s.mu.Lock()
+		f, upTo, gen := s.f, s.written, s.gen
+		if s.closed || s.failed != nil || s.durable >= upTo {
+			s.mu.Unlock()
+			continue
+		}
+		s.mu.Unlock()
+		err := f.Sync()
+		s.mu.Lock()
+		if gen == s.gen && !s.closed {
+			if err != nil {
+				s.failed = fmt.Errorf("syncing %s: %w", s.path, err)
+				s.log.Error("the clustered database file cannot be synced", "err", err)
+				close(s.durableCh) // waiters see s.failed
+				s.durableCh = make(chan struct{})
+			} else {
+				s.setDurableLocked(upTo)
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *store) setDurableLocked(idx uint64) {
+	if idx > s.durable {
+		s.durable = idx
+		close(s.durableCh)
+		s.durableCh = make(chan struct{})
+	}
+}
+
+// durableIndex is the last log index known to be on this member's disk.
+func (s *store) durableIndex() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.durable
+}
+
+// waitDurable waits until log entry idx is on this member's disk.
+func (s *store) waitDurable(ctx context.Context, idx uint64) error {
+	for {
+		s.mu.Lock()
+		d, ch, failed, closed := s.durable, s.durableCh, s.failed, s.closed
+		s.mu.Unlock()
+		switch {
+		case d >= idx:
+			return nil
+		case failed != nil:
+			return failed
+		case closed:
+			return errors.New("the clustered database file is closed")
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // rewriteLocked writes the file anew with what is still needed.
@@ -428,6 +540,8 @@ func (s *store) rewriteLocked() error {
 	}
 	s.f.Close()
 	s.f, s.size = f, int64(len(b))
+	s.gen++
+	s.setDurableLocked(s.written)
 	return nil
 }
 
@@ -442,6 +556,13 @@ func toEntries(logs []raft.Log) []entry {
 func (s *store) close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	close(s.syncReq)
+	close(s.durableCh)
+	s.durableCh = make(chan struct{})
 	err := s.f.Close()
 	if uerr := s.unlock(); err == nil {
 		err = uerr
@@ -498,7 +619,25 @@ func (s *store) StoreLogs(logs []*raft.Log) error {
 		vals[i] = *l
 	}
 	commit := max(s.commit, s.staged)
-	if err := s.writeLocked(&record{Type: "log", Entries: toEntries(vals), Commit: commit}); err != nil {
+	rec := &record{Type: "log", Entries: toEntries(vals), Commit: commit}
+	// Truncating entries is never deferred: a later fsync would count
+	// for the entries the truncation replaced.
+	last := vals[len(vals)-1].Index
+	deferred := s.deferSync != nil && s.deferSync() && vals[0].Index > s.written
+	// The in-memory log and written move before the write: writeLocked
+	// counts everything written as durable once it has synced.
+	s.written = last
+	var err error
+	if deferred {
+		err = s.appendLocked(rec)
+	} else {
+		if vals[0].Index <= s.durable {
+			s.gen++
+			s.durable = vals[0].Index - 1
+		}
+		err = s.writeLocked(rec)
+	}
+	if err != nil {
 		return err
 	}
 	s.commit = commit
@@ -518,6 +657,11 @@ func (s *store) DeleteRange(min, max uint64) error {
 	}
 	first, last := s.first(), s.entries[len(s.entries)-1].Index
 	if min > first && max >= last {
+		s.gen++
+		s.written = min - 1
+		if s.durable > s.written {
+			s.durable = s.written
+		}
 		if err := s.writeLocked(&record{Type: "trunc", From: min}); err != nil {
 			return err
 		}

@@ -228,7 +228,19 @@ func Start(ctx context.Context, path string, srv *server.Server, opts Options) (
 	// raft restores the latest snapshot here (Restore), which serves the
 	// database with the timer the snapshot holds: the timer is set
 	// again below.
-	r, err := raft.NewRaft(conf, n, st, st, st, n.trans)
+	// The leader's own entries are fsynced while raft replicates them
+	// (one fsync's wait instead of two in a row); durableTransport and
+	// complete keep what followers apply and what clients hear of on a
+	// majority's disk all the same.
+	st.deferSync = func() bool {
+		select {
+		case <-n.ready:
+			return n.raft.State() == raft.Leader
+		default:
+			return false
+		}
+	}
+	r, err := raft.NewRaft(conf, n, st, st, st, &durableTransport{NetworkTransport: n.trans, store: st})
 	if err != nil {
 		n.trans.Close()
 		st.close()
@@ -402,12 +414,56 @@ func (n *Node) complete() {
 		var idx uint64
 		if err == nil {
 			idx = w.f.Index()
+			// raft counts the leader's entry as stored once it is
+			// written; it is on a majority's disk once it is also
+			// fsynced here (usually by the time a follower answered).
+			err = n.store.waitDurable(context.Background(), idx)
 		}
 		for _, p := range w.ps {
 			p.err, p.index = err, idx
 			close(p.done)
 		}
 	}
+}
+
+// durableTransport is raft's transport with the commit index a leader
+// sends its followers held back to the entries on its own disk: the
+// leader's entries are fsynced while they are replicated
+// (store.deferSync), so raft may count one as committed when it is
+// written here and on one follower's disk; followers apply it only once
+// it is on a majority's.
+type durableTransport struct {
+	*raft.NetworkTransport
+	store *store
+}
+
+func (t *durableTransport) clamp(a *raft.AppendEntriesRequest) {
+	if d := t.store.durableIndex(); a.LeaderCommitIndex > d {
+		a.LeaderCommitIndex = d
+	}
+}
+
+func (t *durableTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	t.clamp(args)
+	return t.NetworkTransport.AppendEntries(id, target, args, resp)
+}
+
+func (t *durableTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	p, err := t.NetworkTransport.AppendEntriesPipeline(id, target)
+	if err != nil {
+		return nil, err
+	}
+	return &durablePipeline{AppendPipeline: p, t: t}, nil
+}
+
+type durablePipeline struct {
+	raft.AppendPipeline
+	t *durableTransport
+}
+
+func (p *durablePipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
+	p.t.clamp(args)
+	return p.AppendPipeline.AppendEntries(args, resp)
 }
 
 type failedFuture struct{ err error }
