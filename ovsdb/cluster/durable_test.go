@@ -98,10 +98,10 @@ func TestDurableTransportClampsCommitIndex(t *testing.T) {
 	if err := st.StoreLogs(logs(1, 4, 1)); err != nil {
 		t.Fatal(err)
 	}
-	tr := &durableTransport{store: st}
+	tr := &durableTransport{store: st, peers: map[raft.ServerAddress]*peerCommit{}}
 	for _, tc := range []struct{ commit, want uint64 }{{2, 2}, {4, 4}, {9, 4}} {
 		req := &raft.AppendEntriesRequest{LeaderCommitIndex: tc.commit}
-		tr.clamp(req)
+		tr.clamp("f", "addr", req)
 		if req.LeaderCommitIndex != tc.want {
 			t.Errorf("commit index %d sent as %d, want %d", tc.commit, req.LeaderCommitIndex, tc.want)
 		}

@@ -117,12 +117,15 @@ type Node struct {
 	store  *store
 	layer  *peerLayer
 	trans  *raft.NetworkTransport
-	raft   *raft.Raft
-	ready  chan struct{} // closed once raft is set
-	name   string
-	sid    ovsdb.UUID
-	local  string // tcp:IP:PORT
-	origin string // sid and a nonce for this run of the process
+	dtrans *durableTransport
+	// nudgeCh wakes nudgeLoop when this member applied an entry.
+	nudgeCh chan struct{}
+	raft    *raft.Raft
+	ready   chan struct{} // closed once raft is set
+	name    string
+	sid     ovsdb.UUID
+	local   string // tcp:IP:PORT
+	origin  string // sid and a nonce for this run of the process
 
 	cid     atomic.Pointer[ovsdb.UUID]
 	rep     atomic.Pointer[server.Replica]
@@ -195,7 +198,7 @@ func Start(ctx context.Context, path string, srv *server.Server, opts Options) (
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	n := &Node{log: opts.Logger.With("db", hdr.Name), srv: srv, store: st, name: hdr.Name, sid: sid, local: hdr.Local,
-		origin: sid.String() + "/" + ovsdb.NewUUID().String()[:8], ready: make(chan struct{}), appliedCh: make(chan struct{}), waitq: make(chan waiting, 1024)}
+		origin: sid.String() + "/" + ovsdb.NewUUID().String()[:8], ready: make(chan struct{}), nudgeCh: make(chan struct{}, 1), appliedCh: make(chan struct{}), waitq: make(chan waiting, 1024)}
 	n.qcond = sync.NewCond(&n.qmu)
 	n.timerMS.Store(DefaultElectionTimer.Milliseconds())
 	if hdr.CID != "" {
@@ -240,7 +243,8 @@ func Start(ctx context.Context, path string, srv *server.Server, opts Options) (
 			return false
 		}
 	}
-	r, err := raft.NewRaft(conf, n, st, st, st, &durableTransport{NetworkTransport: n.trans, store: st})
+	n.dtrans = &durableTransport{NetworkTransport: n.trans, store: st, localID: conf.LocalID, peers: map[raft.ServerAddress]*peerCommit{}}
+	r, err := raft.NewRaft(conf, n, st, st, st, n.dtrans)
 	if err != nil {
 		n.trans.Close()
 		st.close()
@@ -250,7 +254,8 @@ func Start(ctx context.Context, path string, srv *server.Server, opts Options) (
 	close(n.ready)
 	n.applyTimer(n.timerMS.Load())
 	ctx, n.cancel = context.WithCancel(ctx)
-	n.wg.Add(3)
+	n.wg.Add(4)
+	go func() { defer n.wg.Done(); n.nudgeLoop(ctx) }()
 	go func() { defer n.wg.Done(); n.propose() }()
 	go func() { defer n.wg.Done(); n.complete() }()
 	go func() { defer n.wg.Done(); n.watch(ctx) }()
@@ -432,19 +437,46 @@ func (n *Node) complete() {
 // (store.deferSync), so raft may count one as committed when it is
 // written here and on one follower's disk; followers apply it only once
 // it is on a majority's.
+//
+// It also remembers, per follower, the commit index last sent and the
+// leader's term, for nudge.
 type durableTransport struct {
 	*raft.NetworkTransport
-	store *store
+	store   *store
+	localID raft.ServerID
+
+	mu    sync.Mutex
+	peers map[raft.ServerAddress]*peerCommit
 }
 
-func (t *durableTransport) clamp(a *raft.AppendEntriesRequest) {
+// peerCommit is what a follower was last told.
+type peerCommit struct {
+	id     raft.ServerID
+	term   uint64 // of the leader that sent it
+	commit uint64
+	sent   uint64 // the last entry sent
+	busy   bool   // a nudge is on its way
+}
+
+func (t *durableTransport) clamp(id raft.ServerID, target raft.ServerAddress, a *raft.AppendEntriesRequest) {
 	if d := t.store.durableIndex(); a.LeaderCommitIndex > d {
 		a.LeaderCommitIndex = d
 	}
+	t.mu.Lock()
+	p := t.peers[target]
+	if p == nil || p.term != a.Term {
+		p = &peerCommit{id: id, term: a.Term}
+		t.peers[target] = p
+	}
+	p.id, p.commit = id, max(p.commit, a.LeaderCommitIndex)
+	if k := len(a.Entries); k > 0 {
+		p.sent = max(p.sent, a.Entries[k-1].Index)
+	}
+	t.mu.Unlock()
 }
 
 func (t *durableTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	t.clamp(args)
+	t.clamp(id, target, args)
 	return t.NetworkTransport.AppendEntries(id, target, args, resp)
 }
 
@@ -453,17 +485,92 @@ func (t *durableTransport) AppendEntriesPipeline(id raft.ServerID, target raft.S
 	if err != nil {
 		return nil, err
 	}
-	return &durablePipeline{AppendPipeline: p, t: t}, nil
+	return &durablePipeline{AppendPipeline: p, t: t, id: id, target: target}, nil
 }
 
 type durablePipeline struct {
 	raft.AppendPipeline
-	t *durableTransport
+	t      *durableTransport
+	id     raft.ServerID
+	target raft.ServerAddress
 }
 
 func (p *durablePipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
-	p.t.clamp(args)
+	p.t.clamp(p.id, p.target, args)
 	return p.AppendPipeline.AppendEntries(args, resp)
+}
+
+// nudge tells every follower of the leader in term that has not heard
+// it yet that entry c (committed, on this leader's disk) is committed:
+// an AppendEntries with no entries whose previous entry is c, as raft's
+// own replication sends when commits stop (but only after
+// Config.CommitTimeout). Followers then apply c and tell their monitors
+// without waiting for that timer. A follower that does not have c yet
+// refuses it and learns c from the leader's next append.
+func (t *durableTransport) nudge(term, c uint64) {
+	local := t.LocalAddr()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for addr, p := range t.peers {
+		// A follower is told no more than it was sent.
+		c := min(c, p.sent)
+		if p.term != term || p.commit >= c || p.busy {
+			continue
+		}
+		var l raft.Log
+		if err := t.store.GetLog(c, &l); err != nil {
+			continue
+		}
+		p.busy = true
+		req := &raft.AppendEntriesRequest{
+			RPCHeader:         raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(t.localID), Addr: t.EncodePeer(t.localID, local)},
+			Term:              term,
+			Leader:            t.EncodePeer(t.localID, local),
+			PrevLogEntry:      c,
+			PrevLogTerm:       l.Term,
+			LeaderCommitIndex: c,
+		}
+		go func() {
+			var resp raft.AppendEntriesResponse
+			err := t.NetworkTransport.AppendEntries(p.id, addr, req, &resp)
+			t.mu.Lock()
+			p.busy = false
+			if err == nil && resp.Success {
+				p.commit = max(p.commit, c)
+			}
+			t.mu.Unlock()
+		}()
+	}
+}
+
+// nudgeDelay is how long a leader waits after applying an entry before
+// it nudges the followers: under load the next append, moments later,
+// carries the commit index anyway.
+const nudgeDelay = time.Millisecond
+
+// nudgeLoop nudges the followers (durableTransport.nudge) once this
+// leader's commits pause for nudgeDelay.
+func (n *Node) nudgeLoop(ctx context.Context) {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.nudgeCh:
+		}
+		t.Reset(nudgeDelay)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		term := n.raft.CurrentTerm()
+		if n.raft.State() != raft.Leader {
+			continue
+		}
+		n.dtrans.nudge(term, min(n.appliedIndex(), n.store.durableIndex()))
+	}
 }
 
 type failedFuture struct{ err error }
@@ -475,6 +582,16 @@ func (f failedFuture) Response() any { return nil }
 // Apply is raft.FSM's: it applies one committed entry.
 func (n *Node) Apply(l *raft.Log) any {
 	defer n.setApplied(l.Index)
+	select {
+	case <-n.ready:
+		if n.raft.State() == raft.Leader {
+			select {
+			case n.nudgeCh <- struct{}{}:
+			default:
+			}
+		}
+	default: // raft is starting
+	}
 	if l.Type != raft.LogCommand || l.Index <= n.replayedTo {
 		return nil // replayed at start (see replayCommitted)
 	}
@@ -1046,6 +1163,12 @@ func (w slogWriter) Write(p []byte) (int, error) {
 	switch {
 	case strings.HasPrefix(line, "[ERROR]"):
 		w.log.Error(strings.TrimSpace(strings.TrimPrefix(line, "[ERROR]")))
+	case strings.HasPrefix(line, "[WARN]") && (strings.Contains(line, "failed to get previous log") || strings.Contains(line, "previous log term mis-match")):
+		// A follower refusing an append whose previous entry it does
+		// not have yet (the leader guessed ahead, or a nudge came
+		// before the entry): raft sends older entries; nothing is
+		// wrong.
+		w.log.Debug(strings.TrimSpace(strings.TrimPrefix(line, "[WARN]")))
 	case strings.HasPrefix(line, "[WARN]"):
 		w.log.Warn(strings.TrimSpace(strings.TrimPrefix(line, "[WARN]")))
 	case strings.HasPrefix(line, "[DEBUG]"), strings.HasPrefix(line, "[TRACE]"):

@@ -400,7 +400,15 @@ func TestClusterFaults(t *testing.T) {
 	}
 	tctx, tcancel := context.WithTimeout(ctx, 3*electionTimer)
 	if err := oc.insertSwitch(tctx, "minority-write"); err == nil {
-		t.Errorf("the leader committed with both followers stopped")
+		var states []string
+		for _, m := range c.Members {
+			st := "stopped"
+			if m == l {
+				st = l.Status(db)
+			}
+			states = append(states, fmt.Sprintf("member %d (pid %d): %s", m.Index, m.Pid(), st))
+		}
+		t.Errorf("member %d committed with both followers stopped at %v:\n%s", l.Index, time.Now().Format("15:04:05.000"), strings.Join(states, "\n"))
 	}
 	tcancel()
 	oc.conn.Close()
