@@ -93,6 +93,8 @@ func cpuTime() time.Duration {
 func BenchmarkK8sRecompute(b *testing.B) {
 	h := k8sCluster(b, 100)
 	b.ResetTimer()
+	cpu := cpuTime()
+	defer func() { b.ReportMetric(float64((cpuTime()-cpu).Milliseconds())/float64(b.N), "cpums/op") }()
 	for i := 0; i < b.N; i++ {
 		var ops int
 		pprof.Do(b.Context(), pprof.Labels("step", "recompute"), func(context.Context) { h.s.Recompute() })

@@ -109,6 +109,9 @@ type specShared struct {
 	mu    sync.Mutex
 	memos map[string]*specMemo
 	sets  map[string]*specSet
+	// decoded holds the typed models of the rows the batch read
+	// (*ovsdb.Row -> pointer to the model; see Read).
+	decoded sync.Map
 }
 
 // specMemo is a memo computed during speculation, installed in State by

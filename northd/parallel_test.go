@@ -3,6 +3,7 @@ package northd
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -188,5 +189,30 @@ func TestRecomputeKeepsUnchangedOwners(t *testing.T) {
 	h.s.Recompute()
 	if n := h.s.WriteSB(h.sb); n != 0 {
 		t.Fatalf("a second recompute after a pod add wrote %d operations", n)
+	}
+}
+
+// TestSpeculativeReadsDecodeOnce: in a parallel batch, every reader of a
+// row gets the one model decoded for the batch (its maps are the same),
+// and an ordinary generation decodes its own.
+func TestSpeculativeReadsDecodeOnce(t *testing.T) {
+	h := k8sCluster(t, 2)
+	id := h.byName(nb.LogicalSwitchPortTable, "ns0_pod-0-0")
+	sh := &specShared{memos: make(map[string]*specMemo), sets: make(map[string]*specSet)}
+	read := func(x *specLog) nb.LogicalSwitchPort {
+		t.Helper()
+		o := &owner{key: ownerKey{kind: kindMemo}}
+		m, ok := Read[nb.LogicalSwitchPort](&gen{s: h.s, o: o, x: x}, NB, id)
+		if !ok || len(m.Options) == 0 {
+			t.Fatalf("pod's port not read: %+v", m)
+		}
+		return m
+	}
+	a, b := read(&specLog{sh: sh}), read(&specLog{sh: sh})
+	if reflect.ValueOf(a.Options).Pointer() != reflect.ValueOf(b.Options).Pointer() {
+		t.Error("two readers in one batch decoded the row twice")
+	}
+	if c := read(nil); reflect.ValueOf(c.Options).Pointer() == reflect.ValueOf(a.Options).Pointer() {
+		t.Error("an ordinary generation got the batch's model")
 	}
 }

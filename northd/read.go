@@ -19,6 +19,21 @@ func Read[T any, P rowModel[T]](g *gen, db DB, id ovsdb.UUID) (m T, ok bool) {
 	if r == nil {
 		return m, false
 	}
+	if g.x != nil {
+		// A parallel generation (a full compute, above all) reads a row
+		// in many owners and memos: each row is decoded once in the
+		// batch. The model is shared, so that generators must not change
+		// what a model's maps and slices hold (as with a memo's value).
+		if v, ok := g.x.sh.decoded.Load(r); ok {
+			if p, ok := v.(P); ok {
+				return *p, true
+			}
+		}
+		p := P(new(T))
+		p.LoadRow(g.s.db(db).table(table), r)
+		g.x.sh.decoded.Store(r, p)
+		return *p, true
+	}
 	P(&m).LoadRow(g.s.db(db).table(table), r)
 	return m, true
 }
