@@ -40,11 +40,21 @@
 //
 // # Peers
 //
-// A member listens on its address (tcp:IP:PORT) for raft's RPCs and for
-// govn's own requests, told apart by the first byte: join (a new server
-// asks the leader to add it), remove (cluster/kick, cluster/leave), txn
-// (a follower's forwarded transaction; the follower replies once it has
+// A member listens on its address (tcp:IP:PORT, or ssl:IP:PORT for TLS
+// both ways with certificates the CA signed) for raft's RPCs and for
+// govn's own requests. Each connection opens with a hello from the
+// server that dialed (its id, address and cluster id), then the first
+// byte tells raft's RPCs from govn's requests: join (a new server asks
+// the leader to add it), remove (cluster/kick, cluster/leave), txn (a
+// follower's forwarded transaction; the follower replies once it has
 // applied the entry too) and timer (cluster/change-election-timer, a log
-// entry every member applies). Peer connections are not authenticated
-// yet: run the cluster on a trusted network.
+// entry every member applies). Only the servers of the raft
+// configuration, at their address and dialing from its IP, are served;
+// others may only join (peers.go).
+//
+// # Locks
+//
+// Locks are not replicated: as in ovsdb-server's clustered mode each
+// member has its own, and leader-only clients (ovn-northd) all lock on
+// the leader.
 package cluster
