@@ -50,10 +50,17 @@ func isRecordTable(t string) bool { return slices.Contains(recordTables, t) }
 
 // insertDefaults are columns northd sets when it inserts a row but leaves
 // to the chassis afterwards: ovn-controller reports a port up only in a
-// Port_Binding whose up column northd has set to false.
+// Port_Binding whose up column northd has set to false; a BFD row starts
+// admin_down.
 func insertDefaults(table string) map[string]ovsdb.Datum {
-	if table == "Port_Binding" {
+	switch table {
+	case "Port_Binding":
 		return map[string]ovsdb.Datum{"up": ovsdb.Scalar(ovsdb.Boolean(false))}
+	case "BFD":
+		// status must be one of its enum (the Southbound refuses the
+		// empty default); the daemon keeps it in step with the
+		// Northbound's from then on.
+		return map[string]ovsdb.Datum{"status": ovsdb.Scalar(ovsdb.String("admin_down"))}
 	}
 	return nil
 }

@@ -68,9 +68,10 @@ type Daemon struct {
 	state   *northd.State
 	inputs  map[tableKey]*incproc.Node
 	batch   changes // taken from queue, not yet applied to state
-	locked  bool    // the loop asked for the lock (not paused)
-	active  bool    // the last iteration ran active
-	ranOnce bool    // the engine has run (the first run is a full compute)
+	bfd     *bfdStatus
+	locked  bool // the loop asked for the lock (not paused)
+	active  bool // the last iteration ran active
+	ranOnce bool // the engine has run (the first run is a full compute)
 	// batchSince is when the oldest Northbound change in batch arrived.
 	batchSince time.Time
 	backoff    time.Duration
@@ -94,6 +95,7 @@ func New(cfg Config) (*Daemon, error) {
 		queue:  make(changes),
 		batch:  make(changes),
 		inputs: make(map[tableKey]*incproc.Node),
+		bfd:    newBFDStatus(),
 	}
 	// Both clients use only a cluster's leader, as the OVS IDL that
 	// ovn-northd uses does by default: a lock is held on the server a
@@ -339,6 +341,7 @@ func (d *Daemon) iterate(ctx context.Context) (wait time.Duration, again bool) {
 		if active && d.ranOnce {
 			// Another northd wrote meanwhile: compare everything once.
 			d.state.Resync()
+			d.bfd.resync()
 		}
 		d.active = active
 	}
@@ -346,6 +349,7 @@ func (d *Daemon) iterate(ctx context.Context) (wait time.Duration, again bool) {
 		return 0, false
 	}
 
+	d.bfd.note(d.batch, d.nb.Cache(), d.sb.Cache())
 	for k := range d.batch {
 		if n := d.inputs[k]; n != nil {
 			d.engine.MarkUpdated(n)
@@ -408,6 +412,13 @@ func (d *Daemon) iterate(ctx context.Context) (wait time.Duration, again bool) {
 			d.state.ResyncNB()
 			return d.failed()
 		}
+	}
+	if _, err := d.bfd.sync(ctx, d.nb, d.sb); err != nil {
+		if ctx.Err() != nil {
+			return 0, false
+		}
+		d.log.Warn("BFD status transaction failed; looking at every session in the next one", "err", err)
+		return d.failed()
 	}
 	d.backoff = 0
 	return 0, false
@@ -482,6 +493,7 @@ func (d *Daemon) rebuildState(rebuild [2]bool) {
 		}
 	}
 	d.engine.ForceRecompute()
+	d.bfd.resync()
 }
 
 // failed returns the wait before the next attempt, doubling it each time.
