@@ -40,6 +40,17 @@
 //
 // The figures are p50 and p90 (nearest rank) over the ports. The issue's
 // goal is a govn p50 of at most 100 ms.
+//
+// With Options.Flood (issue 12 (c), "--port-up --flood=RATE"), the ports
+// come up under a flood of ARP misses on their own hypervisor: router lr0
+// joins ls0 to lsf, a /16 where nobody is, and a flooder VM on hv1 sends
+// RATE datagrams a second through lr0, each to the next address of lsf,
+// from before the warm-up port to the end (lab's miss-flood tool). Each
+// is a miss in the datapath's megaflows (the neighbour lookup examines
+// the whole address) and an arp { } for the controller, which
+// rate-limits them; hv1's megaflow cap (other_config:flow-limit) is
+// FloodFlowLimit on both sides, so that the flood costs the chassis
+// upcalls, not memory.
 package chassisbench
 
 import (
@@ -49,6 +60,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"os/exec"
 	"regexp"
 	"sort"
@@ -71,12 +83,19 @@ type Options struct {
 	// Timeout bounds the wait for one port's first reply (default 5 s);
 	// a port that takes longer counts as failed.
 	Timeout time.Duration
+	// Flood, if positive, is the rate (datagrams a second) of the ARP
+	// misses a VM on hv1 sends while the ports come up.
+	Flood int
 	// Log receives progress; nil for none.
 	Log *slog.Logger
 }
 
-// GoalP50 is issue 11's goal for govn's median port-up latency.
+// GoalP50 is issue 11's goal for govn's median port-up latency, and
+// issue 12's under a flood.
 const GoalP50 = 100 * time.Millisecond
+
+// FloodFlowLimit is hv1's megaflow cap on both sides under a flood.
+const FloodFlowLimit = 2000
 
 // Figures are one side's port-up latencies.
 type Figures struct {
@@ -107,6 +126,10 @@ type Report struct {
 	GoalP50  float64 `json:"goal_p50_ms"`
 	GoalMet  bool    `json:"goal_met"`
 	Interval float64 `json:"ping_interval_ms"`
+	// Flood is the rate of ARP misses on hv1 while the ports came up (0:
+	// none); FloodSent what each side's flooder sent, by chassis.
+	Flood     int            `json:"flood_per_s,omitempty"`
+	FloodSent map[string]int `json:"flood_sent,omitempty"`
 }
 
 // pingInterval is how often a new VM sends its echo request: the
@@ -134,7 +157,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if why := hvtest.Available(); why != "" {
 		return nil, fmt.Errorf("chassisbench: %s", why)
 	}
-	r := &Report{GoalP50: ms(GoalP50), Interval: ms(pingInterval)}
+	if opts.Flood < 0 || opts.Flood > 1000000 {
+		return nil, fmt.Errorf("chassisbench: flood rate %d: want 0 to 1000000 a second", opts.Flood)
+	}
+	r := &Report{GoalP50: ms(GoalP50), Interval: ms(pingInterval), Flood: opts.Flood}
 	sides := []*side{{name: "govn chassis", chassis: hvtest.GovnChassis{Argv: opts.Govn}}}
 	switch {
 	case !opts.OVN:
@@ -149,6 +175,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			s.log = opts.Log.With("chassis", s.name)
 			s.setUp(t)
 		}
+		if opts.Flood > 0 {
+			for _, s := range sides {
+				s.startFlood(t, opts.Govn[0], opts.Flood)
+			}
+		}
 		for i := 0; i <= opts.Ports; i++ {
 			for _, s := range sides {
 				if ctx.Err() != nil {
@@ -157,9 +188,18 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 				s.bind(ctx, t, i, opts.Timeout)
 			}
 		}
+		for _, s := range sides {
+			s.stopFlood(t)
+		}
 	})
 	if err != nil {
 		return nil, err
+	}
+	if opts.Flood > 0 {
+		r.FloodSent = map[string]int{}
+		for _, s := range sides {
+			r.FloodSent[s.name] = s.floodSent
+		}
 	}
 	r.Govn = sides[0].summary()
 	r.GoalMet = r.Govn.Ports > 0 && r.Govn.Failed == 0 && r.Govn.P50Ms <= ms(GoalP50)
@@ -198,6 +238,67 @@ type side struct {
 	samples []time.Duration
 	addPort []time.Duration // how long each counted add-port took
 	failed  int
+	// flooder is the miss-flood tool's process, if flooding;
+	// floodSent what it sent, read when it stops.
+	flooder   *hvtest.Daemon
+	floodSent int
+}
+
+// The flood's topology: router lr0 between ls0 and lsf, whose /16 has
+// nobody, and the flooder on hv1.
+const (
+	floodRouterMAC = "0a:00:00:00:ff:01"
+	floodPrefix    = "10.2.0.0/16"
+)
+
+var flooder = hvtest.VMSpec{Name: "flooder", LSP: "flooder", MAC: "0a:00:00:00:00:03", Addr: "10.0.250.1/16", Gateway: "10.0.0.1"}
+
+// startFlood makes the flood's router, switch and VM, caps hv1's
+// megaflows at FloodFlowLimit, and starts rate datagrams a second from
+// the flooder (govn is the binary whose lab-tool sends them).
+func (s *side) startFlood(t *tb, govn string, rate int) {
+	s.log.Info("starting the flood", "per_s", rate)
+	c := s.c
+	c.NBCtl(t, "lr-add", "lr0")
+	for _, n := range []struct{ ls, mac, cidr string }{
+		{"ls0", floodRouterMAC, "10.0.0.1/16"},
+		{"lsf", "0a:00:00:00:ff:02", "10.2.0.1/16"},
+	} {
+		if n.ls != "ls0" {
+			c.NBCtl(t, "ls-add", n.ls)
+		}
+		lrp, lsp := "lr0-"+n.ls, n.ls+"-lr0"
+		c.NBCtl(t, "lrp-add", "lr0", lrp, n.mac, n.cidr,
+			"--", "lsp-add", n.ls, lsp, "--", "lsp-set-type", lsp, "router",
+			"--", "lsp-set-addresses", lsp, "router", "--", "lsp-set-options", lsp, "router-port="+lrp)
+	}
+	c.NBCtl(t, "lsp-add", "ls0", flooder.LSP, "--", "lsp-set-addresses", flooder.LSP, flooder.MAC+" "+ip(flooder))
+	hv1 := c.Hypervisor(1)
+	hv1.Vsctl(t, "set", "Open_vSwitch", ".", "other_config:flow-limit="+strconv.Itoa(FloodFlowLimit))
+	vm := c.AddVM(t, hv1, flooder)
+	c.WaitPortUp(t, flooder.LSP)
+	c.NBCtl(t, "--wait=hv", "sync")
+	s.flooder = c.Start(t, vm.NS, "flooder", nil, govn, "lab-tool", "miss-flood", vm.Dev,
+		strconv.Itoa(rate), "0", floodRouterMAC, floodPrefix)
+}
+
+// stopFlood stops the flooder and reads how much it sent.
+func (s *side) stopFlood(t *tb) {
+	if s.flooder == nil {
+		return
+	}
+	s.flooder.Stop()
+	out, err := os.ReadFile(s.flooder.Log)
+	if err != nil {
+		t.Fatalf("%s: flooder's output: %v", s.name, err)
+	}
+	m := regexp.MustCompile(`sent (\d+) refused (\d+)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("%s: the flooder ended (%v) without its count: %s", s.name, s.flooder.Err(), bytes.TrimSpace(out))
+	}
+	s.floodSent, _ = strconv.Atoi(string(m[1]))
+	s.log.Info("flood stopped", "sent", s.floodSent, "refused", string(m[2]))
+	s.flooder = nil
 }
 
 // setUp builds the side's cluster, switch and probe VM.

@@ -61,6 +61,46 @@ func TestBenchSmoke(t *testing.T) {
 	}
 }
 
+// TestBenchFloodSmoke runs the port-up bench on govn chassis alone with
+// 2 ports under a flood of 2,000 ARP misses a second: the flooder sends,
+// the ports come up, and the report and table say there was a flood.
+func TestBenchFloodSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a cluster in namespaces (about 10 s)")
+	}
+	if why := hvtest.Available(); why != "" {
+		t.Skip(why)
+	}
+	if _, err := exec.LookPath("ovn-northd"); err != nil {
+		t.Skip("needs ovn-northd")
+	}
+	govn := buildGovn(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var logs strings.Builder
+	const rate = 2000
+	r, err := Run(ctx, Options{Govn: []string{govn, "chassis"}, Ports: 2, Flood: rate,
+		Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	t.Log("\n" + logs.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := r.Govn; f.Ports != 2 || f.Failed != 0 {
+		t.Errorf("%d ports up, %d failed under the flood; want both up", f.Ports, f.Failed)
+	}
+	// The flood runs from before the warm-up port to the last port's
+	// reply: at least a second or so at any speed.
+	if sent := r.FloodSent["govn chassis"]; r.Flood != rate || sent < rate/2 {
+		t.Errorf("flood %d a second, sent %v; want %d a second and at least %d sent", r.Flood, r.FloodSent, rate, rate/2)
+	}
+	var b strings.Builder
+	r.WriteTable(&b)
+	t.Log("\n" + b.String())
+	if !strings.Contains(b.String(), "under a flood of 2000 ARP misses a second") {
+		t.Errorf("table does not mention the flood:\n%s", b.String())
+	}
+}
+
 // buildGovn builds ./cmd/govn into the test's temporary directory; it
 // skips the test without a go command.
 func buildGovn(t *testing.T) string {

@@ -10,6 +10,9 @@ import (
 func (r *Report) WriteTable(out io.Writer) {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "port-up latency: add-port with iface-id → first echo reply (ping every %.0f ms), across two hypervisors\n", r.Interval)
+	if r.Flood > 0 {
+		fmt.Fprintf(w, "under a flood of %d ARP misses a second on the ports' hypervisor (flow limit %d)\n", r.Flood, FloodFlowLimit)
+	}
 	o := r.OVN
 	if o != nil {
 		fmt.Fprintf(w, "\t%s\t%s\tgovn/OVN\t\n", r.Govn.Chassis, o.Chassis)

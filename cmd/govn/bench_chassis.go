@@ -16,20 +16,22 @@ import (
 // northd, govn chassis) and the real OVN (ovn-northd, ovn-controller,
 // ovs-vswitchd's userspace datapath) on the same namespaces and topology,
 // each measurement on one after the other (see package chassisbench). With --port-up it
-// measures only port-up latency, both clusters up at once. The govn side
-// runs this binary.
+// measures only port-up latency, both clusters up at once, and with
+// --flood=RATE under that many ARP misses a second on the ports'
+// hypervisor. The govn side runs this binary.
 func benchChassisCommand() *command {
 	return &command{
 		name:    "chassis",
 		summary: "govn chassis against the real ovn-controller + ovs-vswitchd: HTTP, ping, iperf3, port-up, change latency, address sets (root)",
 		usage: "[--json] [--no-ovn] [-v] [--requests=N] [--warm-requests=N] [--rounds=N] [--seconds=DURATION] [--pings=N] " +
-			"[--ports=N] [--changes=N] [--address-set=N] [--sequential] | --port-up [--ports=N] [--timeout=DURATION]",
+			"[--ports=N] [--changes=N] [--address-set=N] [--sequential] | --port-up [--ports=N] [--timeout=DURATION] [--flood=RATE]",
 		setup: func(fs *flag.FlagSet) leaf {
 			portUp := fs.Bool("port-up", false, "measure only port-up latency (both clusters at once, ports bound in turn)")
 			ports := fs.Int("ports", 0, "ports to bind one after another on each side (default 100 with --port-up, else 20)")
 			asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
 			noOVN := fs.Bool("no-ovn", false, "skip the real OVN")
 			timeout := fs.Duration("timeout", 5*time.Second, "with --port-up, give up on a port whose first ping has no answer after this long")
+			flood := fs.Int("flood", 0, "with --port-up, bring the ports up under this many ARP misses a second from a VM on their hypervisor")
 			verbose := fs.Bool("v", false, "log every step to stderr")
 			requests := fs.Int("requests", 5000, "ab -n of each timed run")
 			warm := fs.Int("warm-requests", 1000, "ab -n of the run before the first datapath flow count")
@@ -42,6 +44,9 @@ func benchChassisCommand() *command {
 			return leaf{run: func(ctx context.Context, s stdio, _ []string) error {
 				if *ports < 0 || *ports > 1000 || *timeout <= 0 {
 					return fmt.Errorf("%w: --ports must be in 1..1000 and --timeout positive", errUsage)
+				}
+				if *flood < 0 || *flood > 1000000 || *flood > 0 && !*portUp {
+					return fmt.Errorf("%w: --flood goes with --port-up, at most 1000000 a second", errUsage)
 				}
 				for _, v := range []int{*requests, *warm, *rounds, *pings, *changes, *addrs} {
 					if v < 1 || v > 1000000 {
@@ -66,7 +71,7 @@ func benchChassisCommand() *command {
 						n = 100
 					}
 					r, err := chassisbench.Run(ctx, chassisbench.Options{
-						Govn: []string{self, "chassis"}, Ports: n, OVN: !*noOVN, Timeout: *timeout, Log: log,
+						Govn: []string{self, "chassis"}, Ports: n, OVN: !*noOVN, Timeout: *timeout, Flood: *flood, Log: log,
 					})
 					if err != nil {
 						return err

@@ -2,7 +2,6 @@ package hvtest
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"net"
 	"net/netip"
@@ -18,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/govn/govn/bench/procstat"
+	"github.com/govn/govn/internal/lab"
 )
 
 // rawSocket opens an AF_PACKET socket on device dev of network namespace
@@ -82,54 +82,10 @@ func rawSocket(ns, dev string) (fd, ifindex int, err error) {
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
-// missFrame is a UDP datagram from src (MAC smac) to dst by way of the
-// router's MAC rmac.
+// missFrame is lab.MissFrame: a datagram through router MAC rmac to dst,
+// an ARP miss if nobody has dst yet.
 func missFrame(rmac, smac net.HardwareAddr, src, dst netip.Addr) []byte {
-	f := make([]byte, 14+20+8+4)
-	copy(f[0:6], rmac)
-	copy(f[6:12], smac)
-	binary.BigEndian.PutUint16(f[12:], 0x0800)
-	ip := f[14:]
-	ip[0], ip[8], ip[9] = 0x45, 64, 17
-	binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)))
-	s4, d4 := src.As4(), dst.As4()
-	copy(ip[12:16], s4[:])
-	copy(ip[16:20], d4[:])
-	var sum uint32
-	for i := 0; i < 20; i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
-	udp := ip[20:]
-	binary.BigEndian.PutUint16(udp[0:], 40000)
-	binary.BigEndian.PutUint16(udp[2:], 9)
-	binary.BigEndian.PutUint16(udp[4:], 12) // checksum 0: none
-	return f
-}
-
-// flood sends rate frames a second for d from fd, to destinations
-// cycling through dsts, and returns how many it sent and how many the
-// kernel refused (a full queue).
-func flood(ctx context.Context, fd int, rate int, d time.Duration, frame func(i int) []byte) (sent, refused int) {
-	start := time.Now()
-	for ctx.Err() == nil {
-		el := time.Since(start)
-		if el >= d {
-			break
-		}
-		for want := int(el.Seconds() * float64(rate)); sent+refused < want; {
-			if _, err := unix.Write(fd, frame(sent+refused)); err != nil {
-				refused++
-			} else {
-				sent++
-			}
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return sent, refused
+	return lab.MissFrame(rmac, smac, src, dst)
 }
 
 // pinctrlCounter reads "KIND: handled H, rate-dropped D, errors E" from
@@ -273,7 +229,7 @@ func TestGovnChassisARPFlood(t *testing.T) {
 	fr := make(chan floodResult, 1)
 	floodStart := time.Now()
 	go func() {
-		s, r := flood(ctx, fd, rate, dur, frame)
+		s, r := lab.Flood(ctx, fd, rate, dur, frame)
 		fr <- floodResult{s, r}
 	}()
 	rssPeak := rssBefore

@@ -30,6 +30,11 @@ var ErrToolUsage = errors.New("lab tool usage")
 //	dhcp4 DEV              get a DHCPv4 lease on DEV; print "ADDR/BITS ROUTER
 //	                       DNS MTU" (ROUTER, DNS "-" and MTU 0 if none);
 //	                       configures nothing
+//	miss-flood DEV RATE DURATION ROUTERMAC PREFIX
+//	                       send RATE UDP datagrams a second from DEV to
+//	                       ROUTERMAC, each to the next address of PREFIX
+//	                       (ARP misses at the router), for DURATION (0:
+//	                       until stopped); print "sent N refused M"
 //
 // A tool not named, unknown or with the wrong number of arguments is an
 // error that wraps ErrToolUsage.
@@ -59,6 +64,32 @@ func RunTool(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 		return httpGet(ctx, args[1], out)
+	case "miss-flood":
+		if err := need(5); err != nil {
+			return err
+		}
+		rate, err := strconv.Atoi(args[2])
+		if err != nil || rate <= 0 {
+			return fmt.Errorf("%w: miss-flood: rate %q: want a positive number", ErrToolUsage, args[2])
+		}
+		d, err := time.ParseDuration(args[3])
+		if err != nil || d < 0 {
+			return fmt.Errorf("%w: miss-flood: duration %q: want a duration, 0 for until stopped", ErrToolUsage, args[3])
+		}
+		rmac, err := net.ParseMAC(args[4])
+		if err != nil {
+			return fmt.Errorf("%w: miss-flood: router MAC: %v", ErrToolUsage, err)
+		}
+		prefix, err := netip.ParsePrefix(args[5])
+		if err != nil || !prefix.Addr().Is4() || prefix.Bits() > 30 {
+			return fmt.Errorf("%w: miss-flood: prefix %q: want an IPv4 prefix of /30 or wider", ErrToolUsage, args[5])
+		}
+		sent, refused, err := missFlood(ctx, args[1], rate, d, rmac, prefix)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(out, "sent %d refused %d\n", sent, refused)
+		return err
 	case "dhcp4":
 		if err := need(1); err != nil {
 			return err

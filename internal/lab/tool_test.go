@@ -16,6 +16,11 @@ func TestRunToolArguments(t *testing.T) {
 		{"http-get"},
 		{"udp-serve", "127.0.0.1:0"},
 		{"dhcp4", "eth0", "extra"},
+		{"miss-flood", "eth0", "1000", "1s", "0a:00:00:00:00:01"},
+		{"miss-flood", "eth0", "0", "1s", "0a:00:00:00:00:01", "10.2.0.0/16"},
+		{"miss-flood", "eth0", "1000", "soon", "0a:00:00:00:00:01", "10.2.0.0/16"},
+		{"miss-flood", "eth0", "1000", "1s", "not-a-mac", "10.2.0.0/16"},
+		{"miss-flood", "eth0", "1000", "1s", "0a:00:00:00:00:01", "fd00::/64"},
 	} {
 		if err := RunTool(context.Background(), args, &bytes.Buffer{}); err == nil {
 			t.Errorf("RunTool %q: no error", args)
