@@ -67,7 +67,17 @@ func portsOf(w uint64) uint64 { return w >> 32 }
 // bucket holds the rules with one masked key, by priority, highest first.
 type bucket struct {
 	key   flow.Key
-	rules []*flow.Rule
+	rules []entry
+}
+
+// entry is a rule with what a lookup tests of it kept beside the pointer,
+// so that a probe reads no rule but the one it picks: a rule is big (its
+// match alone is 640 bytes), and in a cache-cold upcall every rule read
+// is a miss or two.
+type entry struct {
+	rule *flow.Rule
+	prio uint16
+	conj bool // rule.IsConjunctive()
 }
 
 // New returns an empty classifier.
@@ -189,17 +199,18 @@ func (c *Classifier) Insert(r *flow.Rule) (replaced *flow.Rule) {
 		b = &bucket{key: m.Key}
 		st.buckets[h] = append(st.buckets[h], b)
 	}
+	e := entry{rule: r, prio: r.Priority, conj: r.IsConjunctive()}
 	for i, x := range b.rules {
-		if x.Priority == r.Priority {
-			b.rules[i] = r
-			if st.top == x {
+		if x.prio == r.Priority {
+			b.rules[i] = e
+			if st.top == x.rule {
 				st.top = r
 			}
-			return x
+			return x.rule
 		}
 	}
-	i, _ := slices.BinarySearchFunc(b.rules, r.Priority, func(x *flow.Rule, p uint16) int { return int(p) - int(x.Priority) })
-	b.rules = slices.Insert(b.rules, i, r)
+	i, _ := slices.BinarySearchFunc(b.rules, r.Priority, func(x entry, p uint16) int { return int(p) - int(x.prio) })
+	b.rules = slices.Insert(b.rules, i, e)
 	for s := 0; s < flow.NumStages; s++ {
 		st.stageHashes[s][hs[s]]++
 	}
@@ -233,9 +244,9 @@ func (c *Classifier) Find(priority uint16, match flow.Match) *flow.Rule {
 	if b == nil {
 		return nil
 	}
-	for _, r := range b.rules {
-		if r.Priority == priority {
-			return r
+	for _, e := range b.rules {
+		if e.prio == priority {
+			return e.rule
 		}
 	}
 	return nil
@@ -267,11 +278,11 @@ func (c *Classifier) Remove(priority uint16, match flow.Match) *flow.Rule {
 		return nil
 	}
 	b := list[bi]
-	ri := slices.IndexFunc(b.rules, func(r *flow.Rule) bool { return r.Priority == priority })
+	ri := slices.IndexFunc(b.rules, func(e entry) bool { return e.prio == priority })
 	if ri < 0 {
 		return nil
 	}
-	old := b.rules[ri]
+	old := b.rules[ri].rule
 	b.rules = slices.Delete(b.rules, ri, ri+1)
 	if len(b.rules) == 0 {
 		list = slices.Delete(list, bi, bi+1)
@@ -304,8 +315,8 @@ func (c *Classifier) Remove(priority uint16, match flow.Match) *flow.Rule {
 		st.maxPriority, st.top = -1, nil
 		for _, l := range st.buckets {
 			for _, b := range l {
-				if r := b.rules[0]; int(r.Priority) > st.maxPriority {
-					st.maxPriority, st.top = int(r.Priority), r
+				if e := b.rules[0]; int(e.prio) > st.maxPriority {
+					st.maxPriority, st.top = int(e.prio), e.rule
 				}
 			}
 		}
@@ -324,8 +335,8 @@ func (c *Classifier) Rules(fn func(*flow.Rule) bool) {
 	for _, st := range c.subtables {
 		for _, l := range st.buckets {
 			for _, b := range l {
-				for _, r := range b.rules {
-					if !fn(r) {
+				for _, e := range b.rules {
+					if !fn(e.rule) {
 						return
 					}
 				}
@@ -397,7 +408,7 @@ func (c *Classifier) probe(st *subtable, ls *lookupState, scratch *flow.Mask, ex
 	b := c.probeInto(st, ls, scratch)
 	rule := st.top
 	if b != nil {
-		rule = b.rules[0]
+		rule = b.rules[0].rule
 	}
 	for _, w := range st.words {
 		if scratch.W[w]&^ls.wc.W[w] != 0 {
@@ -493,7 +504,7 @@ func (c *Classifier) Lookup(k *flow.Key, wc *flow.Mask) *flow.Rule {
 // LookupExplain is Lookup that also reports, through explain (if not nil),
 // which subtable's rule each examined bit was examined for.
 func (c *Classifier) LookupExplain(k *flow.Key, wc *flow.Mask, explain Explain) *flow.Rule {
-	best, _ := c.lookup(k, wc, explain, false)
+	best, _ := c.lookup(k, wc, explain, nil, false)
 	return best
 }
 
@@ -501,30 +512,31 @@ func (c *Classifier) LookupExplain(k *flow.Key, wc *flow.Mask, explain Explain) 
 // are "soft" matches: they do not end the search but are returned in soft
 // (those above the best hard match; the caller drops any below it). One
 // priority-ordered pass over all subtables, clauses and ordinary rules
-// alike, keeps the examined bits as few as OVS's.
-func (c *Classifier) lookup(k *flow.Key, wc *flow.Mask, explain Explain, collectSoft bool) (best *flow.Rule, soft []*flow.Rule) {
+// alike, keeps the examined bits as few as OVS's. With explain, scratch
+// (zero, and left zero) gathers each probe's bits; nil allocates one.
+func (c *Classifier) lookup(k *flow.Key, wc *flow.Mask, explain Explain, scratch *flow.Mask, collectSoft bool) (best *flow.Rule, soft []*flow.Rule) {
 	ls := lookupState{k: k, wc: wc, metaTag: metaTag(k.W[metaWord])}
-	var scratch *flow.Mask
-	if explain != nil {
+	if explain != nil && scratch == nil {
 		scratch = new(flow.Mask)
 	}
+	bestPrio := -1 // best's priority
 	for _, st := range c.subtables {
-		if best != nil && int(best.Priority) >= st.maxPriority {
+		if bestPrio >= st.maxPriority {
 			break
 		}
 		b := c.probe(st, &ls, scratch, explain)
 		if b == nil {
 			continue
 		}
-		for _, r := range b.rules {
-			if best != nil && r.Priority <= best.Priority {
+		for _, e := range b.rules {
+			if int(e.prio) <= bestPrio {
 				break
 			}
-			if collectSoft && r.IsConjunctive() {
-				soft = append(soft, r)
+			if collectSoft && e.conj {
+				soft = append(soft, e.rule)
 				continue
 			}
-			best = r
+			best, bestPrio = e.rule, int(e.prio)
 			break
 		}
 	}
@@ -548,11 +560,11 @@ func (c *Classifier) LookupAll(k *flow.Key, wc *flow.Mask, explain Explain, minP
 		if b == nil {
 			continue
 		}
-		for _, r := range b.rules {
-			if int(r.Priority) <= minPriority {
+		for _, e := range b.rules {
+			if int(e.prio) <= minPriority {
 				break
 			}
-			fn(r)
+			fn(e.rule)
 		}
 	}
 }

@@ -79,7 +79,11 @@ func (t *Table) Lookup(k *flow.Key, wc *flow.Mask) *flow.Rule {
 // LookupExplain is Lookup that reports examined bits to explain (if not
 // nil); see Classifier.LookupExplain.
 func (t *Table) LookupExplain(k *flow.Key, wc *flow.Mask, explain Explain) *flow.Rule {
-	best, soft := t.plain.lookup(k, wc, explain, true)
+	return t.lookupExplain(k, wc, explain, nil)
+}
+
+func (t *Table) lookupExplain(k *flow.Key, wc *flow.Mask, explain Explain, scratch *flow.Mask) *flow.Rule {
+	best, soft := t.plain.lookup(k, wc, explain, scratch, true)
 	if len(soft) == 0 {
 		return best
 	}
@@ -91,7 +95,7 @@ func (t *Table) LookupExplain(k *flow.Key, wc *flow.Mask, explain Explain) *flow
 		for j < len(soft) && soft[j].Priority == soft[i].Priority {
 			j++
 		}
-		if r := t.completeConjunction(soft[i:j], k, wc, explain); r != nil {
+		if r := t.completeConjunction(soft[i:j], k, wc, explain, scratch); r != nil {
 			return r
 		}
 		i = j
@@ -102,7 +106,7 @@ func (t *Table) LookupExplain(k *flow.Key, wc *flow.Mask, explain Explain) *flow
 // completeConjunction finds a conjunction all of whose clauses are among
 // level (matching clause rules of one priority), in increasing id order, and
 // returns the conj_id rule it leads to.
-func (t *Table) completeConjunction(level []*flow.Rule, k *flow.Key, wc *flow.Mask, explain Explain) *flow.Rule {
+func (t *Table) completeConjunction(level []*flow.Rule, k *flow.Key, wc *flow.Mask, explain Explain, scratch *flow.Mask) *flow.Rule {
 	type progress struct {
 		seen uint64
 		n    uint8
@@ -129,7 +133,7 @@ func (t *Table) completeConjunction(level []*flow.Rule, k *flow.Key, wc *flow.Ma
 	for _, id := range ids {
 		kc := *k
 		kc.Set(flow.ConjID, uint64(id))
-		if r := t.conj.LookupExplain(&kc, wc, explain); r != nil {
+		if r, _ := t.conj.lookup(&kc, wc, explain, scratch, false); r != nil {
 			return r
 		}
 	}

@@ -66,10 +66,18 @@ func (ts *Tables) Lookup(table uint8, k *flow.Key, wc *flow.Mask) *flow.Rule {
 // LookupExplain is Lookup that reports examined bits to explain (if not
 // nil); see Classifier.LookupExplain.
 func (ts *Tables) LookupExplain(table uint8, k *flow.Key, wc *flow.Mask, explain Explain) *flow.Rule {
+	return ts.LookupExplainScratch(table, k, wc, explain, nil)
+}
+
+// LookupExplainScratch is LookupExplain with the mask it gathers each
+// probe's bits in: scratch must be zero and is left zero, so that a
+// caller making many lookups (a translation) allocates none. Nil
+// allocates one per lookup.
+func (ts *Tables) LookupExplainScratch(table uint8, k *flow.Key, wc *flow.Mask, explain Explain, scratch *flow.Mask) *flow.Rule {
 	if table >= flow.NumTables {
 		return nil
 	}
-	r := ts.tables[table].LookupExplain(k, wc, explain)
+	r := ts.tables[table].lookupExplain(k, wc, explain, scratch)
 	ts.stats[table].lookups.Add(1)
 	if r != nil {
 		ts.stats[table].matched.Add(1)

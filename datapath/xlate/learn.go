@@ -106,7 +106,9 @@ func (c *ctx) learn(a flow.Learn) {
 	r.Match.Normalize()
 	c.learns = append(c.learns, pendingLearn{rule: r,
 		idle: time.Duration(a.IdleTimeout) * time.Second, hard: time.Duration(a.HardTimeout) * time.Second})
-	c.step(Step{Table: c.table, Note: "learn: " + r.String()})
+	if c.opts.Trace {
+		c.step(Step{Table: c.table, Note: "learn: " + r.String()})
+	}
 }
 
 // install puts learned rules into the tables and marks them used.

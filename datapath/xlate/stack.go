@@ -26,7 +26,9 @@ func (c *ctx) push(a flow.Push) {
 // it un-wildcards nothing; writing a packet field emits a set action.
 func (c *ctx) pop(a flow.Pop) {
 	if len(c.stack) == 0 {
-		c.step(Step{Table: c.table, Note: fmt.Sprintf("pop:%s: stack empty, nothing popped", a.Dst)})
+		if c.opts.Trace {
+			c.step(Step{Table: c.table, Note: fmt.Sprintf("pop:%s: stack empty, nothing popped", a.Dst)})
+		}
 		return
 	}
 	v := c.stack[len(c.stack)-1]
@@ -82,6 +84,8 @@ func (c *ctx) checkPktLarger(a flow.CheckPktLarger) {
 	if larger {
 		v = 1
 	}
-	c.step(Step{Table: c.table, Note: fmt.Sprintf("check_pkt_larger(%d): length %d: %d->%s", a.Len, length+c.lenDelta, v, a.Dst)})
+	if c.opts.Trace {
+		c.step(Step{Table: c.table, Note: fmt.Sprintf("check_pkt_larger(%d): length %d: %d->%s", a.Len, length+c.lenDelta, v, a.Dst)})
+	}
 	c.writeField(a.Dst, flow.U128{Lo: v})
 }

@@ -26,6 +26,9 @@ const hashSlotBits = 6
 // concurrent use.
 type Translator struct {
 	tables *classifier.Tables
+	// pipelineOnly is flow.PipelineOnlyMask and keepPacket its inverse,
+	// made once.
+	pipelineOnly, keepPacket flow.Mask
 
 	now   func() time.Time
 	grace time.Duration
@@ -72,6 +75,8 @@ func New(tables *classifier.Tables, opts ...Option) *Translator {
 	for _, o := range opts {
 		o(t)
 	}
+	t.pipelineOnly = flow.PipelineOnlyMask()
+	t.keepPacket = *invert(&t.pipelineOnly)
 	t.lastSweep = t.now()
 	return t
 }
@@ -217,6 +222,11 @@ type ctx struct {
 	table    uint8      // current table, for reasons
 	rule     *flow.Rule // current rule, for reasons; nil for a table miss
 	ruleStr  string     // rule formatted, cached
+	// lookupTable is the table being looked up, for explainLookup, which
+	// is made once per translation (a closure per lookup would allocate).
+	lookupTable uint8
+	explain     classifier.Explain
+	scratch     flow.Mask // the classifier's, zero between lookups
 }
 
 // ruleString formats the current rule once per lookup, only when a reason
@@ -235,10 +245,12 @@ func (c *ctx) ruleString() string {
 // pipeline-only fields are ignored. For recirc_id != 0 the frozen state is
 // restored; an unknown recirc_id yields a drop megaflow with Err set.
 func (t *Translator) Translate(k *flow.Key, opts Options) Result {
-	var res Result
+	// Room for a typical OVN translation's lookups, so that they grow at
+	// most once (a megaflow keeps a copy, not this slice).
+	res := Result{Counters: make(Counters, 0, 32)}
 	c := &ctx{t: t, opts: opts, k: *k, res: &res}
-	po := flow.PipelineOnlyMask()
-	c.k = c.k.And(invert(&po))
+	c.explain = c.explainLookup
+	c.k = c.k.And(&t.keepPacket)
 	c.wc.SetField(flow.InPort)
 	c.wc.SetField(flow.RecircID)
 	c.arrivedOn = k.Get(flow.InPort)
@@ -282,7 +294,7 @@ func (t *Translator) Translate(k *flow.Key, opts Options) Result {
 	} else {
 		res.Actions = c.acts
 	}
-	c.wc.ClearMask(&po)
+	c.wc.ClearMask(&t.pipelineOnly)
 	res.Mask = c.wc
 	res.Key = k.And(&c.wc)
 	return res
@@ -308,6 +320,7 @@ type Start struct {
 func (t *Translator) TranslateFrom(k *flow.Key, s Start, opts Options) Result {
 	var res Result
 	c := &ctx{t: t, opts: opts, k: *k, res: &res}
+	c.explain = c.explainLookup
 	c.k.CopyPipeline(&s.Meta)
 	c.stack = append([]flow.U128(nil), s.Stack...)
 	t.ExpireLearned()
@@ -359,26 +372,52 @@ func (c *ctx) step(s Step) {
 // the megaflow does not match yet. Call it before adding examined to c.wc.
 func (c *ctx) note(examined *flow.Mask, table uint8, rule *flow.Rule, cause string) {
 	var diff flow.Mask
-	changed := false
+	var words uint64 // bit w: word w has newly examined bits
 	for i := range diff.W {
 		diff.W[i] = examined.W[i] &^ c.wc.W[i]
-		changed = changed || diff.W[i] != 0
+		if diff.W[i] != 0 {
+			words |= 1 << i
+		}
 	}
-	if !changed {
+	if words == 0 {
 		return
 	}
-	for f := flow.InPort; f.Valid(); f++ {
-		i := f.Info()
-		if diff.W[i.Word] == 0 && (i.Bits != 128 || diff.W[i.Word+1] == 0) {
-			continue
-		}
-		if f.PipelineOnly() || isView(f) {
+	for _, f := range explainedFields {
+		if fieldWords[f]&words == 0 {
 			continue
 		}
 		if b := diff.Get(f); !b.IsZero() {
 			c.res.Reasons = append(c.res.Reasons, Reason{Field: f, Bits: b, Table: table, Rule: rule, Cause: cause})
 		}
 	}
+}
+
+// explainedFields are the fields reasons name, in field order: the packet
+// fields that are not views of another's storage. fieldWords[f] has bit w
+// set for each key word w that field f occupies.
+var explainedFields, fieldWords = fieldTables()
+
+// A key's words fit note's bitmap.
+var _ [64 - flow.NumWords]struct{}
+
+func fieldTables() ([]flow.Field, []uint64) {
+	var fs []flow.Field
+	var words []uint64
+	for f := flow.InPort; f.Valid(); f++ {
+		i := f.Info()
+		w := uint64(1) << i.Word
+		if i.Bits == 128 {
+			w |= 1 << (i.Word + 1)
+		}
+		for len(words) <= int(f) {
+			words = append(words, 0)
+		}
+		words[f] = w
+		if !f.PipelineOnly() && !isView(f) {
+			fs = append(fs, f)
+		}
+	}
+	return fs, words
 }
 
 // isView reports whether f is an alias of storage another field names.
@@ -388,6 +427,11 @@ func isView(f flow.Field) bool {
 		return true
 	}
 	return false
+}
+
+// explainLookup records the reasons of a table lookup's probe.
+func (c *ctx) explainLookup(examined *flow.Mask, rule *flow.Rule) {
+	c.note(examined, c.lookupTable, rule, CauseRuledOut)
 }
 
 // runTable looks the working key up in table and runs the matched rule.
@@ -405,9 +449,8 @@ func (c *ctx) runTable(table uint8) {
 	}
 	c.res.Tables.Add(table)
 	first := len(c.res.Reasons)
-	r := c.t.tables.LookupExplain(table, &c.k, &c.wc, func(examined *flow.Mask, rule *flow.Rule) {
-		c.note(examined, table, rule, CauseRuledOut)
-	})
+	c.lookupTable = table
+	r := c.t.tables.LookupExplainScratch(table, &c.k, &c.wc, c.explain, &c.scratch)
 	for i := first; i < len(c.res.Reasons); i++ {
 		if c.res.Reasons[i].Rule == r {
 			c.res.Reasons[i].Cause = CauseMatch
@@ -478,7 +521,11 @@ func (c *ctx) runActions(as []flow.Action) {
 		case flow.Load:
 			c.writeField(a.Dst, a.Value)
 		case flow.Move:
-			c.writeField(a.Dst, c.readField(a.Src, "move to "+a.Dst.String()))
+			cause := "move" // pipeline-only sources are not explained
+			if !a.Src.Field.PipelineOnly() {
+				cause = "move to " + a.Dst.String()
+			}
+			c.writeField(a.Dst, c.readField(a.Src, cause))
 		case flow.Push:
 			c.push(a)
 		case flow.Pop:
@@ -561,11 +608,15 @@ func (c *ctx) output(a flow.Output) {
 		port = inPort
 	case port == inPort || port == flow.PortNone:
 		// OpenFlow drops output to the input port unless it says in_port.
-		c.step(Step{Table: c.table, Note: fmt.Sprintf("output:%d is the input port: skipped", port)})
+		if c.opts.Trace {
+			c.step(Step{Table: c.table, Note: fmt.Sprintf("output:%d is the input port: skipped", port)})
+		}
 		return
 	}
 	c.acts = append(c.acts, flow.DPOutput{Port: port})
-	c.step(Step{Table: c.table, Note: fmt.Sprintf("output:%d", port)})
+	if c.opts.Trace {
+		c.step(Step{Table: c.table, Note: fmt.Sprintf("output:%d", port)})
+	}
 }
 
 func (c *ctx) ct(a flow.CT) {
@@ -598,7 +649,9 @@ func (c *ctx) ct(a flow.CT) {
 	}
 	c.acts = append(c.acts, dp)
 	if a.Table == flow.CTNoTable {
-		c.step(Step{Table: c.table, Note: dp.String()})
+		if c.opts.Trace {
+			c.step(Step{Table: c.table, Note: dp.String()})
+		}
 		return
 	}
 	fs := frozenState{Table: a.Table, Stack: encodeStack(c.stack)}
@@ -607,7 +660,9 @@ func (c *ctx) ct(a flow.CT) {
 	id := c.t.freeze(fs)
 	c.recircs(id)
 	c.acts = append(c.acts, flow.DPRecirc{ID: id})
-	c.step(Step{Table: c.table, Note: fmt.Sprintf("%s; recirc(0x%x) resumes in table %d", dp, id, a.Table)})
+	if c.opts.Trace {
+		c.step(Step{Table: c.table, Note: fmt.Sprintf("%s; recirc(0x%x) resumes in table %d", dp, id, a.Table)})
+	}
 }
 
 // clone runs as on a copy of the working key; datapath actions go into a
@@ -663,7 +718,9 @@ func (c *ctx) group(id uint32) {
 	c.res.Groups = true
 	g := c.t.tables.Group(id)
 	if g == nil {
-		c.step(Step{Table: c.table, Note: fmt.Sprintf("group:%d does not exist: drop", id)})
+		if c.opts.Trace {
+			c.step(Step{Table: c.table, Note: fmt.Sprintf("group:%d does not exist: drop", id)})
+		}
 		return
 	}
 	if g.Type == flow.GroupAll {
@@ -677,7 +734,9 @@ func (c *ctx) group(id uint32) {
 		// hash in the datapath, whose recirculation would need a
 		// megaflow per dp_hash slot, nor the 5-tuple, which would need
 		// one per connection.
-		c.step(Step{Table: c.table, Note: fmt.Sprintf("group:%d has one bucket", id)})
+		if c.opts.Trace {
+			c.step(Step{Table: c.table, Note: fmt.Sprintf("group:%d has one bucket", id)})
+		}
 		c.depth++
 		c.runActions(b.Actions)
 		c.depth--
@@ -710,7 +769,9 @@ func (c *ctx) group(id uint32) {
 		rid := c.t.freeze(fs)
 		c.recircs(rid)
 		c.acts = append(c.acts, flow.DPHashL4{Basis: id}, flow.DPRecirc{ID: rid})
-		c.step(Step{Table: c.table, Note: fmt.Sprintf("group:%d: hash(l4), recirc(0x%x)", id, rid)})
+		if c.opts.Trace {
+			c.step(Step{Table: c.table, Note: fmt.Sprintf("group:%d: hash(l4), recirc(0x%x)", id, rid)})
+		}
 		c.exit = true
 	}
 }
@@ -728,7 +789,9 @@ func (c *ctx) selectByHash(id uint32) {
 	c.res.Groups = true
 	g := c.t.tables.Group(id)
 	if g == nil {
-		c.step(Step{Note: fmt.Sprintf("group:%d does not exist: drop", id)})
+		if c.opts.Trace {
+			c.step(Step{Note: fmt.Sprintf("group:%d does not exist: drop", id)})
+		}
 		return
 	}
 	r := flow.FieldRange{Field: flow.DPHash, Bits: hashSlotBits}
@@ -776,7 +839,9 @@ func (c *ctx) runBucket(g *flow.GroupDef, h uint64) {
 func (c *ctx) runPick(g *flow.GroupDef, pick uint64) {
 	for i, b := range g.Buckets {
 		if pick < uint64(b.Weight) {
-			c.step(Step{Table: c.table, Note: fmt.Sprintf("group:%d bucket %d", g.ID, i)})
+			if c.opts.Trace {
+				c.step(Step{Table: c.table, Note: fmt.Sprintf("group:%d bucket %d", g.ID, i)})
+			}
 			c.depth++
 			c.runActions(b.Actions)
 			c.depth--
