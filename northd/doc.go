@@ -26,7 +26,9 @@
 // very same generators over every owner.
 //
 // A generator must read nothing but through gen and must be deterministic:
-// the same inputs give the same output. Two generators must not depend on
+// the same inputs give the same output. It must not change what it read:
+// a typed model's maps and slices (Read) may be shared with other readers,
+// as a memo's value is. Two generators must not depend on
 // each other's output; what several need (the switch a port is on) each
 // reads from the Northbound.
 //
@@ -40,7 +42,9 @@
 // (groups already in the Southbound are reused). An owner remembers the
 // flows it contributed; the table counts contributions per (flow,
 // datapath), which costs nothing more than the datapath set itself, and
-// there is no per-owner reference list on the flow. A flow can also be put
+// there is no per-owner reference list on the flow. Once the flow's
+// Southbound row is back, the entry holds the row's strings, so that the
+// flow's text is in memory once. A flow can also be put
 // on a whole set of datapaths (a dpSet: the switches of a load balancer
 // group), computed like a memo: the set's members change without
 // regenerating the owners of its flows, and an owner holds one
@@ -67,7 +71,9 @@
 // core with the very result of generating it owner by owner: generators
 // run speculatively, changing nothing, and their logs are committed in the
 // batch's order, an owner whose reads changed meanwhile generated again
-// (parallel.go; Options.Workers). A generator must therefore put the
+// (parallel.go; Options.Workers); an owner whose log is what it already
+// has (a full recompute of what did not change) is left as it is, so a
+// recompute that changes nothing costs the generation and a comparison. A generator must therefore put the
 // tunnel keys it claims nowhere but in its records. WriteSB likewise checks
 // a full compute's flows against the Southbound on every core.
 package northd

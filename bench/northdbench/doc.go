@@ -13,7 +13,9 @@
 //
 // Each subject — govn northd on govn db, ovn-northd on ovsdb-server, and
 // optionally govn northd on ovsdb-server, which shows the databases' share
-// — gets its own Northbound and Southbound. The northd processes start one
+// — gets its own Northbound and Southbound; Config.NoOVN (govn bench
+// northd --no-ovn) leaves ovn-northd out, for clusters it would take
+// minutes on. The northd processes start one
 // after the other, and everything after that alternates between them, so
 // that a shared machine's drifts hit all alike. The figures:
 //
