@@ -27,13 +27,19 @@
 //
 // The leader executes a transaction as a standalone server does, applies
 // it to its copy at once (so the next transaction sees it) and proposes
-// it; the reply waits until raft has committed it. Proposals queue while
-// raft writes the previous entry and go as one entry (group commit: one
-// write, one fsync and one replication round for many transactions).
-// An entry holds each transaction's id and its changes as an ovsdb
-// storage record with ephemeral columns; followers apply it and tell
-// their monitors, under the same transaction id, so monitor_cond_since
-// resumes on any member. A member that loses its leadership rolls back
+// it as one raft entry; the reply waits until raft has committed it and
+// it is on the leader's disk too. The entries that queue while raft
+// writes the previous ones go in one write, one fsync and one
+// replication round (group commit); the leader fsyncs its entries while
+// it replicates them, and the commit index it tells followers never
+// passes what is on its disk, so that what any member applies or any
+// client hears of is on a majority's disk. When commits pause, the
+// leader tells the followers the commit index at once rather than with
+// its next heartbeat-like append, so their monitors hear of a commit
+// within about a millisecond. An entry holds each transaction's id and
+// its changes as an ovsdb storage record with ephemeral columns;
+// followers apply it and tell their monitors, under the same
+// transaction id, so monitor_cond_since resumes on any member. A member that loses its leadership rolls back
 // what it applied but raft did not commit (as one commit its monitors
 // see); a new leader takes writes only after a barrier, once it has
 // applied everything committed before.

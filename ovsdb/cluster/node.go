@@ -40,9 +40,9 @@ type Options struct {
 	TLS PeerTLS
 }
 
-// command is one raft log entry's data: a batch of transactions (group
-// commit) from the leader Origin in its term of leadership Epoch, or a
-// change of the election timer.
+// command is one raft log entry's data: a transaction (entries that
+// earlier versions wrote may hold several) from the leader Origin in its
+// term of leadership Epoch, or a change of the election timer.
 type command struct {
 	Origin string    `json:"o,omitempty"`
 	Epoch  uint64    `json:"e,omitempty"`
@@ -140,12 +140,6 @@ type Node struct {
 	pending      []pendingTxn // applied here, proposed, not yet applied by the FSM
 	committedTxn ovsdb.UUID
 
-	qmu    sync.Mutex
-	qcond  *sync.Cond
-	queue  []*proposal
-	closed bool
-	waitq  chan waiting
-
 	appliedMu sync.Mutex
 	applied   uint64
 	appliedCh chan struct{} // closed and replaced when applied grows
@@ -198,8 +192,7 @@ func Start(ctx context.Context, path string, srv *server.Server, opts Options) (
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	n := &Node{log: opts.Logger.With("db", hdr.Name), srv: srv, store: st, name: hdr.Name, sid: sid, local: hdr.Local,
-		origin: sid.String() + "/" + ovsdb.NewUUID().String()[:8], ready: make(chan struct{}), nudgeCh: make(chan struct{}, 1), appliedCh: make(chan struct{}), waitq: make(chan waiting, 1024)}
-	n.qcond = sync.NewCond(&n.qmu)
+		origin: sid.String() + "/" + ovsdb.NewUUID().String()[:8], ready: make(chan struct{}), nudgeCh: make(chan struct{}, 1), appliedCh: make(chan struct{})}
 	n.timerMS.Store(DefaultElectionTimer.Milliseconds())
 	if hdr.CID != "" {
 		if u, err := ovsdb.ParseUUID(hdr.CID); err == nil {
@@ -222,6 +215,7 @@ func Start(ctx context.Context, path string, srv *server.Server, opts Options) (
 	conf.LocalID = raft.ServerID(sid.String())
 	conf.Logger = hlog
 	conf.MaxAppendEntries = 1024
+	conf.BatchApplyCh = true
 	conf.CommitTimeout = 10 * time.Millisecond
 	conf.SnapshotThreshold = opts.SnapshotThreshold
 	conf.SnapshotInterval = opts.SnapshotInterval
@@ -254,10 +248,8 @@ func Start(ctx context.Context, path string, srv *server.Server, opts Options) (
 	close(n.ready)
 	n.applyTimer(n.timerMS.Load())
 	ctx, n.cancel = context.WithCancel(ctx)
-	n.wg.Add(4)
+	n.wg.Add(2)
 	go func() { defer n.wg.Done(); n.nudgeLoop(ctx) }()
-	go func() { defer n.wg.Done(); n.propose() }()
-	go func() { defer n.wg.Done(); n.complete() }()
 	go func() { defer n.wg.Done(); n.watch(ctx) }()
 	if n.cid.Load() == nil {
 		n.wg.Add(1)
@@ -302,10 +294,6 @@ func (n *Node) Name() string { return n.name }
 func (n *Node) Close() error {
 	n.cancel()
 	err := n.raft.Shutdown().Error()
-	n.qmu.Lock()
-	n.closed = true
-	n.qcond.Broadcast()
-	n.qmu.Unlock()
 	n.wg.Wait()
 	n.trans.Close()
 	n.layer.Close()
@@ -320,115 +308,54 @@ func (n *Node) Close() error {
 func (n *Node) Writable() bool { return n.writable && !n.left.Load() }
 
 // proposal is a transaction handed to raft; it is the server's Durable.
+// Its raft future is waited for by Wait alone (a future has one
+// waiter), on the goroutine that replies: no goroutine in between.
 type proposal struct {
-	txn   txnData
-	epoch uint64
+	n     *Node
+	f     raft.ApplyFuture
+	once  sync.Once
 	done  chan struct{}
 	err   error
 	index uint64
 }
 
+// Done is closed once Wait has returned.
 func (p *proposal) Done() <-chan struct{} { return p.done }
 
+// Wait waits until raft has committed the transaction and it is on this
+// leader's disk too (raft counts the leader's entry as stored once it
+// is written; see store.deferSync). A raft future cannot be abandoned,
+// so ctx only bounds the wait for this member's fsync; raft itself
+// fails the future if this member loses its leadership or stops.
 func (p *proposal) Wait(ctx context.Context) error {
-	select {
-	case <-p.done:
-		return p.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	p.once.Do(func() {
+		err := p.f.Error()
+		if err == nil {
+			p.index = p.f.Index()
+			err = p.n.store.waitDurable(ctx, p.index)
+		}
+		p.err = err
+		close(p.done)
+	})
+	<-p.done
+	return p.err
 }
 
-// Propose is server.Replicator's: it queues the transaction for the next
-// raft entry. Callers hold the database's lock.
+// Propose is server.Replicator's: it hands the transaction to raft as
+// one log entry. Callers hold the database's lock, so entries are
+// proposed in commit order; raft writes all the entries queued while it
+// wrote the previous ones with one write and one fsync, and replicates
+// them in one round (Config.BatchApplyCh).
 func (n *Node) Propose(id ovsdb.UUID, cs *ovsdb.ChangeSet) (server.Durable, error) {
 	if !n.writable {
 		return nil, server.ErrNotLeader
 	}
-	p := &proposal{txn: txnData{ID: id, Tables: cs.RecordAll(n.schema.Load())}, epoch: n.epoch, done: make(chan struct{})}
+	data, err := json.Marshal(command{Origin: n.origin, Epoch: n.epoch, Txns: []txnData{{ID: id, Tables: cs.RecordAll(n.schema.Load())}}})
+	if err != nil {
+		return nil, fmt.Errorf("encoding the transaction: %w", err)
+	}
 	n.pending = append(n.pending, pendingTxn{id: id, cs: cs})
-	n.qmu.Lock()
-	if n.closed {
-		n.qmu.Unlock()
-		return nil, raft.ErrRaftShutdown
-	}
-	n.queue = append(n.queue, p)
-	n.qcond.Signal()
-	n.qmu.Unlock()
-	return p, nil
-}
-
-// maxBatch bounds the transactions of one raft entry.
-const maxBatch = 4096
-
-type waiting struct {
-	f  raft.ApplyFuture
-	ps []*proposal
-}
-
-// propose hands queued transactions to raft, all that queued while the
-// previous entry was being accepted in one entry (group commit: one log
-// write, one fsync and one replication round for all of them).
-func (n *Node) propose() {
-	defer close(n.waitq)
-	for {
-		n.qmu.Lock()
-		for len(n.queue) == 0 && !n.closed {
-			n.qcond.Wait()
-		}
-		if n.closed {
-			q := n.queue
-			n.queue = nil
-			n.qmu.Unlock()
-			for _, p := range q {
-				p.err = raft.ErrRaftShutdown
-				close(p.done)
-			}
-			return
-		}
-		batch := n.queue
-		if len(batch) > maxBatch {
-			batch = batch[:maxBatch]
-		}
-		k := 1
-		for k < len(batch) && batch[k].epoch == batch[0].epoch {
-			k++
-		}
-		batch = batch[:k]
-		n.queue = n.queue[k:]
-		n.qmu.Unlock()
-		c := command{Origin: n.origin, Epoch: batch[0].epoch, Txns: make([]txnData, len(batch))}
-		for i, p := range batch {
-			c.Txns[i] = p.txn
-		}
-		data, err := json.Marshal(c)
-		var f raft.ApplyFuture
-		if err == nil {
-			f = n.raft.Apply(data, 10*time.Second)
-		} else {
-			f = failedFuture{err}
-		}
-		n.waitq <- waiting{f: f, ps: batch}
-	}
-}
-
-// complete completes proposals, in order, as raft commits them.
-func (n *Node) complete() {
-	for w := range n.waitq {
-		err := w.f.Error()
-		var idx uint64
-		if err == nil {
-			idx = w.f.Index()
-			// raft counts the leader's entry as stored once it is
-			// written; it is on a majority's disk once it is also
-			// fsynced here (usually by the time a follower answered).
-			err = n.store.waitDurable(context.Background(), idx)
-		}
-		for _, p := range w.ps {
-			p.err, p.index = err, idx
-			close(p.done)
-		}
-	}
+	return &proposal{n: n, f: n.raft.Apply(data, 0), done: make(chan struct{})}, nil
 }
 
 // durableTransport is raft's transport with the commit index a leader
@@ -572,12 +499,6 @@ func (n *Node) nudgeLoop(ctx context.Context) {
 		n.dtrans.nudge(term, min(n.appliedIndex(), n.store.durableIndex()))
 	}
 }
-
-type failedFuture struct{ err error }
-
-func (f failedFuture) Error() error  { return f.err }
-func (f failedFuture) Index() uint64 { return 0 }
-func (f failedFuture) Response() any { return nil }
 
 // Apply is raft.FSM's: it applies one committed entry.
 func (n *Node) Apply(l *raft.Log) any {
