@@ -1014,10 +1014,13 @@ func (n *Node) toLeader(ctx context.Context, req *request, wait time.Duration) (
 				return nil, err
 			}
 		}
+		// Polled often: after a failover the new leader takes writes
+		// moments after it is known, and a forwarded write waits on
+		// this.
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("no leader answered: %w", ctx.Err())
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }
