@@ -238,12 +238,23 @@ func appendRow(b []byte, t *ovsdb.TableSchema, row map[string]ovsdb.Datum, names
 
 // decodeTransactResult decodes the reply to a transact request.
 func decodeTransactResult(s *ovsdb.Schema, ops []Operation, raw json.RawMessage) ([]OpResult, error) {
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
+	elems, err := splitArray(raw)
+	if err != nil {
 		return nil, fmt.Errorf("transact reply: want an array: %w", err)
 	}
 	results := make([]OpResult, len(ops))
 	for i, e := range elems {
+		// The common results, an insert's and an empty object, without
+		// encoding/json: a large transaction has tens of thousands.
+		if string(e) == "{}" {
+			continue
+		}
+		if id, ok := insertResult(e); ok {
+			if i < len(ops) {
+				results[i].UUID = id
+			}
+			continue
+		}
 		var obj struct {
 			Error   *string           `json:"error"`
 			Details string            `json:"details"`
@@ -310,6 +321,18 @@ func decodeTransactResult(s *ovsdb.Schema, ops []Operation, raw json.RawMessage)
 		}
 	}
 	return results, nil
+}
+
+// insertResult decodes an insert's result as servers write it,
+// {"uuid":["uuid","<uuid>"]}, and reports whether e is exactly that.
+func insertResult(e []byte) (ovsdb.UUID, bool) {
+	const prefix, suffix = `{"uuid":["uuid","`, `"]}`
+	n := len(prefix) + 36 + len(suffix)
+	if len(e) != n || string(e[:len(prefix)]) != prefix || string(e[n-len(suffix):]) != suffix {
+		return ovsdb.UUID{}, false
+	}
+	id, err := ovsdb.ParseUUID(string(e[len(prefix) : len(prefix)+36]))
+	return id, err == nil
 }
 
 // Txn builds a transaction in the usual OVSDB client style. The zero Txn is
