@@ -245,32 +245,11 @@ func (cs *ChangeSet) record(s *Schema, ephemeral bool) map[string]map[string]jso
 		for uuid, ch := range rows {
 			var body json.RawMessage
 			if ch.New != nil {
-				b := []byte{'{'}
-				n := 0
-				for _, c := range ts.Columns {
-					if c.Ephemeral && !ephemeral {
-						continue
-					}
-					d := ch.New.Data[c.Index]
-					if ch.Old == nil {
-						if d.Equal(c.Type.Default()) {
-							continue
-						}
-					} else if d.Equal(ch.Old.Data[c.Index]) {
-						continue
-					}
-					if n > 0 {
-						b = append(b, ',')
-					}
-					n++
-					b = AppendJSONString(b, c.Name)
-					b = append(b, ':')
-					b = d.AppendJSON(b, &c.Type)
-				}
-				if n == 0 && ch.Old != nil {
+				b, ok := appendRecordRow(nil, ts, ch, ephemeral)
+				if !ok {
 					continue
 				}
-				body = append(b, '}')
+				body = b
 			}
 			if tr == nil {
 				tr = map[string]json.RawMessage{}
@@ -280,6 +259,95 @@ func (cs *ChangeSet) record(s *Schema, ephemeral bool) map[string]map[string]jso
 		}
 	}
 	return out
+}
+
+// appendRecordRow appends the record's object for the new or modified row
+// of ch (not a deletion); ok is false, and b unchanged, for a modified row
+// with nothing to write.
+func appendRecordRow(b []byte, ts *TableSchema, ch *RowChange, ephemeral bool) (_ []byte, ok bool) {
+	start := len(b)
+	b = append(b, '{')
+	n := 0
+	for _, c := range ts.Columns {
+		if c.Ephemeral && !ephemeral {
+			continue
+		}
+		d := ch.New.Data[c.Index]
+		if ch.Old == nil {
+			if c.Type.isDefault(d) {
+				continue
+			}
+		} else if d.Equal(ch.Old.Data[c.Index]) {
+			continue
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = AppendJSONString(b, c.Name)
+		b = append(b, ':')
+		b = d.AppendJSON(b, &c.Type)
+	}
+	if n == 0 && ch.Old != nil {
+		return b[:start], false
+	}
+	return append(b, '}'), true
+}
+
+// AppendRecord appends cs's storage record as Record renders it, already
+// in the file's text (storage.Record.Encoded): for each table with a row
+// to write, in name order, `,"TABLE":{"UUID":ROW,...}`, rows in UUID
+// order, a deleted row as null. It saves a large transaction the map of
+// Record and encoding each row twice.
+func (cs *ChangeSet) AppendRecord(b []byte, s *Schema) []byte {
+	names := make([]string, 0, len(cs.Tables))
+	for name, rows := range cs.Tables {
+		if len(rows) > 0 {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	var ids []UUID
+	for _, name := range names {
+		rows := cs.Tables[name]
+		ts := s.Tables[name]
+		ids = ids[:0]
+		for id := range rows {
+			ids = append(ids, id)
+		}
+		slices.SortFunc(ids, UUID.Compare)
+		tableStart := len(b)
+		b = append(b, ',')
+		b = AppendJSONString(b, name)
+		b = append(b, ":{"...)
+		n := 0
+		for _, id := range ids {
+			ch := rows[id]
+			rowStart := len(b)
+			if n > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '"')
+			b = id.appendString(b)
+			b = append(b, `":`...)
+			if ch.New == nil {
+				b = append(b, "null"...)
+			} else {
+				var ok bool
+				if b, ok = appendRecordRow(b, ts, ch, false); !ok {
+					b = b[:rowStart]
+					continue
+				}
+			}
+			n++
+		}
+		if n == 0 {
+			b = b[:tableStart]
+			continue
+		}
+		b = append(b, '}')
+	}
+	return b
 }
 
 // ApplyRecord replays one storage record (see ChangeSet.Record) onto the

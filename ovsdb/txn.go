@@ -270,6 +270,9 @@ func (t *txn) where(v any, ts *TableSchema) ([]Condition, error) {
 // result to b.
 func (t *txn) execute(b []byte, v any, i, n int) ([]byte, error) {
 	if r, ok := v.(*rawObject); ok {
+		if b, ok := t.insertText(b, r.text); ok {
+			return b, nil
+		}
 		var err error
 		if v, err = r.decode(); err != nil {
 			return b, err

@@ -2,7 +2,9 @@ package ovsdb
 
 import (
 	"encoding/json"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -344,6 +346,11 @@ func FuzzTransact(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
+	// Inserts for insertText, and near misses that it leaves to the
+	// generic path.
+	for _, insert := range insertTextCases {
+		f.Add(`[` + insert + `,{"op":"insert","table":"Child","uuid-name":"c","row":{"label":"c"}}]`)
+	}
 	f.Fuzz(func(t *testing.T, in string) {
 		v, err := DecodeJSON([]byte(in))
 		if err != nil {
@@ -386,8 +393,89 @@ func FuzzTransact(f *testing.F) {
 			if rawRes.Changes != nil {
 				rawDB.Apply(rawRes.Changes)
 			}
+			if got, want := contentsText(rawDB, uuids), contentsText(db, uuids); got != want {
+				t.Fatalf("%s: with raw values, contents\n%s\ngeneric\n%s", in, got, want)
+			}
 		}
 	})
+}
+
+// contentsText is db's rows as text, UUIDs left out, sorted.
+func contentsText(db *Database, uuids *regexp.Regexp) string {
+	var rows []string
+	for _, name := range db.Schema.TableNames {
+		ts := db.Schema.Tables[name]
+		for _, r := range db.Table(name).Rows {
+			rows = append(rows, name+" "+string(uuids.ReplaceAll(r.AppendJSON(nil, ts, nil), nil)))
+		}
+	}
+	slices.Sort(rows)
+	return strings.Join(rows, "\n")
+}
+
+// insertTextCases are insert operations for insertText; those before the
+// empty string it executes itself, the others it leaves to the generic
+// path.
+var insertTextCases = []string{
+	`{"op":"insert","table":"Root","row":{"name":"a"}}`,
+	`{"op":"insert","table":"Root","uuid-name":"r","row":{"name":"a\n\"\u00e9\ud83d\ude00","n":7,"r":-1.25,"color":"red","flag":true,"tmp":-3,"opts":["map",[["z","1"],["a","2"]]],"children":["named-uuid","c"]}}`,
+	` { "table" : "Child" , "row" : { "label" : "xy" , "peers" : ["set", [["named-uuid", "c"]]] } , "op" : "insert" , "uuid-name" : "d" } `,
+	`{"op":"insert","table":"Root","row":{"name":"b","children":["set",[]],"opts":["map",[]],"color":["set",["green"]],"watch":["uuid","01234567-89ab-cdef-0123-456789abcdef"]}}`,
+	`{"op":"insert","table":"Enum","row":{"kind":"b"}}`,
+	`{"op":"insert","table":"Child","row":{"label":"\u0000\t"}}`,
+	`{"op":"insert","table":"Root","row":{"name":"a"}} `,
+	`{"op":"insert","table":"Root","row":{}}`,
+	"",
+	`{"op":"insert","table":"Enum","row":{}}`,
+	`{"op":"insert","table":"Root","row":{"children":["set",[["named-uuid","c"],["named-uuid","c"]]]}}`,
+	`{"op":"insert","table":"Root","row":{"opts":["map",[["a","1"],["a","2"]]]}}`,
+	`{"op":"insert","table":"Root","row":{"color":["set",["red","green"]]}}`,
+	`{"op":"insert","table":"Root","row":{"color":"blue"}}`,
+	`{"op":"insert","table":"Root","row":{"n":101}}`,
+	`{"op":"insert","table":"Root","row":{"n":1.5}}`,
+	`{"op":"insert","table":"Root","row":{"name":"a","name":"b"}}`,
+	`{"op":"insert","table":"Root","row":{"nope":1}}`,
+	`{"op":"insert","table":"Root","row":{"_uuid":["uuid","01234567-89ab-cdef-0123-456789abcdef"]}}`,
+	`{"op":"insert","table":"Root","uuid":"01234567-89ab-cdef-0123-456789abcdef","row":{}}`,
+	`{"op":"insert","table":"Root","uuid-name":"c","row":{}}`,
+	`{"op":"insert","table":"Root","uuid-name":"9x","row":{}}`,
+	`{"op":"insert","table":"Root","row":{"children":["named-uuid","9x"]}}`,
+	`{"op":"insert","table":"Root","row":{"children":["uuid","nope"]}}`,
+	`{"op":"insert","table":"Child","row":{"label":""}}`,
+	`{"op":"insert","table":"Child","row":{"label":"abcde"}}`,
+	`{"op":"insert","table":"Child","row":{"peers":["set",[["uuid","01234567-89ab-cdef-0123-456789abcdef"],["uuid","01234567-89ab-cdef-0123-456789abcde0"],["uuid","01234567-89ab-cdef-0123-456789abcde1"]]]}}`,
+	`{"op":"insert","table":"Nope","row":{}}`,
+	`{"op":"insert","row":{}}`,
+	`{"op":"insert","table":"Root","row":[]}`,
+	`{"op":"insert","table":"Root","row":{},"extra":1}`,
+	`{"op":"insert","op":"insert","table":"Root","row":{}}`,
+	`{"op":"insert","table":"Root","row":{"name":"a"}} x`,
+	`{"op":"insert","table":"Root","row":{"opts":["map",[["a"]]]}}`,
+	`{"op":"insert","table":"Root","row":{"opts":["set",[]]}}`,
+	`{"op":"insert","table":"Root","row":{"children":["set",[["named-uuid","c"],["uuid","01234567-89ab-cdef-0123-456789abcdef"]]]}}`,
+}
+
+// TestInsertText checks which inserts insertText executes itself (the
+// fuzz target FuzzTransact compares its results with the generic path's).
+func TestInsertText(t *testing.T) {
+	handled := true
+	for _, op := range insertTextCases {
+		if op == "" {
+			handled = false
+			continue
+		}
+		db := newTestDB(t)
+		tx := &txn{db: db, changes: map[*TableSchema]map[UUID]*RowChange{}, names: map[string]UUID{}, inserted: map[string]bool{}}
+		tx.names["c"] = NewUUID()
+		tx.inserted["c"] = true
+		reply, ok := tx.insertText(nil, []byte(op))
+		if ok != handled {
+			t.Errorf("%s: handled %t, want %t", op, ok, handled)
+		}
+		if !ok && (len(reply) != 0 || len(tx.changes) != 0 || len(tx.names) != 1) {
+			t.Errorf("%s: not handled, but reply %q, changes %v, names %v", op, reply, tx.changes, tx.names)
+		}
+	}
 }
 
 func TestReadOnly(t *testing.T) {
@@ -426,5 +514,51 @@ func TestWaitWithoutColumns(t *testing.T) {
 	same := `[{"op":"wait","table":"Root","where":[],"until":"==","rows":[{"name":"a"}],"timeout":0}]`
 	if reply, _ := run(t, db, same, TxnOptions{}); errorTag(reply) != ErrTimedOut {
 		t.Fatalf("rows without _uuid cannot match whole rows: %v", reply)
+	}
+}
+
+// TestAppendRecordMatchesRecord checks that AppendRecord writes what the
+// storage writes for Record's map: tables and rows sorted, a deleted row
+// null, a row or table with nothing persistent to write left out.
+func TestAppendRecordMatchesRecord(t *testing.T) {
+	db := newTestDB(t)
+	for _, ops := range []string{
+		`[{"op":"insert","table":"Root","uuid-name":"r","row":{"name":"a","tmp":3,"children":["set",[["named-uuid","c"],["named-uuid","d"]]],"opts":["map",[["a","b\n\"x"]]],"r":0.5}},
+		  {"op":"insert","table":"Child","uuid-name":"c","row":{"label":"x"}},
+		  {"op":"insert","table":"Child","uuid-name":"d","row":{"label":"y","peers":["named-uuid","c"]}},
+		  {"op":"insert","table":"Enum","row":{"kind":"a"}},
+		  {"op":"insert","table":"Enum","row":{"kind":"b"}}]`,
+		`[{"op":"update","table":"Root","where":[],"row":{"n":4,"tmp":9}}]`,
+		`[{"op":"update","table":"Root","where":[],"row":{"tmp":10}}]`,
+		`[{"op":"update","table":"Root","where":[],"row":{"tmp":11,"children":["set",[]]}},{"op":"delete","table":"Enum","where":[["kind","==","a"]]}]`,
+	} {
+		_, res := run(t, db, ops, TxnOptions{})
+		if res.Changes == nil {
+			t.Fatalf("%s: no changes: %s", ops, res.Reply)
+		}
+		var want []byte
+		rec := res.Changes.Record(db.Schema)
+		for _, table := range slices.Sorted(maps.Keys(rec)) {
+			want = append(want, ',')
+			want = AppendJSONString(want, table)
+			want = append(want, ":{"...)
+			for i, id := range slices.Sorted(maps.Keys(rec[table])) {
+				if i > 0 {
+					want = append(want, ',')
+				}
+				want = AppendJSONString(want, id)
+				want = append(want, ':')
+				if row := rec[table][id]; row == nil {
+					want = append(want, "null"...)
+				} else {
+					want = append(want, row...)
+				}
+			}
+			want = append(want, '}')
+		}
+		got := res.Changes.AppendRecord([]byte("x"), db.Schema)
+		if string(got) != "x"+string(want) {
+			t.Errorf("%s:\nAppendRecord %s\nRecord       x%s", ops, got, want)
+		}
 	}
 }

@@ -124,6 +124,21 @@ func (t *ColumnType) String() string {
 	return s
 }
 
+// isDefault reports whether d is the default value of t:
+// d.Equal(t.Default()) without building the default.
+func (t *ColumnType) isDefault(d Datum) bool {
+	if t.Min == 0 {
+		return len(d.Keys) == 0 && len(d.Values) == 0
+	}
+	if len(d.Keys) != 1 || d.Keys[0] != DefaultAtom(t.Key.Type) {
+		return false
+	}
+	if t.Value == nil {
+		return len(d.Values) == 0
+	}
+	return len(d.Values) == 1 && d.Values[0] == DefaultAtom(t.Value.Type)
+}
+
 // Default returns the default value of a column of type t: empty when Min is
 // 0, otherwise the default atom(s).
 func (t *ColumnType) Default() Datum {

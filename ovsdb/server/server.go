@@ -570,8 +570,8 @@ func (d *dbState) commitDeferLocked(cs *ovsdb.ChangeSet, deferred bool) (Durable
 	var c *storage.Commit
 	var err error
 	if d.log != nil {
-		rec := storage.Record{Date: time.Now(), Comment: cs.Comment, Tables: cs.Record(d.db.Schema)}
-		if len(rec.Tables) > 0 {
+		rec := storage.Record{Date: time.Now(), Comment: cs.Comment, Encoded: cs.AppendRecord([]byte{}, d.db.Schema)}
+		if len(rec.Encoded) > 0 {
 			if dl, ok := d.log.(deferringLog); ok && deferred {
 				c, err = dl.SubmitDeferred(rec)
 			} else {

@@ -583,3 +583,31 @@ func firstDiff(a, b []string) int {
 	}
 	return min(len(a), len(b))
 }
+
+// TestEncodedRecord checks that a record given already encoded is written
+// as the same record given by Tables, and that encoded tables spanning
+// lines, or not starting a member, are refused.
+func TestEncodedRecord(t *testing.T) {
+	for i, rec := range testRecords(8) {
+		want, err := marshalRecord(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The members after the date and comment, as Tables renders
+		// them.
+		head, err := marshalRecord(Record{Date: rec.Date, Comment: rec.Comment})
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc := want[len(head)-1 : len(want)-1]
+		got, err := marshalRecord(Record{Date: rec.Date, Comment: rec.Comment, Encoded: enc})
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("record %d: encoded gives %s, %v; want %s", i, got, err, want)
+		}
+	}
+	for _, enc := range []string{`,"T":{"` + uuidN(1) + `":{"s":"a` + "\n" + `"}}`, `"T":{}`} {
+		if _, err := marshalRecord(Record{Encoded: []byte(enc)}); err == nil {
+			t.Errorf("encoded tables %q accepted", enc)
+		}
+	}
+}
