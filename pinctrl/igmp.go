@@ -44,10 +44,12 @@ type groupChange struct {
 
 // parseIGMP reads an IGMP message (the IPv4 payload) and returns the
 // membership changes it reports. A query reports none. Snooping keeps no
-// per-source state (as ovn-controller does not): a v3 record that wants
-// any traffic of the group joins it, and only an INCLUDE of no sources
-// (RFC 3376's way to leave) leaves it. Link-local groups (224.0.0.0/24)
-// are always flooded, so they are left out.
+// per-source state (as ovn-controller does not): every v3 record joins
+// its group (or refreshes the membership), BLOCK_OLD_SOURCES included as
+// in ovn-controller, except an INCLUDE of no sources (RFC 3376's way to
+// leave), which leaves it; records of unknown types are skipped.
+// Link-local groups (224.0.0.0/24) are always flooded, so they are left
+// out.
 func parseIGMP(b []byte) (changes []groupChange, query bool, err error) {
 	if len(b) < 8 {
 		return nil, false, errTruncated
@@ -84,10 +86,8 @@ func parseIGMP(b []byte) (changes []groupChange, query bool, err error) {
 			switch typ {
 			case igmpModeIsInclude, igmpChangeToInclude:
 				add(g, srcs > 0)
-			case igmpModeIsExclude, igmpChangeToExclude, igmpAllowNew:
+			case igmpModeIsExclude, igmpChangeToExclude, igmpAllowNew, igmpBlockOld:
 				add(g, true)
-			case igmpBlockOld:
-				// Fewer sources of a group still joined: no change.
 			default:
 				// RFC 3376 4.2.12: unknown record types are ignored.
 			}
@@ -148,7 +148,7 @@ func parseMLD(b []byte, src, dst netip.Addr) (changes []groupChange, query bool,
 			switch typ {
 			case igmpModeIsInclude, igmpChangeToInclude:
 				add(g, srcs > 0)
-			case igmpModeIsExclude, igmpChangeToExclude, igmpAllowNew:
+			case igmpModeIsExclude, igmpChangeToExclude, igmpAllowNew, igmpBlockOld:
 				add(g, true)
 			}
 		}
@@ -225,6 +225,10 @@ type McastConfig struct {
 	QueryInterval time.Duration
 	QueryMaxResp  time.Duration
 	Local         bool
+
+	// SeqNo is the row's seq_no: a change (ovn-sbctl ip-multicast-flush)
+	// flushes what the switch's snooping learned.
+	SeqNo int64
 }
 
 // Defaults of ovn-nb(5)'s mcast_idle_timeout and mcast_table_size.
@@ -245,11 +249,33 @@ type McastGroup struct {
 type Snooping struct {
 	// members: when each port of a group reported it last.
 	members map[McastGroup]map[string]time.Time
+	// seqNo: each switch's IP_Multicast seq_no when last configured.
+	seqNo map[uint32]int64
 }
 
 // NewSnooping returns a Snooping without members.
 func NewSnooping() *Snooping {
-	return &Snooping{members: map[McastGroup]map[string]time.Time{}}
+	return &Snooping{members: map[McastGroup]map[string]time.Time{}, seqNo: map[uint32]int64{}}
+}
+
+// Configure takes the switches' configurations: on a switch whose seq_no
+// changed since the last call, every membership ends (as ovn-controller
+// flushes its groups), and so they do on a switch whose snooping is no
+// longer enabled or configured. It says whether any membership ended.
+func (s *Snooping) Configure(cfgs map[uint32]McastConfig) bool {
+	changed := false
+	for k := range s.members {
+		cfg, ok := cfgs[k.Datapath]
+		if prev, seen := s.seqNo[k.Datapath]; !ok || !cfg.Enabled || seen && prev != cfg.SeqNo {
+			delete(s.members, k)
+			changed = true
+		}
+	}
+	clear(s.seqNo)
+	for dp, cfg := range cfgs {
+		s.seqNo[dp] = cfg.SeqNo
+	}
+	return changed
 }
 
 // Report applies a report received at now, on a switch configured as
@@ -345,6 +371,7 @@ func mcastConfigs(c *client.Cache, byUUID map[ovsdb.UUID]*Datapath, local map[ov
 			cfg.TableSize = int(*m.TableSize)
 		}
 		cfg.Local = local[m.Datapath]
+		cfg.SeqNo = m.SeqNo
 		cfg.Querier = m.Querier != nil && *m.Querier
 		if mac, err := net.ParseMAC(m.EthSrc); err == nil && len(mac) == 6 {
 			cfg.EthSrc = mac

@@ -30,6 +30,9 @@ type igmpSnapshot map[McastGroup][]string
 // applyIGMP applies the reports of one packet-in; only the Run goroutine
 // calls it.
 func (p *Pinctrl) applyIGMP(reports []IGMPReport, st *State, now time.Time) {
+	if p.snoop.Configure(st.Mcast) {
+		p.igmpDirty = true // a flush before the reports that follow it
+	}
 	for _, r := range reports {
 		cfg, ok := st.Mcast[r.Datapath]
 		p.mu.Lock()
@@ -57,6 +60,9 @@ const igmpResync = 30 * time.Second
 // retries a failed sync.
 func (p *Pinctrl) tickIGMP(now time.Time) {
 	if st := p.currentState(now); st != nil {
+		if p.snoop.Configure(st.Mcast) {
+			p.igmpDirty = true
+		}
 		if p.snoop.Expire(now, func(dp uint32) McastConfig { return st.Mcast[dp] }) {
 			p.igmpDirty = true
 		}
@@ -73,8 +79,17 @@ func (p *Pinctrl) tickIGMP(now time.Time) {
 	p.syncIGMP(now)
 }
 
+// localOutputTable is OVN 23.03's local output table
+// (OFTABLE_LOCAL_OUTPUT), as package controller programs it: a packet
+// looked up there reaches the ports of its outport on this chassis only,
+// never a tunnel.
+const localOutputTable = 40
+
 // sendQueries sends a general query on each switch that is the querier
-// here, at once and then every query interval.
+// here, at once and then every query interval. Like ovn-controller's
+// (local only), a query goes to the switch's ports on this chassis: every
+// chassis with a port on the switch queries its own, so a host hears one
+// query an interval however many chassis the switch spans.
 func (p *Pinctrl) sendQueries(st *State, now time.Time) {
 	if p.queryNext == nil {
 		p.queryNext = map[uint32]time.Time{}
@@ -97,11 +112,11 @@ func (p *Pinctrl) sendQueries(st *State, now time.Time) {
 		k.Set(flow.Metadata, uint64(key))
 		k.Set(flow.Reg0+15, uint64(flood)) // outport: every port of the switch
 		if cfg.queries() {
-			err := p.cfg.Switch.Execute(dp.PacketOut{Frame: igmpGeneralQuery(cfg), Key: k, Table: p.engine.layout.IngressOutput})
+			err := p.cfg.Switch.Execute(dp.PacketOut{Frame: igmpGeneralQuery(cfg), Key: k, Table: localOutputTable})
 			p.countPeriodic("igmp_query", err)
 		}
 		if cfg.mldQueries() {
-			err := p.cfg.Switch.Execute(dp.PacketOut{Frame: mldGeneralQuery(cfg), Key: k, Table: p.engine.layout.IngressOutput})
+			err := p.cfg.Switch.Execute(dp.PacketOut{Frame: mldGeneralQuery(cfg), Key: k, Table: localOutputTable})
 			p.countPeriodic("mld_query", err)
 		}
 	}

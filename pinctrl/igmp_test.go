@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -86,7 +87,7 @@ func TestParseIGMP(t *testing.T) {
 			v3Record(igmpAllowNew, group2, src),
 			v3Record(igmpBlockOld, group1, src),
 			v3Record(99, group2)),
-			[]groupChange{{group1, true}, {group2, true}, {group1, false}, {group2, true}}, false, false},
+			[]groupChange{{group1, true}, {group2, true}, {group1, false}, {group2, true}, {group1, true}}, false, false},
 		{"v3 truncated record", func() []byte {
 			b := v3Report(v3Record(igmpChangeToExclude, group1, src))
 			b = b[:len(b)-2]
@@ -193,13 +194,13 @@ func TestSnooping(t *testing.T) {
 // igmpResync the rows are checked again; expiry empties the membership.
 func TestApplyIGMP(t *testing.T) {
 	p, _ := newTestPinctrl(t, Config{})
-	p.fixedState.Mcast = map[uint32]McastConfig{2: {Enabled: true}}
+	p.fixedState.Mcast = map[uint32]McastConfig{2: {}}
 	now := time.Unix(1000, 0)
+	p.handle(packetIn("igmp;", igmpFrame(igmpMsg(igmpV2Report, group1), group1), 2, 33, nil), now)
+	p.fixedState.Mcast[2] = McastConfig{Enabled: true}
 	p.handle(packetIn("igmp;", igmpFrame(igmpMsg(igmpV2Report, group1), group1), 2, 33, nil), now)
 	p.handle(packetIn("igmp;", igmpFrame(igmpMsg(igmpV2Report, group2), group2), 2, 33, nil), now)
 	p.handle(packetIn("igmp;", igmpFrame(igmpMsg(igmpV2Report, group2), group2), 2, 33, nil), now)
-	p.fixedState.Mcast[2] = McastConfig{}
-	p.handle(packetIn("igmp;", igmpFrame(igmpMsg(igmpV2Leave, group1), group1), 2, 33, nil), now)
 	if s := p.Stats().IGMP; s.Reports != 3 || s.Ignored != 1 {
 		t.Errorf("igmp counters %+v, want 3 reports, 1 ignored", s)
 	}
@@ -482,5 +483,74 @@ func TestMLDQuerySchedule(t *testing.T) {
 	s := p.Stats().Kinds
 	if s["igmp_query"].Handled != 2 || s["mld_query"].Handled != 4 || sw.outs != 6 {
 		t.Errorf("igmp_query %+v, mld_query %+v, %d packets; want 2 IGMP and 4 MLD queries", s["igmp_query"], s["mld_query"], sw.outs)
+	}
+}
+
+// TestSnoopingConfigure: as ovn-controller does, a switch's memberships
+// end when its IP_Multicast seq_no changes (ovn-sbctl
+// ip-multicast-flush), when its snooping is disabled and when its row
+// goes; the first configuration and an unchanged one end nothing.
+func TestSnoopingConfigure(t *testing.T) {
+	now := time.Unix(1000, 0)
+	join := func(s *Snooping, dp uint32, g netip.Addr) {
+		s.Report(IGMPReport{Datapath: dp, Port: "p", Group: g, Join: true}, McastConfig{Enabled: true}, now)
+	}
+	on := func(seq int64) McastConfig { return McastConfig{Enabled: true, SeqNo: seq} }
+	for _, tc := range []struct {
+		name    string
+		next    map[uint32]McastConfig
+		changed bool
+		want    []McastGroup // left
+	}{
+		{"unchanged", map[uint32]McastConfig{2: on(5), 3: on(0)}, false, []McastGroup{{2, group1}, {3, group2}}},
+		{"flushed", map[uint32]McastConfig{2: on(6), 3: on(0)}, true, []McastGroup{{3, group2}}},
+		{"disabled", map[uint32]McastConfig{2: on(5), 3: {}}, true, []McastGroup{{2, group1}}},
+		{"row gone", map[uint32]McastConfig{2: on(5)}, true, []McastGroup{{2, group1}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewSnooping()
+			if s.Configure(map[uint32]McastConfig{2: on(5), 3: on(0)}) {
+				t.Error("the first configuration ended memberships that were not there")
+			}
+			join(s, 2, group1)
+			join(s, 3, group2)
+			if got := s.Configure(tc.next); got != tc.changed {
+				t.Errorf("changed %v, want %v", got, tc.changed)
+			}
+			var left []McastGroup
+			for g := range s.Groups() {
+				left = append(left, g)
+			}
+			slices.SortFunc(left, func(a, b McastGroup) int { return int(a.Datapath) - int(b.Datapath) })
+			if !slices.Equal(left, tc.want) {
+				t.Errorf("groups left %v, want %v", left, tc.want)
+			}
+		})
+	}
+}
+
+// TestQueriesStayLocal: a query starts in the local output table with the
+// switch's flood group as outport, as ovn-controller's (local only) do:
+// it reaches this chassis' ports of the switch, and no tunnel.
+func TestQueriesStayLocal(t *testing.T) {
+	sw := &recordingSwitch{}
+	p, err := New(Config{Switch: sw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.fixedState = testState()
+	p.fixedState.Datapaths[2].Ports["_MC_flood"] = 32768
+	cfg := querierConfig()
+	cfg.IP6Src = netip.MustParseAddr("fe80::1")
+	p.fixedState.Mcast = map[uint32]McastConfig{2: cfg}
+	p.tickIGMP(time.Unix(1000, 0))
+	if len(sw.pos) != 2 {
+		t.Fatalf("%d packet-outs, want an IGMP and an MLD query", len(sw.pos))
+	}
+	for _, po := range sw.pos {
+		if po.Table != localOutputTable || po.Actions != nil || po.Key.Get(flow.Metadata) != 2 || po.Key.Get(flow.Reg0+15) != 32768 {
+			t.Errorf("query enters table %d (actions %v) with metadata %d outport %d, want table %d, switch 2, outport 32768",
+				po.Table, po.Actions, po.Key.Get(flow.Metadata), po.Key.Get(flow.Reg0+15), localOutputTable)
+		}
 	}
 }
