@@ -75,22 +75,34 @@
 // written for recentTTL (3 s) while the Southbound catches up.
 //
 // IGMP and MLD snooping: igmp (ovn-northd's action for both) reads the
-// IGMPv1/v2/v3 and MLDv1/v2 reports and leaves of a local port on a
-// switch whose IP_Multicast row is enabled, and Snooping keeps each
-// group's member ports (a v3 record joins unless it includes no
-// sources; no per-source state, as in ovn-controller; link-local groups
-// are flooded, not snooped), ends memberships not reported for the
-// switch's idle_timeout (300 s) and refuses groups past its table_size
-// (2048). Each change hands the whole membership to a writer, which makes
+// IGMPv1/v2/v3 and MLDv1/v2 reports, IGMPv2 leaves and MLDv1 dones of a
+// local port on a switch whose IP_Multicast row is enabled, and Snooping
+// keeps each group's member ports (a v3 record joins unless it includes
+// no sources; no per-source state, as in ovn-controller; link-local
+// groups are flooded, not snooped), ends memberships not reported for
+// the switch's idle_timeout (300 s) and refuses groups past its
+// table_size (2048). A changed seq_no (ovn-sbctl ip-multicast-flush), or
+// snooping turned off, ends all of a switch's memberships. Each change hands the whole membership to a writer, which makes
 // this chassis' IGMP_Group rows (one per switch and group, ports the
 // members) say it in one transaction; changes made meanwhile collapse
 // into the next. Reports go on to the switch's multicast routers
 // (_MC_mrouter_flood: ports with mcast_flood_reports, relaying routers).
 // A switch whose IP_Multicast row makes it the querier (querier with
-// eth_src) and that has a port here sends general queries to all its
-// ports at once and then every query_interval: IGMPv3 from ip4_src if
-// set, MLDv2 (RFC 3810, Hop-by-Hop Router Alert, hop limit 1, to ff02::1)
-// from ip6_src if set.
+// eth_src) and that has a port here sends general queries to its ports
+// on this chassis (as ovn-controller's, local only: each chassis queries
+// its own) at once and then every query_interval (default idle_timeout/2):
+// IGMPv3 from ip4_src if set, MLDv2 (RFC 3810, Hop-by-Hop Router Alert,
+// hop limit 1, to ff02::1) from ip6_src if set; without a valid eth_src,
+// none. Hosts forced to IGMPv1/v2 or MLDv1 answer these with their own
+// version's reports, which snooping takes as it takes any.
+// TestMcastSnoopingDifferential runs v1/v2/MLDv1 membership, the flush
+// and the querier on ovn-controller and govn chassis alike. Kept apart
+// from ovn-controller 23.03 on the wire: its IGMP query has no Router
+// Alert option and QQIC and QRV 0 (govn: Router Alert, QRV 2, QQIC the
+// interval, per RFC 3376), its MLD query goes to MAC 33:33:00:00:00:00
+// (govn: 33:33:00:00:00:01, which ff02::1 maps to); it also writes an
+// IGMP_Group row "mrouters" for ports that queries come from, which
+// govn does not.
 //
 // Periodic router advertisements: every router port whose Port_Binding
 // has ipv6_ra_send_periodic (ovn-northd copies ipv6_ra_configs there) and
