@@ -98,8 +98,9 @@
 // TestMcastSnoopingDifferential runs v1/v2/MLDv1 membership, the flush
 // and the querier on ovn-controller and govn chassis alike. Kept apart
 // from ovn-controller 23.03 on the wire: its IGMP query has no Router
-// Alert option and QQIC and QRV 0 (govn: Router Alert, QRV 2, QQIC the
-// interval, per RFC 3376), its MLD query goes to MAC 33:33:00:00:00:00
+// Alert option, QRV 0 and a QQIC equal to its max-response code (govn:
+// Router Alert, QRV 2, QQIC the interval, per RFC 3376; the test sees
+// the option's absence), its MLD query goes to MAC 33:33:00:00:00:00
 // (govn: 33:33:00:00:00:01, which ff02::1 maps to); it also writes an
 // IGMP_Group row "mrouters" for ports that queries come from, which
 // govn does not.
