@@ -252,6 +252,7 @@ func (s *subject) coldStart(ctx context.Context, b Binaries) error {
 		return err
 	}
 	s.rep.ColdStartCPU = Duration(u.cpu)
+	s.rep.ColdStartPeakRSS = u.peakRSS
 	return nil
 }
 
@@ -416,7 +417,7 @@ func (s *subject) finish(ctx context.Context, b Binaries) error {
 	if err != nil {
 		return err
 	}
-	s.rep.PeakRSS, s.rep.CPU = u.peakRSS, Duration(u.cpu)
+	s.rep.PeakRSS, s.rep.RSS, s.rep.CPU = u.peakRSS, u.rss, Duration(u.cpu)
 	for _, srv := range []*dbServer{s.nbServer, s.sbServer} {
 		u, err := procUsage(srv.pid())
 		if err != nil {

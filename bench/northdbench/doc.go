@@ -36,5 +36,7 @@
 //     after each kind name the kinds that fell back to a full recompute;
 //   - Logical_Flow and Logical_DP_Group rows, the Southbound file after
 //     compaction (in each server's own format), and the northd's peak RSS
-//     (VmHWM) and CPU time at the end, and its database servers'.
+//     (VmHWM) and CPU time at the end, and its database servers'; the
+//     northd's peak RSS once the cold start is done, and its RSS (VmRSS)
+//     at the end.
 package northdbench

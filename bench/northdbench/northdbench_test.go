@@ -146,7 +146,7 @@ func TestSmoke(t *testing.T) {
 		}
 		for name, v := range map[string]float64{"cold start": float64(s.ColdStart),
 			"logical flows": float64(s.LogicalFlows), "dp groups": float64(s.DPGroups), "sb bytes": float64(s.SBBytes),
-			"peak rss": float64(s.PeakRSS), "cpu": float64(s.CPU)} {
+			"peak rss": float64(s.PeakRSS), "cold start peak rss": float64(s.ColdStartPeakRSS), "rss": float64(s.RSS), "cpu": float64(s.CPU)} {
 			if !(v > 0) {
 				t.Errorf("%s: %s = %v", s.Name, name, v)
 			}

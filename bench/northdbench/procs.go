@@ -111,16 +111,17 @@ func (p *proc) stop() {
 // usage is a process's resource use so far, from /proc.
 type usage struct {
 	peakRSS int64         // VmHWM
+	rss     int64         // VmRSS
 	cpu     time.Duration // user and system time of all threads
 }
 
 func procUsage(pid int) (usage, error) {
 	var u usage
-	peak, _, err := procstat.Memory(pid)
+	peak, rss, err := procstat.Memory(pid)
 	if err != nil {
 		return u, err
 	}
-	u.peakRSS = peak
+	u.peakRSS, u.rss = peak, rss
 	u.cpu, err = procstat.CPUTime(pid)
 	return u, err
 }

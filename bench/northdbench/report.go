@@ -44,12 +44,16 @@ type SubjectReport struct {
 	// SBBytes is the Southbound file after compaction, at the end.
 	SBBytes int64 `json:"sb_bytes"`
 	// PeakRSS and CPU are the northd process's at the end; DBPeakRSS and
-	// DBCPU its two database servers' together.
-	PeakRSS   int64                     `json:"peak_rss_bytes"`
-	CPU       Duration                  `json:"cpu_ms"`
-	DBPeakRSS int64                     `json:"db_peak_rss_bytes"`
-	DBCPU     Duration                  `json:"db_cpu_ms"`
-	Engine    map[string]map[string]int `json:"engine_stats"`
+	// DBCPU its two database servers' together. ColdStartPeakRSS is the
+	// northd's peak when its first Southbound is complete, RSS what it
+	// holds at the end (after every change).
+	ColdStartPeakRSS int64                     `json:"cold_start_peak_rss_bytes"`
+	RSS              int64                     `json:"rss_bytes"`
+	PeakRSS          int64                     `json:"peak_rss_bytes"`
+	CPU              Duration                  `json:"cpu_ms"`
+	DBPeakRSS        int64                     `json:"db_peak_rss_bytes"`
+	DBCPU            Duration                  `json:"db_cpu_ms"`
+	Engine           map[string]map[string]int `json:"engine_stats"`
 
 	recomputes, recomputeCPU, recomputeEngine []Duration
 }
@@ -150,6 +154,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("  of them unused", func(s *SubjectReport) float64 { return float64(s.UnusedDPGroups) }, count)
 	row("SB file compacted", func(s *SubjectReport) float64 { return float64(s.SBBytes) }, mib)
 	row("northd peak RSS", func(s *SubjectReport) float64 { return float64(s.PeakRSS) }, mib)
+	row("  peak at cold start", func(s *SubjectReport) float64 { return float64(s.ColdStartPeakRSS) }, mib)
+	row("  RSS at the end", func(s *SubjectReport) float64 { return float64(s.RSS) }, mib)
 	row("northd CPU", func(s *SubjectReport) float64 { return dms(s.CPU) }, ms)
 	row("NB+SB servers peak RSS", func(s *SubjectReport) float64 { return float64(s.DBPeakRSS) }, mib)
 	row("NB+SB servers CPU", func(s *SubjectReport) float64 { return dms(s.DBCPU) }, ms)
