@@ -8,8 +8,10 @@ import "github.com/govn/govn/schema/sb"
 // the virtual IP, which ovn-northd sends to bind_vport) has pinctrl bind
 // the virtual port to this chassis, with the parent as its
 // virtual_parent. While both hold (the Port_Binding's chassis is this
-// one and its virtual_parent is a port resident here, on the same
-// switch), the virtual port is resident here too: traffic to it leaves
+// one, or none, and its virtual_parent is a port resident here, on the
+// same switch), the virtual port is resident here too, and bound here
+// (a binding someone cleared is claimed again, as ovn-controller claims
+// it): traffic to it leaves
 // by the parent's interface, in its own conntrack zone; traffic from the
 // parent's interface stays the parent's. Otherwise a virtual port bound
 // here is released as ovn-controller releases one: its chassis and its
@@ -35,7 +37,7 @@ func (tr *translation) indexVirtualPorts() {
 	for i := range tr.in.Ports {
 		p := &tr.in.Ports[i]
 		if p.Type != "virtual" || tr.resident[p.LogicalPort] || p.VirtualParent == nil ||
-			p.Chassis == nil || *p.Chassis != tr.in.ChassisUUID {
+			p.Chassis != nil && *p.Chassis != tr.in.ChassisUUID {
 			continue
 		}
 		parent := tr.byName[*p.VirtualParent]

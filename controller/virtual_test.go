@@ -9,10 +9,10 @@ import (
 	"github.com/govn/govn/schema/sb"
 )
 
-// TestTranslateVirtualPort: a virtual port (key 4, MAC :04) bound here
-// behind vm2 is resident: it is bound, and traffic to it leaves by vm2's
-// interface; behind a parent of another chassis, or bound to another
-// chassis, it is not.
+// TestTranslateVirtualPort: a virtual port (key 4, MAC :04) bound here,
+// or to no chassis, behind vm2 is resident: it is bound, and traffic to
+// it leaves by vm2's interface; behind a parent of another chassis, or
+// bound to another chassis, it is not.
 func TestTranslateVirtualPort(t *testing.T) {
 	tr, err := NewTranslator()
 	if err != nil {
@@ -30,7 +30,8 @@ func TestTranslateVirtualPort(t *testing.T) {
 		{"behind vm3 (remote)", "vm3", 2, false, "drop"},
 		{"bound to hv2", "vm2", 3, false,
 			"set(tun_id=0x1),set(tun_dst=192.168.0.12),set(tun_metadata0=0x10000/0x7fff0000),set(tun_metadata0=0x4/0xffff),9"},
-		{"not bound", "vm2", 0, false, "drop"},
+		{"not bound, behind vm2: claimed", "vm2", 0, true, "2"},
+		{"not bound, behind vm3 (remote)", "vm3", 0, false, "drop"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := oneSwitch()

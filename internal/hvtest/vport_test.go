@@ -17,7 +17,9 @@ import (
 // binds vip to the parent's chassis with it as virtual_parent; the VIP
 // moves from parent to parent on one chassis and to another chassis.
 // When its parent's interface goes away, or the parent's logical port,
-// the chassis releases vip: chassis and virtual_parent both empty.
+// the chassis releases vip: chassis and virtual_parent both empty. A
+// binding cleared by hand is claimed again by the parent's chassis; a
+// virtual port made an ordinary one is released.
 func TestVirtualPortRelease(t *testing.T) {
 	if why := Available(); why != "" {
 		t.Skip(why)
@@ -132,4 +134,11 @@ func virtualPortRelease(t *testing.T, c *Cluster) {
 	step("vm2's logical port deleted", "-/-", nil)
 	// And the VIP can still be taken after.
 	step("vm3 announces", "hv2/vm3", announce("vm3"))
+	// The binding cleared behind the chassis' back: the chassis of
+	// the parent claims it again.
+	c.SBCtl(t, "clear", "Port_Binding", "vip", "chassis")
+	step("vip's chassis cleared", "hv2/vm3", nil)
+	// No longer a virtual port: released, parent and all.
+	c.NBCtl(t, "lsp-set-type", "vip", "")
+	step("vip made an ordinary port", "-/-", nil)
 }
