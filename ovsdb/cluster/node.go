@@ -204,7 +204,7 @@ func Start(ctx context.Context, path string, srv *server.Server, opts Options) (
 		}
 	}
 	n.layer, err = listenPeers(hdr.Local, peerConfig{TLS: opts.TLS, Self: n.selfHello, Admit: n.admit, Log: n.log,
-		Ctrl: func(c net.Conn, h hello, member bool) { serveCtrl(c, h, member, n.handle) }})
+		Ctrl: func(c net.Conn, h hello, admit func() error) { serveCtrl(c, h, admit, n.handle) }})
 	if err != nil {
 		st.close()
 		return nil, err

@@ -190,7 +190,7 @@ func outsider(t *testing.T, tc PeerTLS, h hello, ip string) (*peerLayer, *raft.N
 	p := &peerLayer{l: l, localIP: net.ParseIP(ip), raftC: make(chan net.Conn), done: make(chan struct{}),
 		cfg: peerConfig{TLS: tc, Self: func() hello { return h }, Log: quietLogger(t),
 			Admit: func(hello, net.Addr) error { return errors.New("an outsider admits no one") },
-			Ctrl:  func(c net.Conn, _ hello, _ bool) { c.Close() }}}
+			Ctrl:  func(c net.Conn, _ hello, _ func() error) { c.Close() }}}
 	go p.run()
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: p, MaxPool: 1, Timeout: 5 * time.Second})
 	t.Cleanup(func() { trans.Close() })
@@ -277,27 +277,27 @@ func TestClusterRefusesNonMembers(t *testing.T) {
 	t.Run("unknown server", func(t *testing.T) {
 		h := hello{SID: "5c1f0a36-1d5e-4c3c-9d56-2f7a0e2f3b11", Addr: "127.0.0.1:1"}
 		p, trans := outsider(t, valid, h, "127.0.0.1")
-		intrude(t, c, p, trans, h, "not a member")
+		intrude(t, c, p, trans, h, "refused")
 	})
 	t.Run("member's id at another address", func(t *testing.T) {
 		m := c.members[(c.leader()+1)%3].node
 		h := hello{SID: m.sid.String(), Addr: "127.0.0.1:1"}
 		p, trans := outsider(t, valid, h, "127.0.0.1")
-		intrude(t, c, p, trans, h, "not a member")
+		intrude(t, c, p, trans, h, "refused")
 	})
 	t.Run("member's id and address from another IP", func(t *testing.T) {
 		m := c.members[(c.leader()+1)%3].node
 		addr, _ := ParseAddress(m.local)
 		h := hello{SID: m.sid.String(), Addr: addr}
 		p, trans := outsider(t, valid, h, "127.0.0.2")
-		intrude(t, c, p, trans, h, "not a member")
+		intrude(t, c, p, trans, h, "refused")
 	})
 	t.Run("another cluster's member", func(t *testing.T) {
 		m := c.members[(c.leader()+1)%3].node
 		addr, _ := ParseAddress(m.local)
 		h := hello{SID: m.sid.String(), Addr: addr, CID: "0d6a35a1-8c8e-4bd3-a1c2-7b5f3c0e9d42"}
 		p, trans := outsider(t, valid, h, "127.0.0.1")
-		intrude(t, c, p, trans, h, "not a member")
+		intrude(t, c, p, trans, h, "refused")
 	})
 	t.Run("kicked member", func(t *testing.T) {
 		l := c.leader()
@@ -310,7 +310,7 @@ func TestClusterRefusesNonMembers(t *testing.T) {
 		addr, _ := ParseAddress(kicked.local)
 		h := hello{SID: kicked.sid.String(), Addr: addr, CID: kicked.cid.Load().String()}
 		p, trans := outsider(t, valid, h, "127.0.0.1")
-		intrude(t, c, p, trans, h, "not a member")
+		intrude(t, c, p, trans, h, "refused")
 	})
 }
 
@@ -318,7 +318,7 @@ func TestTCPClusterRefusesNonMembers(t *testing.T) {
 	c := newCluster(t, 3, Options{})
 	h := hello{SID: "5c1f0a36-1d5e-4c3c-9d56-2f7a0e2f3b11", Addr: "127.0.0.1:1"}
 	p, trans := outsider(t, nil, h, "127.0.0.1")
-	intrude(t, c, p, trans, h, "not a member")
+	intrude(t, c, p, trans, h, "refused")
 }
 
 // FuzzReadHello feeds readHello arbitrary connection openings: it must
@@ -342,4 +342,36 @@ func FuzzReadHello(f *testing.F) {
 			t.Fatalf("readHello read past its line: rest %q of %q", rest, data)
 		}
 	})
+}
+
+func TestForwardingReusesItsConnection(t *testing.T) {
+	pki := newTestPKI(t, "ca")
+	c := newSSLCluster(t, 3, pki)
+	l := c.leader()
+	f := (l + 1) % 3
+	conn := c.conn(f)
+	for i := 0; i < 10; i++ {
+		insert(t, conn, fmt.Sprintf("r%d", i), i)
+	}
+	layer := c.members[f].node.layer
+	leaderAddr, _ := ParseAddress(c.members[l].node.local)
+	layer.mu.Lock()
+	idle := len(layer.idle[leaderAddr])
+	layer.mu.Unlock()
+	if idle != 1 {
+		t.Errorf("after 10 forwarded transactions the follower keeps %d idle connections to the leader, want 1", idle)
+	}
+	// The leader stops, closing the connections it serves: the
+	// follower no longer offers its idle one, and forwards to the new
+	// leader.
+	c.stopMember(l)
+	waitFor(t, "the follower to notice the closed connection", 5*time.Second, func() bool {
+		cc := layer.takeIdle(leaderAddr)
+		if cc != nil {
+			layer.putIdle(leaderAddr, cc)
+		}
+		return cc == nil
+	})
+	nl := c.leader()
+	insert(t, c.conn(3-l-nl), "after", 0)
 }

@@ -105,9 +105,8 @@ type peerConfig struct {
 	// remote: an error says it is not a member, and then its raft RPCs
 	// are refused and of its requests only join is answered.
 	Admit func(h hello, remote net.Addr) error
-	// Ctrl answers one of govn's requests on c; member says whether
-	// Admit admitted the sender.
-	Ctrl func(c net.Conn, h hello, member bool)
+	// Ctrl answers govn's requests on c; admit is Admit for the sender.
+	Ctrl func(c net.Conn, h hello, admit func() error)
 	Log  *slog.Logger
 }
 
@@ -122,6 +121,10 @@ type peerLayer struct {
 	raftC   chan net.Conn
 	once    sync.Once
 	done    chan struct{}
+
+	mu      sync.Mutex
+	idle    map[string][]*ctrlConn // by member address, for call
+	serving map[net.Conn]bool      // request connections being served
 }
 
 // listenPeers listens on the member address local (tcp:IP:PORT or
@@ -200,18 +203,24 @@ func (p *peerLayer) classify(c net.Conn) {
 		p.refuse(c, "no hello", err)
 		return
 	}
-	admitErr := p.cfg.Admit(h, c.RemoteAddr())
 	b, err := br.ReadByte()
 	if err != nil {
 		c.Close()
 		return
 	}
 	c.SetDeadline(time.Time{})
+	remote := c.RemoteAddr()
 	if b == ctrlByte {
-		p.cfg.Ctrl(&prefixConn{Conn: c, r: br}, h, admitErr == nil)
+		pc := &prefixConn{Conn: c, r: br}
+		if !p.track(pc, true) {
+			c.Close()
+			return
+		}
+		defer p.track(pc, false)
+		p.cfg.Ctrl(pc, h, func() error { return p.cfg.Admit(h, remote) })
 		return
 	}
-	if admitErr != nil {
+	if admitErr := p.cfg.Admit(h, remote); admitErr != nil {
 		p.refuse(c, "not a member", admitErr)
 		return
 	}
@@ -221,6 +230,27 @@ func (p *peerLayer) classify(c net.Conn) {
 	case <-p.done:
 		c.Close()
 	}
+}
+
+// track adds c to the request connections being served (false once the
+// layer is closed) or removes it, so that Close closes them too.
+func (p *peerLayer) track(c net.Conn, add bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !add {
+		delete(p.serving, c)
+		return true
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+	}
+	if p.serving == nil {
+		p.serving = map[net.Conn]bool{}
+	}
+	p.serving[c] = true
+	return true
 }
 
 func readHello(br *bufio.Reader) (hello, error) {
@@ -264,7 +294,18 @@ func (p *peerLayer) Accept() (net.Conn, error) {
 func (p *peerLayer) Close() error {
 	var err error
 	p.once.Do(func() {
+		p.mu.Lock()
 		close(p.done)
+		for _, q := range p.idle {
+			for _, cc := range q {
+				cc.c.Close()
+			}
+		}
+		p.idle = nil
+		for c := range p.serving {
+			c.Close()
+		}
+		p.mu.Unlock()
 		err = p.l.Close()
 	})
 	return err
@@ -346,23 +387,111 @@ type response struct {
 	Index     uint64          `json:"index,omitempty"`
 }
 
-// call sends req to the member at addr and reads its response.
-func (p *peerLayer) call(ctx context.Context, addr string, req *request) (*response, error) {
-	c, err := p.dial(ctx, addr)
-	if err != nil {
-		return nil, err
+// A connection that carries govn's requests (after the hello and
+// ctrlByte) carries any number of them, one at a time: a request line,
+// then its response line. The caller keeps idle ones for the next
+// request to the same member (no new handshake, hello and membership
+// check for each forwarded transaction); the member closes one idle for
+// ctrlIdleTimeout.
+const (
+	ctrlIdleTimeout = 30 * time.Second
+	// ctrlReuse is how long an idle connection is reused: well before
+	// the member closes it.
+	ctrlReuse = 20 * time.Second
+	// maxIdlePerPeer bounds the idle connections kept for each member.
+	maxIdlePerPeer = 4
+)
+
+// ctrlConn is a connection for govn's requests.
+type ctrlConn struct {
+	c     net.Conn
+	br    *bufio.Reader
+	since time.Time // idle since
+}
+
+// takeIdle returns an idle connection to addr that still looks open, if
+// there is one.
+func (p *peerLayer) takeIdle(addr string) *ctrlConn {
+	for {
+		p.mu.Lock()
+		q := p.idle[addr]
+		if len(q) == 0 {
+			p.mu.Unlock()
+			return nil
+		}
+		cc := q[len(q)-1]
+		p.idle[addr] = q[:len(q)-1]
+		p.mu.Unlock()
+		if time.Since(cc.since) < ctrlReuse && stillOpen(cc) {
+			return cc
+		}
+		cc.c.Close()
 	}
-	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
-	defer stop()
+}
+
+// stillOpen checks that the member has not closed an idle connection (it
+// restarted, or timed the connection out): nothing to read, not EOF.
+func stillOpen(cc *ctrlConn) bool {
+	cc.c.SetReadDeadline(time.Now().Add(time.Millisecond))
+	_, err := cc.br.Peek(1)
+	cc.c.SetReadDeadline(time.Time{})
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// putIdle keeps cc for the next request to addr.
+func (p *peerLayer) putIdle(addr string, cc *ctrlConn) {
+	cc.since = time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.done:
+		cc.c.Close()
+		return
+	default:
+	}
+	if len(p.idle[addr]) >= maxIdlePerPeer {
+		cc.c.Close()
+		return
+	}
+	if p.idle == nil {
+		p.idle = map[string][]*ctrlConn{}
+	}
+	p.idle[addr] = append(p.idle[addr], cc)
+}
+
+// call sends req to the member at addr and reads its response. An error
+// from dialing (a *net.OpError whose Op is "dial") means the request was
+// not sent.
+func (p *peerLayer) call(ctx context.Context, addr string, req *request) (*response, error) {
 	b, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.Write(append(append([]byte{ctrlByte}, b...), '\n')); err != nil {
+	b = append(b, '\n')
+	cc := p.takeIdle(addr)
+	if cc == nil {
+		c, err := p.dial(ctx, addr)
+		if err != nil {
+			return nil, err
+		}
+		cc = &ctrlConn{c: c, br: bufio.NewReaderSize(c, 64<<10)}
+		b = append([]byte{ctrlByte}, b...)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			cc.c.Close()
+		}
+	}()
+	stop := context.AfterFunc(ctx, func() { cc.c.SetDeadline(time.Now()) })
+	if _, err := cc.c.Write(b); err != nil {
+		stop()
 		return nil, fmt.Errorf("sending %s request to %s: %w", req.Op, addr, err)
 	}
-	line, err := bufio.NewReaderSize(c, 64<<10).ReadBytes('\n')
+	line, err := cc.br.ReadBytes('\n')
+	// A connection whose deadline the context set is not reused.
+	reusable := stop()
 	if err != nil {
 		return nil, fmt.Errorf("reading %s response from %s: %w", req.Op, addr, err)
 	}
@@ -370,31 +499,47 @@ func (p *peerLayer) call(ctx context.Context, addr string, req *request) (*respo
 	if err := json.Unmarshal(line, &resp); err != nil {
 		return nil, fmt.Errorf("%s response from %s: %w", req.Op, addr, err)
 	}
+	if reusable {
+		ok = true
+		p.putIdle(addr, cc)
+	}
 	return &resp, nil
 }
 
-// serveCtrl answers one request on c with handle. A server that is not a
-// member (see peerConfig.Admit) may only ask to join, as itself.
-func serveCtrl(c net.Conn, h hello, member bool, handle func(*request) *response) {
+// serveCtrl answers requests on c with handle until the caller closes c
+// or leaves it idle for ctrlIdleTimeout. A server that is not a member
+// (admit says why) may only ask to join, as itself; admit is asked again
+// for each request, as a member may have been removed meanwhile.
+func serveCtrl(c net.Conn, h hello, admit func() error, handle func(*request) *response) {
 	defer c.Close()
-	c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	line, err := bufio.NewReaderSize(c, 64<<10).ReadBytes('\n')
-	if err != nil {
-		return
+	br := bufio.NewReaderSize(c, 64<<10)
+	for {
+		c.SetReadDeadline(time.Now().Add(ctrlIdleTimeout))
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			return
+		}
+		c.SetReadDeadline(time.Time{})
+		var req request
+		var resp *response
+		if err := json.Unmarshal(line, &req); err != nil {
+			resp = &response{Error: fmt.Sprintf("bad request: %v", err)}
+		} else if req.Op == "join" {
+			if req.SID != h.SID || req.Addr != h.Addr {
+				resp = &response{Error: fmt.Sprintf("server %s at %s may not ask for %s at %s to join", h.SID, h.Addr, req.SID, req.Addr)}
+			} else {
+				resp = handle(&req)
+			}
+		} else if err := admit(); err != nil {
+			resp = &response{Error: fmt.Sprintf("%s request refused: %v", req.Op, err)}
+		} else {
+			resp = handle(&req)
+		}
+		b, _ := json.Marshal(resp)
+		c.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		if _, err := c.Write(append(b, '\n')); err != nil {
+			return
+		}
+		c.SetWriteDeadline(time.Time{})
 	}
-	c.SetReadDeadline(time.Time{})
-	var req request
-	var resp *response
-	if err := json.Unmarshal(line, &req); err != nil {
-		resp = &response{Error: fmt.Sprintf("bad request: %v", err)}
-	} else if !member && req.Op != "join" {
-		resp = &response{Error: fmt.Sprintf("%s request refused: server %s at %s is not a member of this cluster", req.Op, h.SID, h.Addr)}
-	} else if req.Op == "join" && (req.SID != h.SID || req.Addr != h.Addr) {
-		resp = &response{Error: fmt.Sprintf("server %s at %s may not ask for %s at %s to join", h.SID, h.Addr, req.SID, req.Addr)}
-	} else {
-		resp = handle(&req)
-	}
-	b, _ := json.Marshal(resp)
-	c.SetWriteDeadline(time.Now().Add(30 * time.Second))
-	c.Write(append(b, '\n'))
 }
