@@ -249,25 +249,38 @@ func TestClusterReplicatesAndForwards(t *testing.T) {
 		t.Errorf("follower replied before applying its forwarded commit: %s", got)
 	}
 
-	// _Server.Database: clustered, one leader, all connected.
-	leaders := 0
-	for i := range c.members {
-		res := rpc(t, c.conn(i), "transact", "_Server", map[string]any{"op": "select", "table": "Database", "where": []any{[]any{"name", "==", "T"}}})
-		var out []struct {
-			Rows []map[string]any `json:"rows"`
+	// _Server.Database: clustered, one leader, all connected (a joined
+	// member once the join's reply told it the cluster id).
+	var rows []map[string]any
+	ok := func() bool {
+		rows = nil
+		leaders, connected := 0, 0
+		for i := range c.members {
+			res := rpc(t, c.conn(i), "transact", "_Server", map[string]any{"op": "select", "table": "Database", "where": []any{[]any{"name", "==", "T"}}})
+			var out []struct {
+				Rows []map[string]any `json:"rows"`
+			}
+			if err := json.Unmarshal(res, &out); err != nil || len(out) != 1 || len(out[0].Rows) != 1 {
+				t.Fatalf("member %d: _Server select: %s", i, res)
+			}
+			row := out[0].Rows[0]
+			rows = append(rows, row)
+			if row["model"] == "clustered" && row["connected"] == true {
+				connected++
+			}
+			if row["leader"] == true {
+				leaders++
+			}
 		}
-		if err := json.Unmarshal(res, &out); err != nil || len(out) != 1 || len(out[0].Rows) != 1 {
-			t.Fatalf("member %d: _Server select: %s", i, res)
-		}
-		row := out[0].Rows[0]
-		if row["model"] != "clustered" || row["connected"] != true {
-			t.Errorf("member %d: _Server row %v", i, row)
-		}
-		if row["leader"] == true {
-			leaders++
-		}
+		return leaders == 1 && connected == len(c.members)
 	}
-	waitFor(t, "one leader in _Server", 5*time.Second, func() bool { return leaders == 1 })
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("_Server rows, want all clustered and connected and one leader: %v", rows)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if !strings.Contains(c.members[l].node.Status(), "Role: leader") {
 		t.Errorf("cluster/status of the leader:\n%s", c.members[l].node.Status())
 	}
