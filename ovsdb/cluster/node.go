@@ -118,14 +118,15 @@ type Node struct {
 	layer  *peerLayer
 	trans  *raft.NetworkTransport
 	dtrans *durableTransport
-	// nudgeCh wakes nudgeLoop when this member applied an entry.
-	nudgeCh chan struct{}
-	raft    *raft.Raft
-	ready   chan struct{} // closed once raft is set
-	name    string
-	sid     ovsdb.UUID
-	local   string // tcp:IP:PORT
-	origin  string // sid and a nonce for this run of the process
+	// nudgeTimer fires nudgeDelay after this leader last applied an
+	// entry (nudge).
+	nudgeTimer *time.Timer
+	raft       *raft.Raft
+	ready      chan struct{} // closed once raft is set
+	name       string
+	sid        ovsdb.UUID
+	local      string // tcp:IP:PORT
+	origin     string // sid and a nonce for this run of the process
 
 	cid     atomic.Pointer[ovsdb.UUID]
 	rep     atomic.Pointer[server.Replica]
@@ -192,7 +193,7 @@ func Start(ctx context.Context, path string, srv *server.Server, opts Options) (
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	n := &Node{log: opts.Logger.With("db", hdr.Name), srv: srv, store: st, name: hdr.Name, sid: sid, local: hdr.Local,
-		origin: sid.String() + "/" + ovsdb.NewUUID().String()[:8], ready: make(chan struct{}), nudgeCh: make(chan struct{}, 1), appliedCh: make(chan struct{})}
+		origin: sid.String() + "/" + ovsdb.NewUUID().String()[:8], ready: make(chan struct{}), appliedCh: make(chan struct{})}
 	n.timerMS.Store(DefaultElectionTimer.Milliseconds())
 	if hdr.CID != "" {
 		if u, err := ovsdb.ParseUUID(hdr.CID); err == nil {
@@ -248,8 +249,9 @@ func Start(ctx context.Context, path string, srv *server.Server, opts Options) (
 	close(n.ready)
 	n.applyTimer(n.timerMS.Load())
 	ctx, n.cancel = context.WithCancel(ctx)
-	n.wg.Add(2)
-	go func() { defer n.wg.Done(); n.nudgeLoop(ctx) }()
+	n.nudgeTimer = time.AfterFunc(time.Hour, func() { n.nudge(ctx) })
+	n.nudgeTimer.Stop()
+	n.wg.Add(1)
 	go func() { defer n.wg.Done(); n.watch(ctx) }()
 	if n.cid.Load() == nil {
 		n.wg.Add(1)
@@ -293,6 +295,7 @@ func (n *Node) Name() string { return n.name }
 // fail, and the file is closed.
 func (n *Node) Close() error {
 	n.cancel()
+	n.nudgeTimer.Stop()
 	err := n.raft.Shutdown().Error()
 	n.wg.Wait()
 	n.trans.Close()
@@ -470,34 +473,22 @@ func (t *durableTransport) nudge(term, c uint64) {
 	}
 }
 
-// nudgeDelay is how long a leader waits after applying an entry before
-// it nudges the followers: under load the next append, moments later,
-// carries the commit index anyway.
+// nudgeDelay is how long a leader waits after it last applied an entry
+// before it nudges the followers: under load the next append, moments
+// later, carries the commit index anyway.
 const nudgeDelay = time.Millisecond
 
-// nudgeLoop nudges the followers (durableTransport.nudge) once this
-// leader's commits pause for nudgeDelay.
-func (n *Node) nudgeLoop(ctx context.Context) {
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-n.nudgeCh:
-		}
-		t.Reset(nudgeDelay)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		term := n.raft.CurrentTerm()
-		if n.raft.State() != raft.Leader {
-			continue
-		}
-		n.dtrans.nudge(term, min(n.appliedIndex(), n.store.durableIndex()))
+// nudge tells the followers the commit index (durableTransport.nudge)
+// once this leader has applied nothing for nudgeDelay.
+func (n *Node) nudge(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
 	}
+	term := n.raft.CurrentTerm()
+	if n.raft.State() != raft.Leader {
+		return
+	}
+	n.dtrans.nudge(term, min(n.appliedIndex(), n.store.durableIndex()))
 }
 
 // Apply is raft.FSM's: it applies one committed entry.
@@ -506,10 +497,7 @@ func (n *Node) Apply(l *raft.Log) any {
 	select {
 	case <-n.ready:
 		if n.raft.State() == raft.Leader {
-			select {
-			case n.nudgeCh <- struct{}{}:
-			default:
-			}
+			n.nudgeTimer.Reset(nudgeDelay) // Apply runs on raft's FSM goroutine alone
 		}
 	default: // raft is starting
 	}
