@@ -137,7 +137,21 @@ type specSet struct {
 
 func (x *specLog) dep(k depKey) {
 	if x.seen == nil {
-		x.seen = make(map[depKey]struct{})
+		// Most owners read a few dozen things: a look through them costs
+		// less than a set, and allocates nothing.
+		for i := range x.deps {
+			if x.deps[i] == k {
+				return
+			}
+		}
+		x.deps = append(x.deps, k)
+		if len(x.deps) > specDepScan {
+			x.seen = make(map[depKey]struct{}, 2*len(x.deps))
+			for _, d := range x.deps {
+				x.seen[d] = struct{}{}
+			}
+		}
+		return
 	}
 	if _, ok := x.seen[k]; ok {
 		return
@@ -145,6 +159,10 @@ func (x *specLog) dep(k depKey) {
 	x.seen[k] = struct{}{}
 	x.deps = append(x.deps, k)
 }
+
+// specDepScan is the most dependencies a specLog looks through for a
+// duplicate before it keeps a set of them.
+const specDepScan = 32
 
 // memo is gen.Memo in speculative mode.
 func (g *gen) specMemo(key string, compute func(g *gen) any) any {
@@ -293,7 +311,16 @@ func (s *State) generateBatch(batch []*owner) int {
 				if o.gone {
 					continue
 				}
+				// Sized as the owner's last output: most generate the same
+				// again (a full recompute), and growing the slices was a
+				// good part of what a recompute allocated.
 				x := &specLog{sh: sh}
+				if len(o.deps) > 0 {
+					x.deps = make([]depKey, 0, len(o.deps))
+				}
+				if len(o.flows) > 0 {
+					x.flows = make([]specFlow, 0, len(o.flows))
+				}
 				s.speculate(o, x, s.kinds[o.key.kind].gen)
 				logs[i] = x
 			}
