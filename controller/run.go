@@ -656,12 +656,25 @@ func (c *chassis) reconcilePorts(ctx context.Context, lc *client.Cache, root vsw
 	}
 	for name, ifc := range c.ifaces {
 		if !seen[name] {
-			if ifc.err == "" {
-				if ifc.tap != nil {
-					// Gone from the database: the device goes with the port.
-					_ = ifc.tap.SetPersistent(false)
-				}
+			switch {
+			case ifc.err != "":
+			case ifc.tap != nil:
+				// Gone from the database: the device goes with the port.
+				_ = ifc.tap.SetPersistent(false)
 				_ = c.sw.Datapath().RemovePort(ifc.no)
+			default:
+				// Closing an AF_PACKET port waits for the kernel (an RCU
+				// grace period per socket and ring: 50-80 ms on a loaded
+				// machine) and for its receive goroutine to notice: in
+				// the background, so that the ports added and the flows
+				// installed in this iteration do not wait. Port numbers
+				// are not reused, and a device opened again meanwhile
+				// gets sockets of its own.
+				go func(no uint32) {
+					start := time.Now()
+					err := c.sw.Datapath().RemovePort(no)
+					c.log.Debug("port closed", "interface", name, "port", no, "took", time.Since(start), "err", err)
+				}(ifc.no)
 			}
 			delete(c.ifaces, name)
 			c.log.Info("port removed", "interface", name)
