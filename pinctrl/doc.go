@@ -101,9 +101,16 @@
 // Alert option, QRV 0 and a QQIC equal to its max-response code (govn:
 // Router Alert, QRV 2, QQIC the interval, per RFC 3376; the test sees
 // the option's absence), its MLD query goes to MAC 33:33:00:00:00:00
-// (govn: 33:33:00:00:00:01, which ff02::1 maps to); it also writes an
-// IGMP_Group row "mrouters" for ports that queries come from, which
-// govn does not.
+// (govn: 33:33:00:00:00:01, which ff02::1 maps to).
+//
+// A query from a local port (another querier's) makes the port a
+// multicast router's for MrouterIdle (180 s, Open vSwitch's snooping
+// table's) after the last: each switch snooping with a port here has an
+// IGMP_Group row "mrouters" of this chassis, from the start and without
+// ports until then, as ovn-controller writes it, from which ovn-northd
+// sends the switch's reports to those ports too. Like ovn-controller,
+// a switch that is the querier goes on querying when it hears another
+// (no querier election).
 //
 // Periodic router advertisements: every router port whose Port_Binding
 // has ipv6_ra_send_periodic (ovn-northd copies ipv6_ra_configs there) and

@@ -126,7 +126,8 @@ func parseMLD(b []byte, src, dst netip.Addr) (changes []groupChange, query bool,
 	}
 	switch b[0] {
 	case mldQuery:
-		return nil, true, nil
+		// A query from :: (RFC 3810 5.1.14: a host's) is no router's.
+		return nil, src.IsValid() && !src.IsUnspecified(), nil
 	case mldV1Report, mldV1Done:
 		if len(b) < 24 {
 			return nil, false, errTruncated
@@ -158,12 +159,15 @@ func parseMLD(b []byte, src, dst netip.Addr) (changes []groupChange, query bool,
 	return changes, false, nil
 }
 
-// IGMPReport is one port's report of one group, from an igmp action.
+// IGMPReport is one port's report of one group, from an igmp action;
+// with Query, the port sent a query instead: a multicast router is
+// behind it (Group and Join unset).
 type IGMPReport struct {
 	Datapath uint32 // the switch's tunnel key
 	Port     string // the logical port that reported
 	Group    netip.Addr
 	Join     bool
+	Query    bool
 }
 
 // igmp runs the igmp action (ovn-northd's for IGMP and MLD alike): the
@@ -189,7 +193,11 @@ func (h *handling) igmp() error {
 		return fmt.Errorf("igmp: %w", err)
 	}
 	if query {
-		return nil // another querier's: nothing to learn
+		// Another querier's: a multicast router is behind the port, as
+		// ovn-controller learns (its IGMP_Group "mrouters"); the query
+		// itself goes no further.
+		h.out.IGMP = append(h.out.IGMP, IGMPReport{Datapath: h.dp.Key, Port: port, Query: true})
+		return nil
 	}
 	for _, c := range changes {
 		h.out.IGMP = append(h.out.IGMP, IGMPReport{Datapath: h.dp.Key, Port: port, Group: c.Group, Join: c.Join})
@@ -249,32 +257,65 @@ type McastGroup struct {
 type Snooping struct {
 	// members: when each port of a group reported it last.
 	members map[McastGroup]map[string]time.Time
-	// seqNo: each switch's IP_Multicast seq_no when last configured.
+	// mrouters: when each port of a switch sent a query last.
+	mrouters map[uint32]map[string]time.Time
+	// seqNo: each switch's IP_Multicast seq_no when last configured;
+	// here the switches snooping with a port on this chassis.
 	seqNo map[uint32]int64
+	here  map[uint32]bool
 }
+
+// MrouterIdle is how long a port stays a multicast router's after its
+// last query (Open vSwitch's snooping table's, which ovn-controller
+// uses).
+const MrouterIdle = 180 * time.Second
 
 // NewSnooping returns a Snooping without members.
 func NewSnooping() *Snooping {
-	return &Snooping{members: map[McastGroup]map[string]time.Time{}, seqNo: map[uint32]int64{}}
+	return &Snooping{members: map[McastGroup]map[string]time.Time{}, mrouters: map[uint32]map[string]time.Time{},
+		seqNo: map[uint32]int64{}, here: map[uint32]bool{}}
 }
 
 // Configure takes the switches' configurations: on a switch whose seq_no
 // changed since the last call, every membership ends (as ovn-controller
 // flushes its groups), and so they do on a switch whose snooping is no
 // longer enabled or configured. It says whether any membership ended.
+//
+// The switches snooping with a port here each have a row of multicast
+// routers (see Groups), which Configure reports as a change when one
+// comes or goes.
 func (s *Snooping) Configure(cfgs map[uint32]McastConfig) bool {
 	changed := false
+	flushed := func(dp uint32) bool {
+		cfg, ok := cfgs[dp]
+		prev, seen := s.seqNo[dp]
+		return !ok || !cfg.Enabled || seen && prev != cfg.SeqNo
+	}
 	for k := range s.members {
-		cfg, ok := cfgs[k.Datapath]
-		if prev, seen := s.seqNo[k.Datapath]; !ok || !cfg.Enabled || seen && prev != cfg.SeqNo {
+		if flushed(k.Datapath) {
 			delete(s.members, k)
 			changed = true
 		}
 	}
+	for dp := range s.mrouters {
+		if flushed(dp) {
+			delete(s.mrouters, dp)
+			changed = true
+		}
+	}
 	clear(s.seqNo)
+	here := make(map[uint32]bool, len(cfgs))
 	for dp, cfg := range cfgs {
 		s.seqNo[dp] = cfg.SeqNo
+		if cfg.Enabled && cfg.Local {
+			here[dp] = true
+			changed = changed || !s.here[dp]
+		}
 	}
+	for dp := range s.here {
+		changed = changed || !here[dp]
+	}
+	s.here = here
 	return changed
 }
 
@@ -283,6 +324,16 @@ func (s *Snooping) Configure(cfgs map[uint32]McastConfig) bool {
 // refreshes does not). A new group beyond the switch's table size is
 // dropped.
 func (s *Snooping) Report(r IGMPReport, cfg McastConfig, now time.Time) bool {
+	if r.Query {
+		m := s.mrouters[r.Datapath]
+		if m == nil {
+			m = map[string]time.Time{}
+			s.mrouters[r.Datapath] = m
+		}
+		_, had := m[r.Port]
+		m[r.Port] = now
+		return !had
+	}
 	k := McastGroup{r.Datapath, r.Group}
 	m := s.members[k]
 	if !r.Join {
@@ -337,22 +388,46 @@ func (s *Snooping) Expire(now time.Time, cfg func(datapath uint32) McastConfig) 
 			delete(s.members, k)
 		}
 	}
+	for dp, m := range s.mrouters {
+		for port, last := range m {
+			if now.Sub(last) >= MrouterIdle {
+				delete(m, port)
+				changed = true
+			}
+		}
+		if len(m) == 0 {
+			delete(s.mrouters, dp)
+		}
+	}
 	return changed
 }
 
-// Groups returns each group's member ports, sorted.
+// Groups returns each group's member ports, sorted; and for each switch
+// snooping with a port here (as last configured) the group of its
+// multicast routers, under the invalid netip.Addr, which is there even
+// without a port (ovn-controller's IGMP_Group "mrouters" is too).
 func (s *Snooping) Groups() map[McastGroup][]string {
-	out := make(map[McastGroup][]string, len(s.members))
-	for k, m := range s.members {
+	out := make(map[McastGroup][]string, len(s.members)+len(s.here))
+	sorted := func(m map[string]time.Time) []string {
 		ports := make([]string, 0, len(m))
 		for p := range m {
 			ports = append(ports, p)
 		}
 		slices.Sort(ports)
-		out[k] = ports
+		return ports
+	}
+	for k, m := range s.members {
+		out[k] = sorted(m)
+	}
+	for dp := range s.here {
+		out[McastGroup{Datapath: dp}] = sorted(s.mrouters[dp])
 	}
 	return out
 }
+
+// mroutersAddress is the IGMP_Group address of a switch's multicast
+// routers.
+const mroutersAddress = "mrouters"
 
 // mcastConfigs reads the IP_Multicast rows of the switches in byUUID;
 // local names the datapaths with a port bound to this chassis.

@@ -160,7 +160,12 @@ func (p *Pinctrl) writeIGMP(ctx context.Context) {
 			p.igmpFailed = true
 		} else {
 			p.igmpStats.Written += uint64(n)
-			p.igmpStats.Groups = len(snap)
+			p.igmpStats.Groups = 0
+			for g := range snap {
+				if g.Group.IsValid() { // not a switch's multicast routers
+					p.igmpStats.Groups++
+				}
+			}
 		}
 		p.mu.Unlock()
 		switch {
@@ -267,17 +272,21 @@ func igmpRows(c *client.Cache, chassis string, snap igmpSnapshot) (map[igmpRowKe
 		if !ok {
 			continue // the switch went away
 		}
-		var uuids []ovsdb.UUID
+		uuids := []ovsdb.UUID{}
 		for _, m := range members {
 			if u, ok := ports[dp][m]; ok {
 				uuids = append(uuids, u)
 			}
 		}
-		if len(uuids) == 0 {
-			continue
+		addr := mroutersAddress // kept without ports
+		if g.Group.IsValid() {
+			addr = g.Group.String()
+			if len(uuids) == 0 {
+				continue
+			}
 		}
 		d, ch := dp, me
-		want[igmpRowKey{dp, g.Group.String()}] = sb.IGMPGroup{Address: g.Group.String(), Datapath: &d, Chassis: &ch, Ports: sortedUUIDs(uuids)}
+		want[igmpRowKey{dp, addr}] = sb.IGMPGroup{Address: addr, Datapath: &d, Chassis: &ch, Ports: sortedUUIDs(uuids)}
 	}
 	return want, me, nil
 }

@@ -112,7 +112,8 @@ func TestParseIGMP(t *testing.T) {
 }
 
 // TestHandleIGMP: the igmp action reports the packet's logical port's
-// changes on its switch; a query or a non-IGMP packet reports none.
+// changes on its switch; a query says a multicast router is behind the
+// port; a non-IGMP packet is refused.
 func TestHandleIGMP(t *testing.T) {
 	e, err := NewEngine()
 	if err != nil {
@@ -128,8 +129,8 @@ func TestHandleIGMP(t *testing.T) {
 		t.Errorf("reports %+v, %d packets; want %+v", out.IGMP, len(out.Packets), want)
 	}
 	out, err = e.Handle(packetIn("igmp;", igmpFrame(igmpMsg(igmpQuery, netip.IPv4Unspecified()), netip.MustParseAddr("224.0.0.1")), 2, 33, nil), st)
-	if err != nil || len(out.IGMP) != 0 {
-		t.Errorf("query: %+v, %v", out.IGMP, err)
+	if want := []IGMPReport{{Datapath: 2, Port: "sw0-p1", Query: true}}; err != nil || !reflect.DeepEqual(out.IGMP, want) || len(out.Packets) != 0 {
+		t.Errorf("query: %+v, %d packets, %v; want %+v: a multicast router behind the port", out.IGMP, len(out.Packets), err, want)
 	}
 	if _, err := e.Handle(packetIn("igmp;", udpFrame(routerMAC, vmIP, group1, 1, 2, nil), 2, 33, nil), st); err == nil {
 		t.Errorf("a UDP packet was taken for IGMP")
@@ -553,4 +554,49 @@ func TestQueriesStayLocal(t *testing.T) {
 				po.Table, po.Actions, po.Key.Get(flow.Metadata), po.Key.Get(flow.Reg0+15), localOutputTable)
 		}
 	}
+}
+
+// TestSnoopingMrouters: a switch snooping with a port here has a group of
+// multicast routers (the invalid address: IGMP_Group "mrouters"), empty
+// until a port sends a query; the port stays in it for MrouterIdle after
+// its last query; a flush empties it.
+func TestSnoopingMrouters(t *testing.T) {
+	s := NewSnooping()
+	t0 := time.Unix(1000, 0)
+	cfg := McastConfig{Enabled: true, Local: true, SeqNo: 1}
+	if !s.Configure(map[uint32]McastConfig{2: cfg, 3: {Enabled: true}}) {
+		t.Error("a switch snooping here is a change (its mrouters row)")
+	}
+	mr := McastGroup{Datapath: 2}
+	check := func(when string, want map[McastGroup][]string) {
+		t.Helper()
+		if got := s.Groups(); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: %v, want %v", when, got, want)
+		}
+	}
+	check("at first", map[McastGroup][]string{mr: {}})
+	if !s.Report(IGMPReport{Datapath: 2, Port: "r1", Query: true}, cfg, t0) {
+		t.Error("a first query is a change")
+	}
+	if s.Report(IGMPReport{Datapath: 2, Port: "r1", Query: true}, cfg, t0.Add(time.Minute)) {
+		t.Error("a query again is no change")
+	}
+	check("after a query", map[McastGroup][]string{mr: {"r1"}})
+	if s.Expire(t0.Add(time.Minute+MrouterIdle-time.Second), func(uint32) McastConfig { return cfg }) {
+		t.Error("expired before MrouterIdle after the last query")
+	}
+	if !s.Expire(t0.Add(time.Minute+MrouterIdle), func(uint32) McastConfig { return cfg }) {
+		t.Error("not expired MrouterIdle after the last query")
+	}
+	check("expired", map[McastGroup][]string{mr: {}})
+	s.Report(IGMPReport{Datapath: 2, Port: "r1", Query: true}, cfg, t0)
+	cfg.SeqNo++
+	if !s.Configure(map[uint32]McastConfig{2: cfg}) {
+		t.Error("a flush with a router is a change")
+	}
+	check("flushed", map[McastGroup][]string{mr: {}})
+	if !s.Configure(map[uint32]McastConfig{}) {
+		t.Error("the switch leaving is a change")
+	}
+	check("no switch", map[McastGroup][]string{})
 }

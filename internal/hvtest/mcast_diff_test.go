@@ -71,8 +71,11 @@ func mldV1Frame(mac net.HardwareAddr, src netip.Addr, typ byte, group, dst netip
 // kernel's own, v3 and MLDv2, are TestGovnChassisIGMP's). A v2 or MLDv1
 // report joins and a v2 leave or MLDv1 done leaves; a v1 report joins
 // (v1 has no leave); ovn-sbctl ip-multicast-flush ends every membership
-// of the switch. As the querier, each chassis queries its own ports:
-// a VM hears one IGMP and one MLD query an interval.
+// of the switch. A port that sends a query has a multicast router
+// behind it (IGMP_Group "mrouters", which each chassis has from the
+// start): the others' reports reach it. As the querier, each chassis
+// queries its own ports: a VM hears one IGMP and one MLD query an
+// interval.
 func TestMcastSnoopingDifferential(t *testing.T) {
 	if why := Available(); why != "" {
 		t.Skip(why)
@@ -167,6 +170,14 @@ func mcastSnooping(t *testing.T, c *Cluster) []string {
 	}
 	v4 := func(vm string) netip.Addr { return vms[vm].Addr.Addr() }
 
+	// Each chassis has a row of the switch's multicast routers, without
+	// ports until a port sends a query.
+	if err := waitFor(20*time.Second, "a mrouters row from each chassis", func() bool {
+		return len(strings.Fields(c.SBCtl(t, "--bare", "--columns=_uuid", "find", "IGMP_Group", "address=mrouters"))) == 2
+	}); err != nil {
+		t.Fatal(err)
+	}
+	step("no multicast router yet", "mrouters", "", nil)
 	step("vm1's IGMPv2 report", g4.String(), "vm1", send("vm1", igmpV4Frame(mac("vm1"), v4("vm1"), 0x16, g4, g4)))
 	step("vm2's IGMPv1 report", g4.String(), "vm1,vm2", send("vm2", igmpV4Frame(mac("vm2"), v4("vm2"), 0x12, g4, g4)))
 	step("vm1's IGMPv2 leave", g4.String(), "vm2", send("vm1", igmpV4Frame(mac("vm1"), v4("vm1"), 0x17, g4, allRouters)))
@@ -175,6 +186,24 @@ func mcastSnooping(t *testing.T, c *Cluster) []string {
 	step("vm1's MLDv1 done", g6.String(), "vm2", send("vm1", mldV1Frame(mac("vm1"), ll("vm1"), 132, g6, mldRouters)))
 	step("ip-multicast-flush", g4.String(), "", func() { c.SBCtl(t, "ip-multicast-flush", "ls1") })
 	step("after the flush", g6.String(), "", nil)
+
+	// vm1 sends a query: a multicast router is behind its port, and
+	// the reports of others reach it.
+	query := igmpV4Frame(mac("vm1"), v4("vm1"), 0x11, netip.IPv4Unspecified(), netip.MustParseAddr("224.0.0.1"))
+	query[14+24+1] = 100 // max response 10 s
+	binary.BigEndian.PutUint16(query[14+24+2:], 0)
+	binary.BigEndian.PutUint16(query[14+24+2:], csum(0, query[14+24:]))
+	step("vm1's query", "mrouters", "vm1", send("vm1", query))
+	g5 := netip.MustParseAddr("239.5.5.5")
+	report := igmpV4Frame(mac("vm2"), v4("vm2"), 0x16, g5, g5)
+	if err := waitFor(20*time.Second, "vm2's report at vm1, the multicast router", func() bool {
+		_, _ = unix.Write(fds["vm2"], report)
+		return receive(fds["vm1"], 500*time.Millisecond, func(b []byte) bool {
+			return len(b) >= 14+24+8 && b[14+9] == 2 && b[14+24] == 0x16 && netip.AddrFrom4([4]byte(b[14+24+4:14+24+8])) == g5
+		})
+	}); err != nil {
+		t.Error(err)
+	}
 
 	// The querier: each VM hears one IGMP and one MLD query an interval.
 	c.NBCtl(t, "--wait=hv", "set", "Logical_Switch", "ls1", "other_config:mcast_querier=true",
