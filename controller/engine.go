@@ -732,6 +732,10 @@ func (e *Engine) drop(key flowKey) {
 
 func problemKey(k flowKey) string { return "lflow:" + k.flow.String() + "/" + k.dp.String() }
 
+// maxReusedRules is the most rules a compilation may leave in the
+// Result that compileKey reuses.
+const maxReusedRules = 1024
+
 // compileKey compiles a flow on a datapath again, or drops it if the
 // flow is gone or the datapath is no longer local.
 func (e *Engine) compileKey(key flowKey) {
@@ -754,6 +758,13 @@ func (e *Engine) compileKey(key flowKey) {
 	} else {
 		c.rules = slices.Clone(l.res.Rules)
 		c.groups = slices.Clone(l.res.Groups)
+	}
+	if len(l.res.Rules) > maxReusedRules {
+		// A flow that compiles to many rules (an ACL over a large address
+		// set) would leave the reused Result, its rules and the matches
+		// they were built from, as big as itself for good: a second and
+		// third copy of those rules.
+		l.res = lflow.Result{}
 	}
 	slices.Sort(env.refs)
 	c.refs = slices.Compact(env.refs)
@@ -983,8 +994,12 @@ type flowOutput struct {
 	contribs map[string][]contrib
 	keysOf   map[flowKey][]string
 	groupsOf map[flowKey][]uint32
-	rules    map[string]flow.Rule
-	groups   map[uint32]flow.GroupDef
+	// rules point at a contribution's rule (or a merge of several),
+	// which nothing changes once compiled: a rule is big (its match
+	// alone is 640 bytes), and with 10,000 of them from one address set
+	// a copy here and one in installed cost 13 MB.
+	rules  map[string]*flow.Rule
+	groups map[uint32]flow.GroupDef
 
 	// tracked since the last Commit: the rule keys and groups to bring
 	// the datapath in line with, or all of them.
@@ -1001,7 +1016,7 @@ type contrib struct {
 
 func (o *flowOutput) init() {
 	o.contribs, o.keysOf, o.groupsOf = map[string][]contrib{}, map[flowKey][]string{}, map[flowKey][]uint32{}
-	o.rules, o.groups = map[string]flow.Rule{}, map[uint32]flow.GroupDef{}
+	o.rules, o.groups = map[string]*flow.Rule{}, map[uint32]flow.GroupDef{}
 	o.touched, o.touchedGroups = map[string]bool{}, map[uint32]bool{}
 }
 
@@ -1081,7 +1096,7 @@ func (o *flowOutput) settle() {
 			}
 		}
 		if firstConj < 0 || lastPlain > firstConj {
-			o.rules[k] = *cs[lastPlain].rule
+			o.rules[k] = cs[lastPlain].rule
 			continue
 		}
 		r := *cs[firstConj].rule
@@ -1091,7 +1106,7 @@ func (o *flowOutput) settle() {
 				r.Actions = append(r.Actions, c.rule.Actions...)
 			}
 		}
-		o.rules[k] = r
+		o.rules[k] = &r
 	}
 }
 
@@ -1153,12 +1168,12 @@ func (e *Engine) outPflowHandler(r *incproc.Run) (bool, error) {
 }
 
 // Rules and Groups are what the engine wants in the datapath.
-func (e *Engine) Rules() map[string]flow.Rule      { return e.out.rules }
+func (e *Engine) Rules() map[string]*flow.Rule     { return e.out.rules }
 func (e *Engine) Groups() map[uint32]flow.GroupDef { return e.out.groups }
 
 // installed is what the last Commit put in the datapath.
 type installed struct {
-	rules  map[string]flow.Rule
+	rules  map[string]*flow.Rule // shared with flowOutput.rules
 	groups map[uint32]flow.GroupDef
 	// full makes the next Commit compare everything (after a failure).
 	full bool
@@ -1170,7 +1185,7 @@ type installed struct {
 func (e *Engine) Commit(apply func(flow.Bundle) error) (int, error) {
 	in := &e.inst
 	if in.rules == nil {
-		in.rules, in.groups = map[string]flow.Rule{}, map[uint32]flow.GroupDef{}
+		in.rules, in.groups = map[string]*flow.Rule{}, map[uint32]flow.GroupDef{}
 	}
 	o := &e.out
 	keys, groups := o.touched, o.touchedGroups
@@ -1206,11 +1221,11 @@ func (e *Engine) Commit(apply func(flow.Bundle) error) (int, error) {
 		had, was := in.rules[k]
 		switch {
 		case ok && !was:
-			b.Add(want)
+			b.Add(*want)
 		case ok && (flow.ActionsString(had.Actions) != flow.ActionsString(want.Actions) || had.Cookie != want.Cookie):
-			b.Modify(want)
+			b.Modify(*want)
 		case !ok && was:
-			b.Delete(had)
+			b.Delete(*had)
 		}
 	}
 	for _, id := range delGroups {
