@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -164,6 +165,8 @@ func TestParseAddress(t *testing.T) {
 		{"ssl:host:6643", "", "not an IP address"},
 		{"ssl:127.0.0.1:0", "", "needs a port"},
 		{"ssl:127.0.0.1", "", "missing port"},
+		{"ssl:127.0.0.1:65536", "", "needs a port"},
+		{"tcp:127.0.0.1:http", "", "needs a port"},
 		{"127.0.0.1:6643", "", "tcp:IP:PORT or ssl:IP:PORT"},
 	} {
 		got, err := ParseAddress(tc.in)
@@ -374,4 +377,22 @@ func TestForwardingReusesItsConnection(t *testing.T) {
 	})
 	nl := c.leader()
 	insert(t, c.conn(3-l-nl), "after", 0)
+}
+
+// FuzzParseAddress: a peer address parses to raft's IP:PORT, or is
+// refused, without crashing.
+func FuzzParseAddress(f *testing.F) {
+	for _, s := range []string{"tcp:127.0.0.1:6643", "ssl:[::1]:6643", "ssl:", "tcp:[::1", "unix:/x", "ssl:1.2.3.4:99999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		hp, err := ParseAddress(s)
+		if err != nil {
+			return
+		}
+		host, port, err := net.SplitHostPort(hp)
+		if n, perr := strconv.Atoi(port); err != nil || net.ParseIP(host) == nil || perr != nil || n < 1 || n > 65535 {
+			t.Fatalf("ParseAddress(%q) = %q, which is not IP:PORT", s, hp)
+		}
+	})
 }

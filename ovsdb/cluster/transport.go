@@ -10,8 +10,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -39,8 +41,8 @@ func parsePeer(s string) (scheme, hostPort string, err error) {
 	if net.ParseIP(host) == nil {
 		return "", "", fmt.Errorf("%s: %q is not an IP address", s, host)
 	}
-	if port == "" || port == "0" {
-		return "", "", fmt.Errorf("%s: a peer address needs a port", s)
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", "", fmt.Errorf("%s: a peer address needs a port (1-65535)", s)
 	}
 	return scheme, net.JoinHostPort(host, port), nil
 }
@@ -329,6 +331,12 @@ func (p *peerLayer) dial(ctx context.Context, addr string) (net.Conn, error) {
 		d.LocalAddr = &net.TCPAddr{IP: p.localIP}
 	}
 	c, err := d.DialContext(ctx, "tcp", addr)
+	if errors.Is(err, syscall.EADDRNOTAVAIL) && d.LocalAddr != nil {
+		// The member's address is not this host's (NAT): dial from
+		// any; the other member will say why it refuses.
+		d.LocalAddr = nil
+		c, err = d.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return nil, err
 	}
