@@ -280,7 +280,8 @@ func providerRx(t *testing.T, c *Cluster, hv *Hypervisor) int {
 // time (3 × 100 ms) and ovn-northd drops the route; it comes back with
 // the peer. The same scenario runs on the real ovn-controller, which
 // passes it too (slower to come up: 4-5 s here, govn 0.2-0.5 s, since
-// govn answers a state change at once).
+// govn answers a state change at once), and so do govn northd and govn
+// chassis together.
 func TestGovnChassisBFDRoute(t *testing.T) {
 	if why := Available(); why != "" {
 		t.Skip(why)
@@ -289,14 +290,20 @@ func TestGovnChassisBFDRoute(t *testing.T) {
 	t.Cleanup(govn.remove)
 	bin := govn.get(t)
 	govnHas(t, bin, "chassis")
-	t.Run("govn-chassis", func(t *testing.T) { bfdRoute(t, GovnChassis{Argv: []string{bin, "chassis"}}) })
+	g := GovnChassis{Argv: []string{bin, "chassis"}}
+	t.Run("govn-chassis", func(t *testing.T) { bfdRoute(t, RealNorthd(), g) })
 	// The same with the real ovn-controller: the scenario and the peer
 	// are what OVN itself passes.
-	t.Run("ovn-controller", func(t *testing.T) { bfdRoute(t, RealChassis{}) })
+	t.Run("ovn-controller", func(t *testing.T) { bfdRoute(t, RealNorthd(), RealChassis{}) })
+	// And govn alone: govn northd copies the status and drops the route.
+	t.Run("govn-northd+govn-chassis", func(t *testing.T) {
+		govnHas(t, bin, "northd")
+		bfdRoute(t, NorthdCommand{Argv: []string{bin, "northd"}}, g)
+	})
 }
 
-func bfdRoute(t *testing.T, ch Chassis) {
-	c := New(t, Options{Hypervisors: 1, Northd: RealNorthd(), Physnet: "physnet1", Chassis: func(int) Chassis { return ch }})
+func bfdRoute(t *testing.T, northd Northd, ch Chassis) {
+	c := New(t, Options{Hypervisors: 1, Northd: northd, Physnet: "physnet1", Chassis: func(int) Chassis { return ch }})
 	dumpOnFailure(t, c)
 	hv1 := c.Hypervisor(1)
 	t.Cleanup(func() {
