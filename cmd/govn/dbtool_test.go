@@ -193,7 +193,8 @@ func TestClusterFileCommands(t *testing.T) {
 	}
 	for _, bad := range [][]string{
 		{"db", "create-cluster", filepath.Join(dir, "x.db"), "nb", "127.0.0.1:6641"},
-		{"db", "create-cluster", filepath.Join(dir, "x.db"), "nb", "ssl:127.0.0.1:6641"},
+		{"db", "create-cluster", filepath.Join(dir, "x.db"), "nb", "ssl:127.0.0.1"},
+		{"db", "create-cluster", filepath.Join(dir, "x.db"), "nb", "unix:" + filepath.Join(dir, "x.sock")},
 		{"db", "create-cluster", a, "nb", "tcp:127.0.0.1:6641"},
 		{"db", "join-cluster", filepath.Join(dir, "y.db"), "OVN_Northbound", "tcp:127.0.0.1:6643", "tcp:nohost:1"},
 	} {
