@@ -74,6 +74,21 @@ func TestDeferredSync(t *testing.T) {
 	if d := st.durableIndex(); d != 4 {
 		t.Fatalf("after truncating from 5 the durable index is %d, want 4", d)
 	}
+	// Entries still being fsynced and overwritten at once: the fsync
+	// under way does not count for the new ones.
+	if err := st.StoreLogs(logs(5, 7, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.StoreLogs(logs(6, 6, 3)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if d := st.durableIndex(); d != 6 {
+		t.Fatalf("after overwriting deferred entries from 6 the durable index is %d, want 6", d)
+	}
+	if err := st.DeleteRange(5, 6); err != nil {
+		t.Fatal(err)
+	}
 	path := st.path
 	st.close()
 	again, err := openStore(path, slog.New(slog.DiscardHandler))

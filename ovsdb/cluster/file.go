@@ -623,18 +623,21 @@ func (s *store) StoreLogs(logs []*raft.Log) error {
 	// Truncating entries is never deferred: a later fsync would count
 	// for the entries the truncation replaced.
 	last := vals[len(vals)-1].Index
-	deferred := s.deferSync != nil && s.deferSync() && vals[0].Index > s.written
-	// The in-memory log and written move before the write: writeLocked
-	// counts everything written as durable once it has synced.
+	overwrite := vals[0].Index <= s.written
+	deferred := s.deferSync != nil && s.deferSync() && !overwrite
+	if overwrite {
+		// An fsync under way counts for the entries replaced, not for
+		// these.
+		s.gen++
+		s.durable = min(s.durable, vals[0].Index-1)
+	}
+	// written moves before the write: writeLocked counts everything
+	// written as durable once it has synced.
 	s.written = last
 	var err error
 	if deferred {
 		err = s.appendLocked(rec)
 	} else {
-		if vals[0].Index <= s.durable {
-			s.gen++
-			s.durable = vals[0].Index - 1
-		}
 		err = s.writeLocked(rec)
 	}
 	if err != nil {
