@@ -80,6 +80,11 @@ type ChangeSet struct {
 	Tables map[string]map[UUID]*RowChange
 	// Comment joins the transaction's comment operations.
 	Comment string
+	// TextSize is the size of a large transaction's operations as text
+	// (zero for a small one): about what its rows take encoded, to size
+	// the buffers they are encoded into, which would otherwise be copied
+	// over and over as they grow.
+	TextSize int
 }
 
 // RowChange is one row's change.
@@ -274,7 +279,7 @@ func appendRecordRow(b []byte, ts *TableSchema, ch *RowChange, ephemeral bool) (
 		}
 		d := ch.New.Data[c.Index]
 		if ch.Old == nil {
-			if c.Type.isDefault(d) {
+			if c.Type.IsDefault(d) {
 				continue
 			}
 		} else if d.Equal(ch.Old.Data[c.Index]) {
@@ -300,6 +305,7 @@ func appendRecordRow(b []byte, ts *TableSchema, ch *RowChange, ephemeral bool) (
 // order, a deleted row as null. It saves a large transaction the map of
 // Record and encoding each row twice.
 func (cs *ChangeSet) AppendRecord(b []byte, s *Schema) []byte {
+	b = slices.Grow(b, cs.TextSize)
 	names := make([]string, 0, len(cs.Tables))
 	for name, rows := range cs.Tables {
 		if len(rows) > 0 {

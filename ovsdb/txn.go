@@ -134,6 +134,11 @@ func (db *Database) Transact(ops []any, opts TxnOptions) TxnResult {
 	res := TxnResult{Reply: reply, Durable: t.durable, Failed: failed != nil}
 	if failed == nil {
 		cs := &ChangeSet{Tables: map[string]map[UUID]*RowChange{}, Comment: strings.Join(t.comments, "\n")}
+		for _, op := range ops {
+			if r, ok := op.(*rawObject); ok {
+				cs.TextSize += len(r.text)
+			}
+		}
 		for ts, rows := range t.changes {
 			if len(rows) > 0 {
 				cs.Tables[ts.Name] = rows

@@ -124,9 +124,9 @@ func (t *ColumnType) String() string {
 	return s
 }
 
-// isDefault reports whether d is the default value of t:
+// IsDefault reports whether d is the default value of t:
 // d.Equal(t.Default()) without building the default.
-func (t *ColumnType) isDefault(d Datum) bool {
+func (t *ColumnType) IsDefault(d Datum) bool {
 	if t.Min == 0 {
 		return len(d.Keys) == 0 && len(d.Values) == 0
 	}

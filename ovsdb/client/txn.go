@@ -220,7 +220,28 @@ func appendOp(b []byte, s *ovsdb.Schema, op Operation, names map[ovsdb.UUID]stri
 
 // appendRow encodes a <row>, columns in name order.
 func appendRow(b []byte, t *ovsdb.TableSchema, row map[string]ovsdb.Datum, names map[ovsdb.UUID]string) ([]byte, error) {
+	// The schema's columns are in name order: when they are all the
+	// row has, no sorting.
+	start := len(b)
 	b = append(b, '{')
+	n := 0
+	for _, c := range t.Columns {
+		d, ok := row[c.Name]
+		if !ok {
+			continue
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = ovsdb.AppendJSONString(b, c.Name)
+		b = append(b, ':')
+		b = appendDatum(b, d, &c.Type, names)
+	}
+	if n == len(row) {
+		return append(b, '}'), nil
+	}
+	b = append(b[:start], '{')
 	for i, name := range slices.Sorted(maps.Keys(row)) {
 		c := t.Column(name)
 		if c == nil {

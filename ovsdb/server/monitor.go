@@ -281,7 +281,7 @@ func (mt *monTable) appendRow(b []byte, r *ovsdb.Row, version int) []byte {
 	n := 0
 	for _, c := range mt.cols {
 		d := r.Get(c)
-		if version != monitorV1 && c.Index >= 0 && isDefault(d, &c.Type) {
+		if version != monitorV1 && c.Index >= 0 && c.Type.IsDefault(d) {
 			continue
 		}
 		b = appendMember(b, n, c.Name)
@@ -299,13 +299,6 @@ func appendMember(b []byte, n int, name string) []byte {
 	}
 	b = ovsdb.AppendJSONString(b, name)
 	return append(b, ':')
-}
-
-func isDefault(d ovsdb.Datum, ct *ovsdb.ColumnType) bool {
-	if ct.Min == 0 {
-		return d.Len() == 0
-	}
-	return d.Equal(ct.Default())
 }
 
 // appendChange appends the <row-update> (v1) or <row-update2> for one
@@ -490,10 +483,16 @@ func (d *dbState) notifyLocked(cs *ovsdb.ChangeSet, txnID ovsdb.UUID) {
 	d.notifyGen++
 	gen := d.notifyGen
 	var txnText []byte
-	send := func(m *monitor, tables map[string]map[ovsdb.UUID]*ovsdb.RowChange) {
+	// A monitor of whole tables gets about as many bytes as the rows take
+	// (ChangeSet.TextSize); a conditional one may get few.
+	send := func(m *monitor, tables map[string]map[ovsdb.UUID]*ovsdb.RowChange, whole bool) {
 		sh := m.shared
 		if sh.gen != gen {
-			sh.b, sh.ok = m.appendUpdates(sh.b[:0], tables)
+			b := sh.b[:0]
+			if whole {
+				b = slices.Grow(b, cs.TextSize)
+			}
+			sh.b, sh.ok = m.appendUpdates(b, tables)
 			sh.b = append(sh.b, ']') // closes the params array
 			sh.gen = gen
 		}
@@ -530,13 +529,13 @@ func (d *dbState) notifyLocked(cs *ovsdb.ChangeSet, txnID ovsdb.UUID) {
 				continue
 			}
 			m.sentGen = gen
-			send(m, cs.Tables)
+			send(m, cs.Tables, true)
 		}
 	}
 	// The others see the rows their conditions select; the same
 	// conditions are routed the same rows.
 	for m, tables := range d.route(cs, false) {
-		send(m, tables)
+		send(m, tables, false)
 	}
 }
 

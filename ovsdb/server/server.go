@@ -546,6 +546,10 @@ func (d *dbState) commitLocked(cs *ovsdb.ChangeSet) (Durable, error) {
 	return d.commitDeferLocked(cs, false)
 }
 
+// concurrentRecordRows is the number of rows from which a transaction's
+// log record is encoded on a goroutine of its own.
+const concurrentRecordRows = 1000
+
 // deferringLog is a Log whose writing a committer can do itself, after
 // releasing the database lock (see storage.Log.SubmitDeferred).
 type deferringLog interface {
@@ -556,6 +560,14 @@ type deferringLog interface {
 // commitDeferLocked is commitLocked; with deferred, and a log that allows
 // it, the caller must call settle after releasing d.mu.
 func (d *dbState) commitDeferLocked(cs *ovsdb.ChangeSet, deferred bool) (Durable, error) {
+	// A large transaction's record is encoded while the transaction is
+	// applied and its monitors' updates are: all three only read cs,
+	// whose rows are immutable, and the machine has more than one core.
+	var encoded chan []byte
+	if d.log != nil && d.repl == nil && cs.Len() >= concurrentRecordRows {
+		encoded = make(chan []byte, 1)
+		go func() { encoded <- cs.AppendRecord([]byte{}, d.db.Schema) }()
+	}
 	d.db.Apply(cs)
 	d.counters.commits.Add(1)
 	id := d.uuids.New()
@@ -570,7 +582,12 @@ func (d *dbState) commitDeferLocked(cs *ovsdb.ChangeSet, deferred bool) (Durable
 	var c *storage.Commit
 	var err error
 	if d.log != nil {
-		rec := storage.Record{Date: time.Now(), Comment: cs.Comment, Encoded: cs.AppendRecord([]byte{}, d.db.Schema)}
+		rec := storage.Record{Date: time.Now(), Comment: cs.Comment}
+		if encoded != nil {
+			rec.Encoded = <-encoded
+		} else {
+			rec.Encoded = cs.AppendRecord([]byte{}, d.db.Schema)
+		}
 		if len(rec.Encoded) > 0 {
 			if dl, ok := d.log.(deferringLog); ok && deferred {
 				c, err = dl.SubmitDeferred(rec)
