@@ -269,6 +269,23 @@ func (m *meter) rss(hv *hvtest.Hypervisor) (controller, sw, peak float64) {
 	return controller, sw, peak
 }
 
+// resident is the resident memory by kind of hv's controller and switch
+// together.
+func (m *meter) resident(hv *hvtest.Hypervisor) procstat.Resident {
+	var sum procstat.Resident
+	for _, p := range m.procs(hv) {
+		r, err := procstat.ResidentByKind(p.pid)
+		if err != nil {
+			continue
+		}
+		sum.Anon += r.Anon
+		sum.File += r.File
+		sum.Socket += r.Socket
+		sum.Other += r.Other
+	}
+	return sum
+}
+
 func mib(b int64) float64 { return math1(float64(b) / (1 << 20)) }
 
 // math1 rounds to one decimal.
@@ -588,6 +605,8 @@ func (m *meter) addressSet() (AddrSetFigures, error) {
 	}
 	ctl, sw, _ := m.rss(hv)
 	f.MemBeforeMiB = math1(ctl + sw)
+	res := m.resident(hv)
+	f.RingsBeforeMiB, f.AnonBeforeMiB = mib(res.Socket), mib(res.Anon)
 	args := []string{"add", "Address_Set", "as_big", "addresses"}
 	for i := 0; i < m.opts.AddressSet; i++ {
 		a := 10<<24 | 128<<16 | i

@@ -253,6 +253,11 @@ type AddrSetFigures struct {
 	MemBeforeMiB float64 `json:"rss_before_mib"`
 	MemAfterMiB  float64 `json:"rss_after_mib"`
 	PeakMiB      float64 `json:"rss_peak_mib"`
+	// RingsBeforeMiB and AnonBeforeMiB split MemBeforeMiB: memory mapped
+	// from sockets (AF_PACKET rings, allocated whole per port) and
+	// anonymous memory (the heaps).
+	RingsBeforeMiB float64 `json:"rss_before_rings_mib"`
+	AnonBeforeMiB  float64 `json:"rss_before_anon_mib"`
 	// Controller and switch alone, after (govn: all in Switch).
 	ControllerMiB float64 `json:"controller_rss_after_mib"`
 	SwitchMiB     float64 `json:"switch_rss_after_mib"`
@@ -496,35 +501,38 @@ func (r *SuiteReport) judge() {
 // figures are a side's headline figures by name, for ratios.
 func (s *Side) figures() map[string]float64 {
 	return map[string]float64{
-		"direct_req_per_sec":    s.Direct.ReqPerSec,
-		"vip_req_per_sec":       s.VIP.ReqPerSec,
-		"direct_dp_flows_warm":  float64(s.Direct.Flows1k),
-		"direct_dp_flows_timed": float64(s.Direct.Flows5k),
-		"vip_dp_flows_warm":     float64(s.VIP.Flows1k),
-		"vip_dp_flows_timed":    float64(s.VIP.Flows5k),
-		"vip_dp_flows_max":      float64(max(s.VIP.Flows1k, s.VIP.Flows5k)),
-		"vip_cpu_seconds":       s.VIP.CPU.Total,
-		"direct_cpu_seconds":    s.Direct.CPU.Total,
-		"vip_cpu_ms_per_req":    s.VIP.CPUMsPerRequest,
-		"direct_cpu_ms_per_req": s.Direct.CPUMsPerRequest,
-		"ping_same_first_ms":    s.PingSameHV.FirstMs,
-		"ping_same_steady_ms":   s.PingSameHV.SteadyMs,
-		"ping_same_newconn_ms":  s.PingSameHV.NewConnMs,
-		"ping_cross_newconn_ms": s.PingCrossHV.NewConnMs,
-		"ping_cross_first_ms":   s.PingCrossHV.FirstMs,
-		"ping_cross_steady_ms":  s.PingCrossHV.SteadyMs,
-		"iperf_same_tcp_mbps":   s.IperfSameHV.TCPMbitPerSec,
-		"iperf_same_udp_pps":    s.IperfSameHV.UDPPacketsPerSec,
-		"iperf_cross_tcp_mbps":  s.IperfCrossHV.TCPMbitPerSec,
-		"iperf_cross_udp_pps":   s.IperfCrossHV.UDPPacketsPerSec,
-		"port_up_p50_ms":        s.PortUp.P50Ms,
-		"change_p50_ms":         s.Change.P50Ms,
-		"change_p90_ms":         s.Change.P90Ms,
-		"addrset_commit_ms":     s.AddressSet.CommitMs,
-		"addrset_rules_after":   float64(s.AddressSet.RulesAfter),
-		"addrset_rules_added":   float64(s.AddressSet.RulesAfter - s.AddressSet.RulesBefore),
-		"addrset_rss_after_mib": s.AddressSet.MemAfterMiB,
-		"addrset_rss_peak_mib":  s.AddressSet.PeakMiB,
+		"direct_req_per_sec":           s.Direct.ReqPerSec,
+		"vip_req_per_sec":              s.VIP.ReqPerSec,
+		"direct_dp_flows_warm":         float64(s.Direct.Flows1k),
+		"direct_dp_flows_timed":        float64(s.Direct.Flows5k),
+		"vip_dp_flows_warm":            float64(s.VIP.Flows1k),
+		"vip_dp_flows_timed":           float64(s.VIP.Flows5k),
+		"vip_dp_flows_max":             float64(max(s.VIP.Flows1k, s.VIP.Flows5k)),
+		"vip_cpu_seconds":              s.VIP.CPU.Total,
+		"direct_cpu_seconds":           s.Direct.CPU.Total,
+		"vip_cpu_ms_per_req":           s.VIP.CPUMsPerRequest,
+		"direct_cpu_ms_per_req":        s.Direct.CPUMsPerRequest,
+		"ping_same_first_ms":           s.PingSameHV.FirstMs,
+		"ping_same_steady_ms":          s.PingSameHV.SteadyMs,
+		"ping_same_newconn_ms":         s.PingSameHV.NewConnMs,
+		"ping_cross_newconn_ms":        s.PingCrossHV.NewConnMs,
+		"ping_cross_first_ms":          s.PingCrossHV.FirstMs,
+		"ping_cross_steady_ms":         s.PingCrossHV.SteadyMs,
+		"iperf_same_tcp_mbps":          s.IperfSameHV.TCPMbitPerSec,
+		"iperf_same_udp_pps":           s.IperfSameHV.UDPPacketsPerSec,
+		"iperf_cross_tcp_mbps":         s.IperfCrossHV.TCPMbitPerSec,
+		"iperf_cross_udp_pps":          s.IperfCrossHV.UDPPacketsPerSec,
+		"port_up_p50_ms":               s.PortUp.P50Ms,
+		"change_p50_ms":                s.Change.P50Ms,
+		"change_p90_ms":                s.Change.P90Ms,
+		"addrset_commit_ms":            s.AddressSet.CommitMs,
+		"addrset_rules_after":          float64(s.AddressSet.RulesAfter),
+		"addrset_rules_added":          float64(s.AddressSet.RulesAfter - s.AddressSet.RulesBefore),
+		"addrset_rss_before_mib":       s.AddressSet.MemBeforeMiB,
+		"addrset_rss_before_rings_mib": s.AddressSet.RingsBeforeMiB,
+		"addrset_rss_before_anon_mib":  s.AddressSet.AnonBeforeMiB,
+		"addrset_rss_after_mib":        s.AddressSet.MemAfterMiB,
+		"addrset_rss_peak_mib":         s.AddressSet.PeakMiB,
 	}
 }
 

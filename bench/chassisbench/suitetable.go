@@ -99,6 +99,9 @@ func (r *SuiteReport) WriteTable(out io.Writer) {
 	row("  commit → every chassis", "addrset_commit_ms", " ms")
 	row("  OpenFlow rules added", "addrset_rules_added", "")
 	row("  rules after", "addrset_rules_after", "")
+	row("  controller + switch RSS before (MiB)", "addrset_rss_before_mib", "")
+	row("    of it AF_PACKET rings", "addrset_rss_before_rings_mib", "")
+	row("    of it anonymous (heaps)", "addrset_rss_before_anon_mib", "")
 	row("  controller + switch RSS after (MiB)", "addrset_rss_after_mib", "")
 	row("  peak RSS (MiB)", "addrset_rss_peak_mib", "")
 	for _, sd := range []*Side{&r.Govn, o} {
