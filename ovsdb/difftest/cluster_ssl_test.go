@@ -19,7 +19,7 @@ import (
 
 // sslArgs issues a certificate from ca for name into dir and returns the
 // SSL options of a server that trusts the CA certificates in caFiles.
-func sslArgs(t *testing.T, dir string, ca *testpki.CA, name string, caFiles ...string) []string {
+func sslArgs(t testing.TB, dir string, ca *testpki.CA, name string, caFiles ...string) []string {
 	t.Helper()
 	key, cert := ca.Issue(t, dir, name)
 	trusted := filepath.Join(dir, name+"-trusted.pem")
@@ -42,7 +42,7 @@ func sslArgs(t *testing.T, dir string, ca *testpki.CA, name string, caFiles ...s
 // their own certificate from ca, except a server whose directory is
 // named "intruder", whose certificate other signed (it trusts both CAs,
 // so that only the members' check of its certificate can stop it).
-func overSSL(t *testing.T, target ovsdbbench.ClusterTarget, pki string, ca, other *testpki.CA) ovsdbbench.ClusterTarget {
+func overSSL(t testing.TB, target ovsdbbench.ClusterTarget, pki string, ca, other *testpki.CA) ovsdbbench.ClusterTarget {
 	ssl := func(a string) string { return "ssl:" + strings.TrimPrefix(a, "tcp:") }
 	create, join, command := target.CreateCluster, target.JoinCluster, target.Command
 	target.CreateCluster = func(ctx context.Context, db, schema, local string) error {
@@ -165,4 +165,51 @@ func peerAddress(t *testing.T, m *clusterMember) string {
 	}
 	t.Fatalf("no ssl: address in member %d's cluster/status:\n%s", m.Index, m.Status("OVN_Northbound"))
 	return ""
+}
+
+// BenchmarkClusterInsertsOverSSL compares one client's inserts to the
+// leader of 3-server clusters of ovsdb-server and of govn db, with the
+// peers over tcp: and over ssl: (each insert is replicated to a majority
+// before its reply).
+func BenchmarkClusterInsertsOverSSL(b *testing.B) {
+	need(b, "ovsdb-server", "ovsdb-tool", "ovs-appctl")
+	text, err := schema.Lookup("nb")
+	if err != nil {
+		b.Fatal(err)
+	}
+	real, err := ovsdbbench.OvsdbServerCluster()
+	if err != nil {
+		b.Skip(err)
+	}
+	for _, base := range []ovsdbbench.ClusterTarget{real, ovsdbbench.GovnCluster(govnBinary(b))} {
+		for _, scheme := range []string{"tcp", "ssl"} {
+			b.Run(base.Name+"/"+scheme, func(b *testing.B) {
+				target := base
+				if scheme == "ssl" {
+					pki := b.TempDir()
+					target = overSSL(b, base, pki, testpki.NewCA(b, pki, "ca"), testpki.NewCA(b, pki, "other"))
+				}
+				cl, err := ovsdbbench.StartCluster(b.Context(), target, "", false, text)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer cl.Close()
+				l, err := cl.Leader(b.Context(), "OVN_Northbound", -1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				conn, err := dialMember(l)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer conn.conn.Close()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if err := conn.insertSwitch(b.Context(), fmt.Sprintf("sw%d", i)); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
 }
