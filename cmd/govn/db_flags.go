@@ -34,7 +34,8 @@ type dbOptions struct {
 const dbDetails = `REMOTE: punix:PATH, ptcp:PORT[:IP], pssl:PORT[:IP] (listen); unix:PATH, tcp:IP:PORT,
   ssl:IP:PORT (connect out); db:DB,TABLE,COLUMN (the targets in that column, e.g.
   db:OVN_Northbound,NB_Global,connections, followed as it changes).
-The SSL flags take a FILE or db:DB,TABLE,COLUMN (e.g. db:OVN_Northbound,SSL,private_key).
+The SSL flags take a FILE or db:DB,TABLE,COLUMN (e.g. db:OVN_Northbound,SSL,private_key);
+they also authenticate the peers of a clustered FILE whose addresses are ssl:IP:PORT.
 Relative --pidfile and --unixctl paths are in $OVS_RUNDIR (default /var/run/openvswitch),
 as for ovsdb-server; without --unixctl the control socket is $OVS_RUNDIR/ovsdb-server.PID.ctl,
 which ovs-appctl -t ovsdb-server finds through the pidfile (without --pidfile, govn db goes
