@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"testing"
 	"time"
@@ -120,5 +121,26 @@ func TestDurableTransportClampsCommitIndex(t *testing.T) {
 		if req.LeaderCommitIndex != tc.want {
 			t.Errorf("commit index %d sent as %d, want %d", tc.commit, req.LeaderCommitIndex, tc.want)
 		}
+	}
+}
+
+// TestWatchedConnSignalsEnd: a connection a peer opened says once that it
+// ended, when a read fails, and not before.
+func TestWatchedConnSignalsEnd(t *testing.T) {
+	a, b := net.Pipe()
+	ended := 0
+	c := &watchedConn{Conn: a, ended: func() { ended++ }}
+	go func() { b.Write([]byte("x")); b.Close() }()
+	buf := make([]byte, 4)
+	if n, err := c.Read(buf); n != 1 || err != nil || ended != 0 {
+		t.Fatalf("first read: %d, %v; ended %d times", n, err, ended)
+	}
+	for range 2 {
+		if _, err := c.Read(buf); err == nil {
+			t.Fatal("read after the peer closed succeeded")
+		}
+	}
+	if ended != 1 {
+		t.Fatalf("ended %d times, want 1", ended)
 	}
 }
