@@ -57,10 +57,17 @@ func TestSuiteSmoke(t *testing.T) {
 				t.Errorf("%s: %s = %v, want a figure", s.Deployment, k, figs[k])
 			}
 		}
+		if s.AddressSet.AnonBeforeMiB <= 0 {
+			t.Errorf("%s: no anonymous memory measured before the ACL", s.Deployment)
+		}
 		if s.AddressSet.RulesAfter <= s.AddressSet.RulesBefore {
 			t.Errorf("%s: the ACL over the address set added no rules (%d → %d)", s.Deployment,
 				s.AddressSet.RulesBefore, s.AddressSet.RulesAfter)
 		}
+	}
+	// govn chassis maps an AF_PACKET ring per port.
+	if r.Govn.AddressSet.RingsBeforeMiB <= 0 {
+		t.Errorf("govn: no AF_PACKET rings measured before the ACL")
 	}
 	var b strings.Builder
 	r.WriteTable(&b)
