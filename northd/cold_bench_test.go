@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -90,11 +92,16 @@ func cpuTime() time.Duration {
 // WriteSB that compares everything and finds nothing to write. Its work
 // is labeled step=recompute and step=writesb, so that a -cpuprofile of it
 // can leave the setup out (go tool pprof -tagfocus step=recompute).
+// peak-heap-growth is how much the heap grew over what the synced State
+// holds, at its largest (garbage included: GOGC decides how much of it
+// there is, and so the peak RSS).
 func BenchmarkK8sRecompute(b *testing.B) {
 	h := k8sCluster(b, 100)
+	runtime.GC()
+	base := liveHeap()
+	peak := watchHeap(b)
 	b.ResetTimer()
 	cpu := cpuTime()
-	defer func() { b.ReportMetric(float64((cpuTime()-cpu).Milliseconds())/float64(b.N), "cpums/op") }()
 	for i := 0; i < b.N; i++ {
 		var ops int
 		pprof.Do(b.Context(), pprof.Labels("step", "recompute"), func(context.Context) { h.s.Recompute() })
@@ -103,4 +110,36 @@ func BenchmarkK8sRecompute(b *testing.B) {
 			b.Fatalf("a recompute of an unchanged Northbound wrote %d operations", ops)
 		}
 	}
+	b.ReportMetric(float64((cpuTime()-cpu).Milliseconds())/float64(b.N), "cpums/op")
+	b.ReportMetric(float64(peak()-base)/float64(base), "peak-heap-growth")
+}
+
+// liveHeap is the heap's objects, live or not yet collected.
+func liveHeap() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// watchHeap samples liveHeap every millisecond until the benchmark ends;
+// the function it returns gives the largest sample.
+func watchHeap(b *testing.B) func() uint64 {
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	b.Cleanup(func() { close(done) })
+	go func() {
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if v := liveHeap(); v > peak.Load() {
+					peak.Store(v)
+				}
+			}
+		}
+	}()
+	return peak.Load
 }

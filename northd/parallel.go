@@ -59,6 +59,11 @@ type specLog struct {
 	// conflict says the generation cannot be replayed: the owner is
 	// generated again at commit.
 	conflict bool
+	// same says the generation's output is what the owner has
+	// (sameOutput, checked as soon as it ran): its reads, flows and
+	// records are dropped then, which a full recompute of an unchanged
+	// cluster would otherwise hold twice until its commit.
+	same bool
 }
 
 type specFlow struct {
@@ -322,6 +327,12 @@ func (s *State) generateBatch(batch []*owner) int {
 					x.flows = make([]specFlow, 0, len(o.flows))
 				}
 				s.speculate(o, x, s.kinds[o.key.kind].gen)
+				// Nothing in State changes while the batch speculates, so
+				// the owner's output is what its commit will compare with.
+				if !x.conflict && s.sameOutput(o, x) {
+					x.same = true
+					x.deps, x.seen, x.flows, x.setFlows, x.records = nil, nil, nil, nil, nil
+				}
 				logs[i] = x
 			}
 		}()
@@ -335,7 +346,9 @@ func (s *State) generateBatch(batch []*owner) int {
 		}
 		o.dirty = false
 		n++
-		if x := logs[i]; x != nil && s.replayable(x) {
+		x := logs[i]
+		logs[i] = nil // garbage once committed
+		if x != nil && s.replayable(x) {
 			s.commitSpec(o, x)
 			continue
 		}
@@ -411,7 +424,7 @@ func (s *State) commitSpec(o *owner, x *specLog) {
 	for _, ps := range x.sets {
 		s.installSet(ps)
 	}
-	if s.sameOutput(o, x) {
+	if x.same {
 		// A full recompute of an unchanged Northbound, above all: the
 		// owner's dependencies, flows, records and keys stay as they are.
 		g := &gen{s: s, o: o}
