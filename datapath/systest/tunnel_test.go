@@ -98,10 +98,13 @@ func TestTunnels(t *testing.T) {
 			// closed port. The tunnel ports send a TCP segment run as
 			// one UDP_SEGMENT message, which crosses the veth and
 			// reaches the socket (UDP_GRO) as one frame of up to 64
-			// datagrams: 8 MB are at least about 130 of them.
+			// datagrams: 8 MB are at least about 130 of them. What goes
+			// back is the receiver's ACKs, which its stack sends for
+			// joined segments (one for 64 KB or more), so fewer: 81 in
+			// one CI run.
 			snmp := udpCounters(t, cs[1].ns)
 			in, out2 := snmp["InDatagrams"]-snmpBefore["InDatagrams"], snmp["OutDatagrams"]-snmpBefore["OutDatagrams"]
-			if in < 100 || out2 < 100 || snmp["NoPorts"] != snmpBefore["NoPorts"] {
+			if in < 100 || out2 < 20 || snmp["NoPorts"] != snmpBefore["NoPorts"] {
 				t.Errorf("chassis UDP counters: %d in, %d out, NoPorts %d -> %d", in, out2, snmpBefore["NoPorts"], snmp["NoPorts"])
 			}
 			got := capture()
