@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -140,5 +141,122 @@ func BenchmarkColdStart(b *testing.B) {
 		sb.stop()
 		os.RemoveAll(sbDir)
 		b.StartTimer()
+	}
+}
+
+// rpcConn is a plain JSON-RPC connection to an in-process database.
+func rpcConn(t testing.TB, sock string) *jsonrpc.Conn {
+	t.Helper()
+	nc, err := jsonrpc.Dial(context.Background(), "unix:"+sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonrpc.NewConn(context.Background(), nc, jsonrpc.Options{MaxMessageSize: 1 << 30})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// selectRows returns the rows of table (all of them, the columns asked for).
+func selectRows(t testing.TB, c *jsonrpc.Conn, db, table string, columns ...string) []map[string]json.RawMessage {
+	t.Helper()
+	var res []struct {
+		Rows  []map[string]json.RawMessage `json:"rows"`
+		Error string                       `json:"error"`
+	}
+	if err := c.Call(context.Background(), "transact", []any{db, map[string]any{"op": "select", "table": table, "where": []any{}, "columns": columns}}, &res); err != nil || len(res) != 1 || res[0].Error != "" {
+		t.Fatalf("select %s: %v %+v", table, err, res)
+	}
+	return res[0].Rows
+}
+
+// TestDatapathGroupsChangedInPlace runs the daemon on the bench's cluster
+// and adds a node: Logical_DP_Group rows of the sets the node joins (the
+// load balancer group's switches) grow in place, which they do only once
+// the daemon has told the state the UUIDs its Southbound transaction gave
+// them (State.Committed).
+func TestDatapathGroupsChangedInPlace(t *testing.T) {
+	dir := t.TempDir()
+	nb, sb := startInProcessDB(t, dir, "nb"), startInProcessDB(t, dir, "sb")
+	defer nb.stop()
+	defer sb.stop()
+	shape := northdbench.Shape{Nodes: 3}
+	loadNorthbound(t, nb.sock, 3)
+	writes := make(chan LastWrite, 100)
+	d, err := New(Config{NB: []string{"unix:" + nb.sock}, SB: []string{"unix:" + sb.sock},
+		OnWrite: func(w LastWrite) { writes <- w }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	// quiet waits until the daemon has written and then written nothing
+	// for a while (its own rows come back in between).
+	quiet := func() {
+		t.Helper()
+		wrote := false
+		for {
+			select {
+			case w := <-writes:
+				t.Logf("southbound write: %d operations", w.Ops)
+				wrote = true
+			case err := <-done:
+				t.Fatalf("northd stopped: %v", err)
+			case <-time.After(time.Second):
+				if wrote {
+					return
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatal("northd wrote nothing")
+			}
+		}
+	}
+	quiet()
+	sbc, nbc := rpcConn(t, sb.sock), rpcConn(t, nb.sock)
+	groups := func() map[string]int {
+		out := map[string]int{}
+		for _, r := range selectRows(t, sbc, "OVN_Southbound", "Logical_DP_Group", "_uuid", "datapaths") {
+			var dps []any
+			_ = json.Unmarshal(r["datapaths"], &dps)
+			n := 1
+			if len(dps) == 2 && dps[0] == "set" {
+				n = len(dps[1].([]any))
+			}
+			out[string(r["_uuid"])] = n
+		}
+		return out
+	}
+	before := groups()
+	var lbGroup []string
+	rows := selectRows(t, nbc, "OVN_Northbound", "Load_Balancer_Group", "_uuid")
+	if len(rows) != 1 || json.Unmarshal(rows[0]["_uuid"], &lbGroup) != nil || len(lbGroup) != 2 {
+		t.Fatalf("load balancer groups: %v", rows)
+	}
+	params := []any{"OVN_Northbound"}
+	for _, op := range shape.NodeAdd(3, lbGroup[1]) {
+		params = append(params, op)
+	}
+	var res []map[string]any
+	if err := nbc.Call(context.Background(), "transact", params, &res); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r["error"] != nil {
+			t.Fatalf("node add operation %d: %v", i, r)
+		}
+	}
+	quiet()
+	after := groups()
+	// Groups of flows on several datapaths that are no set are
+	// replaced when the datapaths change; the sets' own are not.
+	grown := 0
+	for id, n := range before {
+		if after[id] > n {
+			grown++
+		}
+	}
+	if grown == 0 {
+		t.Errorf("no group grew in place with the node: before %v, after %v", before, after)
 	}
 }
