@@ -1,6 +1,7 @@
 package jsonrpc
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -102,18 +103,32 @@ func (r *Reader) scanValue() (value []byte, ok bool, err error) {
 		i++
 	}
 	for ; i < len(buf); i++ {
-		c := buf[i]
 		if r.inString {
-			switch {
-			case r.escaped:
+			if r.escaped {
 				r.escaped = false
-			case c == '\\':
+				continue
+			}
+			// Straight to the string's next quote or backslash: most of
+			// a large message is long strings.
+			rest := buf[i:]
+			end := bytes.IndexByte(rest, '"')
+			if end < 0 {
+				end = len(rest)
+			}
+			if bs := bytes.IndexByte(rest[:end], '\\'); bs >= 0 {
+				end = bs
+			}
+			if i += end; i == len(buf) {
+				break
+			}
+			if buf[i] == '\\' {
 				r.escaped = true
-			case c == '"':
+			} else {
 				r.inString = false
 			}
 			continue
 		}
+		c := buf[i]
 		switch c {
 		case '"':
 			r.inString = true

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -242,4 +243,79 @@ func TestReaderHandsOffLargeMessages(t *testing.T) {
 			}
 		}
 	}
+}
+
+// framesBytewise splits data into top-level values one byte at a time, the
+// reference Reader's framing must agree with: the values, and whether the
+// stream ended cleanly.
+func framesBytewise(data []byte) (values []string, clean bool) {
+	var stack []byte
+	inString, escaped, start := false, false, -1
+	for i, c := range data {
+		switch {
+		case start < 0:
+			if isSpace(c) {
+				continue
+			}
+			if c != '{' && c != '[' {
+				return values, false
+			}
+			start, stack = i, []byte{c}
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			if len(stack) >= maxDepth {
+				return values, false
+			}
+			stack = append(stack, c)
+		case c == '}' || c == ']':
+			open := stack[len(stack)-1]
+			if open == '{' && c != '}' || open == '[' && c != ']' {
+				return values, false
+			}
+			if stack = stack[:len(stack)-1]; len(stack) == 0 {
+				values = append(values, string(data[start:i+1]))
+				start = -1
+			}
+		}
+	}
+	return values, start < 0
+}
+
+// FuzzReaderFraming compares the Reader's values, read in pieces of every
+// size, with framesBytewise's.
+func FuzzReaderFraming(f *testing.F) {
+	for _, s := range []string{
+		`{"a":"x\"}\\"}[1,"]"] {"b":"` + strings.Repeat("long string ", 50) + `"}`,
+		`{"a":"\\\\"}{"b":"\\\""}`, `{"a":"unterminated`, `{"a":"x\`, `["{[\"]"]`, `{]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		want, clean := framesBytewise(data)
+		for _, src := range []io.Reader{bytes.NewReader(data), iotest.OneByteReader(bytes.NewReader(data)), iotest.HalfReader(bytes.NewReader(data))} {
+			r := NewReader(src, 0)
+			var got []string
+			var err error
+			for {
+				var v []byte
+				if v, err = r.Next(); err != nil {
+					break
+				}
+				got = append(got, string(v))
+			}
+			if !slices.Equal(got, want) || errors.Is(err, io.EOF) != clean {
+				t.Fatalf("%q: values %q, %v; want %q, clean end %t", data, got, err, want, clean)
+			}
+		}
+	})
 }
