@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -50,6 +51,7 @@ type northdOptions struct {
 	rundir                  string
 	vlog                    []string
 	metrics                 string // --metrics address; "" for none
+	cpuprofile              string // where a CPU profile of the whole run goes
 }
 
 // northdDetails ends govn northd's help.
@@ -119,6 +121,7 @@ func defineNorthdFlags(fs *flag.FlagSet, getenv func(string) string) *northdFlag
 	fs.StringVar(&o.logFile, "log-file", "", "append logs to `PATH` instead of standard error (without a value: $OVS_LOGDIR/ovn-northd.log, as for ovn-northd)")
 	fs.BoolVar(&o.detach, "detach", false, "run in the background; return once the control socket answers")
 	fs.BoolVar(&o.verbose, "verbose", false, "log debug messages")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile (go tool pprof) of the whole run to `PATH`")
 	fs.StringVar(&o.user, "user", "", "run as `USER[:GROUP]` (after starting as root)")
 	fs.BoolVar(&o.paused, "dry-run", false, "start paused (ovn-appctl resume starts it)")
 	fs.StringVar(&o.metrics, "metrics", "", metricsUsage)
@@ -262,6 +265,17 @@ func serveNorthd(ctx context.Context, opts northdOptions, ready func()) error {
 			return err
 		}
 		defer pf.Remove()
+	}
+	if opts.cpuprofile != "" {
+		f, err := os.Create(opts.cpuprofile)
+		if err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	var events *metrics.Northd
 	var onWrite func(northdaemon.LastWrite)
