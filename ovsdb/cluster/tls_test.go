@@ -350,6 +350,16 @@ func FuzzReadHello(f *testing.F) {
 func TestForwardingReusesItsConnection(t *testing.T) {
 	pki := newTestPKI(t, "ca")
 	c := newSSLCluster(t, 3, pki)
+	// Every join's request has had its reply (it may still be under
+	// way when the member already serves the database).
+	waitFor(t, "every member to know the cluster id", 10*time.Second, func() bool {
+		for _, m := range c.members {
+			if m.node.cid.Load() == nil {
+				return false
+			}
+		}
+		return true
+	})
 	l := c.leader()
 	f := (l + 1) % 3
 	conn := c.conn(f)
