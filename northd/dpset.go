@@ -196,7 +196,8 @@ func (g *gen) addFlowTo(t dpTarget, k flowKey) {
 // placeholder Insert returned to its row). The Logical_DP_Group rows it
 // inserted for sets become theirs, to be changed in place from then on. A
 // caller that does not call it gets, for a set whose members change, a
-// new group and every flow on the set moved to it.
+// new group and every flow on the set moved to it, and a WriteNB that
+// writes sb_cfg only once the transaction's updates have been applied.
 func (s *State) Committed(real func(placeholder ovsdb.UUID) ovsdb.UUID) {
 	for ph, set := range s.pendingGroups {
 		if id := real(ph); !id.IsZero() && s.dpSets[set.key] == set {
@@ -205,6 +206,7 @@ func (s *State) Committed(real func(placeholder ovsdb.UUID) ovsdb.UUID) {
 		}
 	}
 	clear(s.pendingGroups)
+	s.notedCommit()
 }
 
 // setGroupRow is a set's group row as one transaction writes it.

@@ -35,6 +35,14 @@ type nbSync struct {
 	ports       map[ovsdb.UUID]bool
 	portsSynced bool
 	tagsSynced  bool
+	// writtenCfg is SB_Global's nb_cfg as the last WriteSB left it, and
+	// committedCfg that value once its transaction committed (Committed),
+	// until the Southbound's own update of SB_Global is applied. So
+	// WriteNB right after a commit writes sb_cfg without waiting for
+	// the commit's updates to come back through Apply and another
+	// engine run, as ovn-northd does from its IDL after a commit.
+	writtenCfg, committedCfg   int64
+	haveWritten, haveCommitted bool
 }
 
 // ResyncNB makes the next WriteNB look at every switch port again (the
@@ -92,7 +100,31 @@ func (s *State) noteNB(ev Event) {
 		}
 	case ev.DB == SB && ev.Table == sb.ChassisTable:
 		w.portsSynced = false // is-remote decides for every port bound there
+	case ev.DB == SB && ev.Table == sb.SBGlobalTable:
+		w.haveCommitted = false // the snapshot has it now
 	}
+}
+
+// notedWrite records SB_Global's nb_cfg as WriteSB leaves it: what its
+// record says (written now, or already in the Southbound).
+func (s *State) notedWrite() {
+	w := &s.nbw
+	w.haveWritten = false
+	r := s.records[recordKey{sb.SBGlobalTable, ""}]
+	if r == nil {
+		return
+	}
+	for _, c := range r.cols {
+		if c.name == "nb_cfg" && len(c.val.Keys) == 1 {
+			w.writtenCfg, w.haveWritten = c.val.Keys[0].Int(), true
+		}
+	}
+}
+
+// notedCommit is Committed's part for WriteNB.
+func (s *State) notedCommit() {
+	w := &s.nbw
+	w.committedCfg, w.haveCommitted = w.writtenCfg, w.haveWritten
 }
 
 func (w *nbSync) clock() time.Time {
@@ -282,8 +314,12 @@ func randomMAC() string {
 }
 
 // southboundCfg returns SB_Global.nb_cfg: the nb_cfg whose changes the
-// Southbound holds.
+// Southbound holds (committed by the last WriteSB's transaction, or in
+// the snapshot).
 func (s *State) southboundCfg() (int64, bool) {
+	if s.nbw.haveCommitted {
+		return s.nbw.committedCfg, true
+	}
 	rows := sortedRows(s.sb.rows[sb.SBGlobalTable])
 	if len(rows) == 0 {
 		return 0, false

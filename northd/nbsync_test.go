@@ -249,3 +249,55 @@ func TestWriteNBTags(t *testing.T) {
 		t.Errorf("tags changed from %v to %v", got, again)
 	}
 }
+
+// TestWriteNBSBCfgAtCommit: sb_cfg follows the Southbound transaction that
+// carried nb_cfg as soon as it has committed, before its updates come back
+// (so the daemon writes it in the same iteration); a transaction that did
+// not commit moves nothing.
+func TestWriteNBSBCfgAtCommit(t *testing.T) {
+	h, _ := nbHarness(t)
+	h.writeNB()
+	h.s.Recompute()
+	h.sync()
+	h.writeNB()
+	g := h.global()
+
+	bump := func(cfg int64) {
+		h.nb.Update(nb.NBGlobalTable, g.UUID, map[string]ovsdb.Datum{"nb_cfg": dInt(cfg)})
+		h.nbCommit()
+		h.s.Process()
+		if n := h.s.WriteSB(h.sb); n == 0 {
+			t.Fatalf("nb_cfg %d: WriteSB wrote nothing", cfg)
+		}
+	}
+
+	// The transaction fails: nothing is committed, sb_cfg stays.
+	bump(1)
+	h.sb.ops = nil
+	h.writeNB()
+	if got := h.global().SBCfg; got != 0 {
+		t.Errorf("after a failed Southbound transaction: sb_cfg %d, want 0", got)
+	}
+	h.s.Resync()
+
+	// It commits: sb_cfg follows at once.
+	bump(2)
+	evs := h.sb.commit()
+	h.s.Committed(h.sb.realUUID)
+	h.writeNB()
+	if got := h.global().SBCfg; got != 2 {
+		t.Errorf("after the commit, before its updates: sb_cfg %d, want 2", got)
+	}
+	// Its updates then change nothing more.
+	h.s.Apply(evs)
+	h.s.Process()
+	if n := h.s.WriteSB(h.sb); n != 0 {
+		t.Errorf("WriteSB after applying its own updates: %d operations", n)
+	}
+	if n := h.writeNB(); n != 0 {
+		t.Errorf("WriteNB after the updates: %d operations, want 0", n)
+	}
+	if got := h.global().SBCfg; got != 2 {
+		t.Errorf("after the updates: sb_cfg %d, want 2", got)
+	}
+}

@@ -325,6 +325,7 @@ func (s *State) WriteSB(b TxnBuilder) int {
 	w.records()
 	w.flows()
 	s.sbIndex.resync = false
+	s.notedWrite()
 	return w.ops
 }
 
