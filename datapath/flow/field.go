@@ -325,42 +325,66 @@ var nxmNames = func() map[string]Field {
 // fieldOnes returns the mask of a whole field in its own bit space.
 func fieldOnes(f Field) U128 { return OnesU128(fieldInfo[f].Bits) }
 
+// fieldLoc is a field's place in a Key packed for the accessors, which the
+// fast path calls per packet: FieldInfo carries the name and is too wide to
+// copy on every call.
+type fieldLoc struct {
+	ones  uint64 // the field's width in ones, unshifted
+	word  uint8
+	shift uint8
+	wide  bool // 128 bits: words word and word+1
+}
+
+// fieldLocs is computed once from fieldInfo and never written after.
+var fieldLocs = func() (t [numFields]fieldLoc) {
+	for f, i := range fieldInfo {
+		t[f] = fieldLoc{ones: OnesU128(min(i.Bits, 64)).Lo, word: uint8(i.Word), shift: uint8(i.Shift), wide: i.Bits == 128}
+	}
+	return t
+}()
+
 func getU128(w *[NumWords]uint64, f Field) U128 {
-	i := fieldInfo[f]
-	if i.Bits == 128 {
-		return U128{w[i.Word], w[i.Word+1]}
+	l := &fieldLocs[f]
+	if l.wide {
+		return U128{w[l.word], w[l.word+1]}
 	}
-	v := w[i.Word] >> i.Shift
-	if i.Bits < 64 {
-		v &= 1<<i.Bits - 1
-	}
-	return U128{0, v}
+	return U128{0, w[l.word] >> l.shift & l.ones}
 }
 
 // setU128 replaces the bits of f selected by m (in field space) with v.
 func setU128(w *[NumWords]uint64, f Field, v, m U128) {
-	i := fieldInfo[f]
-	if i.Bits == 128 {
-		w[i.Word] = w[i.Word]&^m.Hi | v.Hi&m.Hi
-		w[i.Word+1] = w[i.Word+1]&^m.Lo | v.Lo&m.Lo
+	l := &fieldLocs[f]
+	if l.wide {
+		w[l.word] = w[l.word]&^m.Hi | v.Hi&m.Hi
+		w[l.word+1] = w[l.word+1]&^m.Lo | v.Lo&m.Lo
 		return
 	}
-	mm := m.Lo
-	if i.Bits < 64 {
-		mm &= 1<<i.Bits - 1
-	}
-	mm <<= i.Shift
-	w[i.Word] = w[i.Word]&^mm | (v.Lo<<i.Shift)&mm
+	mm := (m.Lo & l.ones) << l.shift
+	w[l.word] = w[l.word]&^mm | (v.Lo<<l.shift)&mm
 }
 
 // Get returns the value of f (its low 64 bits for 128-bit fields).
-func (k *Key) Get(f Field) uint64 { return getU128(&k.W, f).Lo }
+func (k *Key) Get(f Field) uint64 {
+	l := &fieldLocs[f]
+	if l.wide {
+		return k.W[l.word+1]
+	}
+	return k.W[l.word] >> l.shift & l.ones
+}
 
 // GetU128 returns the value of f.
 func (k *Key) GetU128(f Field) U128 { return getU128(&k.W, f) }
 
 // Set sets f to v (truncated to the field's width).
-func (k *Key) Set(f Field, v uint64) { setU128(&k.W, f, U128{0, v}, fieldOnes(f)) }
+func (k *Key) Set(f Field, v uint64) {
+	l := &fieldLocs[f]
+	if l.wide {
+		k.W[l.word], k.W[l.word+1] = 0, v
+		return
+	}
+	mm := l.ones << l.shift
+	k.W[l.word] = k.W[l.word]&^mm | v<<l.shift&mm
+}
 
 // SetU128 sets f to v.
 func (k *Key) SetU128(f Field, v U128) { setU128(&k.W, f, v, fieldOnes(f)) }
