@@ -114,7 +114,7 @@ func (w *worker) runCTGroup(q []ctWait, now time.Duration) {
 		w.ctOffs = append(w.ctOffs, c.l3)
 	}
 	a := first.actions[first.at].(flow.DPCT)
-	params := ctParams(a, first.p.Offload.NeedsCsum)
+	params := ctParams(a, w.trackerNAT(a.NAT), first.p.Offload.NeedsCsum)
 	w.ctRes = slices.Grow(w.ctRes[:0], len(w.ctGroup))[:len(w.ctGroup)]
 	w.d.ctBatch.ProcessBatch(w.ctPkts, w.ctOffs, params, now, w.ctRes)
 	for j, i := range w.ctGroup {

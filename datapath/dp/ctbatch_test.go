@@ -169,8 +169,10 @@ func udpReply(f []byte) []byte {
 }
 
 // benchCTEstablished runs batches of 32 packets of random established UDP
-// connections (of conns) through ct(zone=7), recirculation and output.
-func benchCTEstablished(b *testing.B, batched bool, conns int) {
+// connections (of conns) through ct(zone=7), recirculation and output;
+// with nat, the ct() actions also carry a (plain) nat, as OVN's do on a
+// switch with a load balancer.
+func benchCTEstablished(b *testing.B, batched bool, conns int, nat bool) {
 	tr := conntrack.New(conntrack.Config{})
 	defer tr.Close()
 	frames := make([][]byte, conns)
@@ -186,7 +188,21 @@ func benchCTEstablished(b *testing.B, batched bool, conns int) {
 	if !batched {
 		ct = perPacketCT{tr}
 	}
-	d, _ := New(Config{Flows: &fakeFlows{translate: ctStatePipeline}, Conntrack: ct})
+	pipeline := ctStatePipeline
+	if nat {
+		n := &flow.NAT{}
+		pipeline = func(k *flow.Key) (flow.Mask, []flow.DPAction) {
+			m, actions := ctStatePipeline(k)
+			for i, a := range actions {
+				if ct, ok := a.(flow.DPCT); ok {
+					ct.NAT = n
+					actions[i] = ct
+				}
+			}
+			return m, actions
+		}
+	}
+	d, _ := New(Config{Flows: &fakeFlows{translate: pipeline}, Conntrack: ct})
 	for no := uint32(100); no < 164; no++ {
 		_ = d.AddPort(no, &nullPort{})
 	}
@@ -211,7 +227,69 @@ func benchCTEstablished(b *testing.B, batched bool, conns int) {
 
 func BenchmarkCTEstablished(b *testing.B) {
 	for _, conns := range []int{1000, 500_000} {
-		b.Run(fmt.Sprintf("conns=%d/per-packet", conns), func(b *testing.B) { benchCTEstablished(b, false, conns) })
-		b.Run(fmt.Sprintf("conns=%d/batched", conns), func(b *testing.B) { benchCTEstablished(b, true, conns) })
+		b.Run(fmt.Sprintf("conns=%d/per-packet", conns), func(b *testing.B) { benchCTEstablished(b, false, conns, false) })
+		b.Run(fmt.Sprintf("conns=%d/batched", conns), func(b *testing.B) { benchCTEstablished(b, true, conns, false) })
+		b.Run(fmt.Sprintf("conns=%d/batched-nat", conns), func(b *testing.B) { benchCTEstablished(b, true, conns, true) })
+	}
+}
+
+// TestFastPathAllocsCTNAT checks that established packets through
+// ct(zone=7,nat) (OVN's ct_next for a load-balanced or NATed switch),
+// recirculation and output cost no allocation, batched or not: the
+// tracker's NAT parameters are converted once per megaflow action, not
+// once per packet or batch.
+func TestFastPathAllocsCTNAT(t *testing.T) {
+	nat := &flow.NAT{}
+	pipeline := func(k *flow.Key) (flow.Mask, []flow.DPAction) {
+		var m flow.Mask
+		if k.Get(flow.RecircID) == 0 {
+			return m, []flow.DPAction{flow.DPCT{Zone: 7, NAT: nat}, flow.DPRecirc{ID: 1}}
+		}
+		m.SetField(flow.CTState)
+		if k.Get(flow.CTState)&uint64(conntrack.StateNew) != 0 {
+			return m, []flow.DPAction{flow.DPCT{Zone: 7, Commit: true, NAT: nat}, flow.DPOutput{Port: 2}}
+		}
+		return m, []flow.DPAction{flow.DPOutput{Port: 2}}
+	}
+	for _, batched := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batched=%v", batched), func(t *testing.T) {
+			tr := conntrack.New(conntrack.Config{})
+			defer tr.Close()
+			var ct Conntrack = tr
+			if !batched {
+				ct = perPacketCT{tr}
+			}
+			d, err := New(Config{Flows: &fakeFlows{translate: pipeline}, Conntrack: ct})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sink := &nullPort{}
+			if err := d.AddPort(2, sink); err != nil {
+				t.Fatal(err)
+			}
+			w := newWorker(d, &portEntry{no: 1, port: &nullPort{}})
+			f := udpFrame(mac2, mac1, 1000, 2000, 8)
+			pkts := make([]*port.Packet, 8)
+			for i := range pkts {
+				pkts[i] = port.NewPacket(2048)
+			}
+			run := func() {
+				for _, p := range pkts {
+					p.SetFrame(f)
+					w.receive(p, time.Second)
+				}
+				w.drainCT(time.Second)
+				w.flush()
+			}
+			run() // commits the connection and installs the megaflows
+			run()
+			sent := sink.sent
+			if a := testing.AllocsPerRun(20, run); a != 0 {
+				t.Errorf("%v allocations per batch, want 0", a)
+			}
+			if got := sink.sent - sent; got != 21*len(pkts) {
+				t.Errorf("sent %d, want %d", got, 21*len(pkts))
+			}
+		})
 	}
 }

@@ -55,7 +55,16 @@ type worker struct {
 	outPorts *map[uint32]*portEntry
 	outNo    uint32
 	outPE    *portEntry
+
+	// nats holds the tracker's form of the NAT of the ct() actions this
+	// worker ran, converted once per action rather than per packet (the
+	// conversion allocates); see trackerNAT.
+	nats map[*flow.NAT]*conntrack.NAT
 }
+
+// maxNATs bounds worker.nats: megaflows come and go, each translation
+// with NATs of its own, and the map starts over when full.
+const maxNATs = 1024
 
 // outQueue collects the batch's packets for one output port.
 type outQueue struct {
@@ -374,19 +383,20 @@ func (w *worker) conntrack(p *port.Packet, k *flow.Key, a flow.DPCT, now time.Du
 		}
 		h = findHeaders(p.Data)
 	}
-	r := ct.Process(p.Data, h.l3, ctParams(a, p.Offload.NeedsCsum), now)
+	r := ct.Process(p.Data, h.l3, ctParams(a, w.trackerNAT(a.NAT), p.Offload.NeedsCsum), now)
 	setCTKey(p, k, &r)
 	return true
 }
 
-// ctParams are the tracker's parameters for the ct() action a.
-func ctParams(a flow.DPCT, partialCsum bool) conntrack.Params {
+// ctParams are the tracker's parameters for the ct() action a, whose NAT
+// the tracker's form of a.NAT is.
+func ctParams(a flow.DPCT, nat *conntrack.NAT, partialCsum bool) conntrack.Params {
 	return conntrack.Params{
 		Zone: a.Zone, Commit: a.Commit, Force: a.Force,
 		Mark: a.Mark, MarkMask: a.MarkMask,
 		Label:           conntrack.Label{Hi: a.Label.Hi, Lo: a.Label.Lo},
 		LabelMask:       conntrack.Label{Hi: a.LabelMask.Hi, Lo: a.LabelMask.Lo},
-		NAT:             convertNAT(a.NAT),
+		NAT:             nat,
 		PartialChecksum: partialCsum,
 	}
 }
@@ -417,6 +427,25 @@ func setCTKey(p *port.Packet, k *flow.Key, r *conntrack.Result) {
 	if r.State&(conntrack.StateSNAT|conntrack.StateDNAT) != 0 {
 		packet.Extract(p.Data, k) // NAT rewrote the headers
 	}
+}
+
+// trackerNAT returns convertNAT(n), converted once per distinct n. A
+// megaflow's actions are never modified, so n's contents cannot change
+// while it is in the map, and the map's reference keeps n's address from
+// being reused by another NAT. The tracker only reads its parameters.
+func (w *worker) trackerNAT(n *flow.NAT) *conntrack.NAT {
+	if n == nil {
+		return nil
+	}
+	if c, ok := w.nats[n]; ok {
+		return c
+	}
+	if w.nats == nil || len(w.nats) >= maxNATs {
+		w.nats = make(map[*flow.NAT]*conntrack.NAT)
+	}
+	c := convertNAT(n)
+	w.nats[n] = c
+	return c
 }
 
 // convertNAT maps the flow action's NAT onto the tracker's.
