@@ -36,6 +36,9 @@ type AFPacket struct {
 	txMu sync.Mutex // held by Send; Close takes it to unmap the ring
 	tx   mmsgBatch
 	txr  *txRing // nil: send with sendmmsg only
+	// txGrown is set once the port tried to grow its transmit ring: a
+	// ring grows once, to its full size, or never.
+	txGrown bool
 	// gso sends the GSO frames. It does not bypass the qdisc layer, which
 	// splits a frame in software when the device lacks the offload (a
 	// veth with checksum offload off, say): a socket with
@@ -44,6 +47,7 @@ type AFPacket struct {
 	gsoRaw syscall.RawConn
 
 	ring        *rxRing    // nil: receive with recvmmsg
+	rxGrown     bool       // the port tried to grow its receive ring (Recv only)
 	ringMu      sync.Mutex // held while reading the ring; Close unmaps it
 	kernelDrops atomic.Uint64
 	closed      atomic.Bool
@@ -213,8 +217,8 @@ func prepareSockets(ring bool) (*afSockets, error) {
 	}
 	s := &afSockets{fd: fd}
 	if ring {
-		s.rr, _ = setupRxRing(fd)  // without a ring, recvmmsg does the job
-		s.txr, _ = prepareTxRing() // without a ring, sendmmsg does the job
+		s.rr, _ = setupRxRing(fd, rxRingFrames) // without a ring, recvmmsg does the job
+		s.txr, _ = prepareTxRing(txFrames)      // without a ring, sendmmsg does the job
 	}
 	return s, nil
 }
@@ -421,9 +425,14 @@ func (a *AFPacket) sendRing(pkts []*Packet) error {
 		}
 		if !r.put(p) {
 			_ = a.flushRing(&queued)
-			if !r.put(p) {
+			if !r.put(p) && (a.txGrown || !a.growTxRing()) {
 				a.txDropped.Add(1)
 				continue
+			}
+			if r != a.txr {
+				// A bigger ring, all of it free.
+				r = a.txr
+				r.put(p)
 			}
 		}
 		queued++

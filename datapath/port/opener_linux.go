@@ -12,8 +12,8 @@ import (
 // (afSockets), two per port, which on a loaded machine took a new
 // port's open from about 20 ms to 100 ms and more (a chassis under a
 // flood of ARP misses, whose first packets the port could only take
-// once it was open). The opener keeps one port's sockets ready (about 4
-// MiB of rings) and prepares the next as soon as Open takes them. Its
+// once it was open). The opener keeps one port's sockets ready (512
+// KiB of rings at first) and prepares the next as soon as Open takes them. Its
 // methods are safe to call from any goroutine.
 type AFPacketOpener struct {
 	ring   bool

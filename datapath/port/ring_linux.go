@@ -22,40 +22,89 @@ type rxRing struct {
 	next      int
 }
 
-// Ring geometry: 2 KiB slots fit a 1500-byte MTU frame with its headers;
-// 1024 of them absorb a burst of a few milliseconds.
+// Ring geometry: 2 KiB slots fit a 1500-byte MTU frame with its headers.
+// A port starts with a small ring, as most ports (VIFs) are idle most of
+// the time and a hypervisor has hundreds: every ring is resident whole
+// (the kernel allocates its pages when it is set up). A port whose ring
+// fills to half its slots is carrying a burst it cannot keep up with, so
+// its ring grows to the full size, which absorbs a burst of a few
+// milliseconds.
 const (
 	ringFrameSize = 2048
 	ringBlockSize = 1 << 16
-	ringBlocks    = 32
+	// rxRingFrames is the receive ring a port starts with (256 KiB).
+	rxRingFrames = 128
+	// rxRingFramesMax is the receive ring of a busy port (2 MiB).
+	rxRingFramesMax = 1024
 )
 
-// setupRxRing maps a receive ring on fd. PACKET_VNET_HDR must already be
-// set; it must be called before bind.
-func setupRxRing(fd int) (*rxRing, error) {
+// setupRxRing maps a receive ring of frames slots on fd. PACKET_VNET_HDR
+// must already be set; it must be called before bind.
+func setupRxRing(fd, frames int) (*rxRing, error) {
 	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V2); err != nil {
 		return nil, fmt.Errorf("PACKET_VERSION: %w", err)
 	}
 	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_COPY_THRESH, 1); err != nil {
 		return nil, fmt.Errorf("PACKET_COPY_THRESH: %w", err)
 	}
+	return mapRxRing(fd, frames)
+}
+
+// mapRxRing sets up the kernel's receive ring of frames slots on fd,
+// replacing the one it has, if any (which must not be mapped), and maps it.
+func mapRxRing(fd, frames int) (*rxRing, error) {
+	size := frames * ringFrameSize
 	req := unix.TpacketReq{
 		Block_size: ringBlockSize,
-		Block_nr:   ringBlocks,
+		Block_nr:   uint32(size / ringBlockSize),
 		Frame_size: ringFrameSize,
-		Frame_nr:   ringBlocks * ringBlockSize / ringFrameSize,
+		Frame_nr:   uint32(frames),
 	}
 	if err := unix.SetsockoptTpacketReq(fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &req); err != nil {
 		return nil, fmt.Errorf("PACKET_RX_RING: %w", err)
 	}
-	mem, err := unix.Mmap(fd, 0, ringBlocks*ringBlockSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_LOCKED)
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_LOCKED)
 	if err != nil {
-		mem, err = unix.Mmap(fd, 0, ringBlocks*ringBlockSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		mem, err = unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("mmap ring: %w", err)
 	}
-	return &rxRing{mem: mem, frameSize: ringFrameSize, frames: int(req.Frame_nr)}, nil
+	return &rxRing{mem: mem, frameSize: ringFrameSize, frames: frames}, nil
+}
+
+// backlogged reports whether the kernel has filled the slot half a ring
+// ahead of the next one to read: the reader is falling behind.
+func (r *rxRing) backlogged() bool {
+	h, _ := r.slot((r.next + r.frames/2) % r.frames)
+	return r.status(h)&unix.TP_STATUS_USER != 0
+}
+
+// growRxRing replaces a's receive ring with one of rxRingFramesMax
+// slots; the frames still in the old ring are lost. It is called by Recv
+// with ringMu held. If the kernel refuses the bigger ring, the port gets
+// one as big as it had, or none (then recvmmsg does the job).
+func (a *AFPacket) growRxRing() {
+	a.rxGrown = true
+	old := a.ring
+	a.ring = nil
+	var fd int
+	_ = a.raw.Control(func(f uintptr) { fd = int(f) })
+	old.close()
+	// The kernel replaces no ring: the old one goes first.
+	if unix.SetsockoptTpacketReq(fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &unix.TpacketReq{}) != nil {
+		// The old ring stays in the kernel: map it again.
+		if mem, err := unix.Mmap(fd, 0, old.frames*ringFrameSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err == nil {
+			a.ring = &rxRing{mem: mem, frameSize: ringFrameSize, frames: old.frames, next: old.next}
+		}
+		return
+	}
+	for _, frames := range []int{rxRingFramesMax, old.frames} {
+		if r, err := mapRxRing(fd, frames); err == nil {
+			a.ring = r
+			return
+		}
+	}
 }
 
 // slot is a frame slot's header and its bytes.
@@ -123,6 +172,9 @@ func (a *AFPacket) recvRing(pkts []*Packet) (int, error) {
 			r.release(h)
 			a.rxBytes.Add(uint64(len(p.Data)))
 			got++
+		}
+		if got == len(pkts) && !a.rxGrown && r.backlogged() {
+			a.growRxRing()
 		}
 		a.ringMu.Unlock()
 		if got > 0 {

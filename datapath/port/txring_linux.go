@@ -21,11 +21,17 @@ type txRing struct {
 	next   int
 }
 
-// Transmit ring geometry: slots as big as the receive ring's, 1024 of them
-// (a batch is at most BatchSize).
+// Transmit ring geometry: slots as big as the receive ring's. A port
+// starts with a few batches' worth (a batch is at most BatchSize), as the
+// kernel gives most slots back before the next batch; a port whose ring is
+// still full after a flush (its peer is slow to take the frames: bulk
+// traffic) gets a ring of txFramesMax.
 const (
 	txFrameSize = ringFrameSize
-	txFrames    = 1024
+	// txFrames is the transmit ring a port starts with (256 KiB).
+	txFrames = 128
+	// txFramesMax is the transmit ring of a busy port (2 MiB).
+	txFramesMax = 1024
 	// txDataOff is where a slot's data starts: TPACKET_ALIGN(sizeof(struct
 	// tpacket2_hdr)), as the kernel reads it without PACKET_TX_HAS_OFF.
 	txDataOff = 32
@@ -39,8 +45,9 @@ func (r *txRing) bind(ifindex int) error {
 	return nil
 }
 
-// prepareTxRing opens a transmit socket and maps its ring, unbound.
-func prepareTxRing() (*txRing, error) {
+// prepareTxRing opens a transmit socket and maps its ring of frames
+// slots, unbound.
+func prepareTxRing(frames int) (*txRing, error) {
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("socket: %w", err)
@@ -70,18 +77,18 @@ func prepareTxRing() (*txRing, error) {
 	}
 	req := unix.TpacketReq{
 		Block_size: ringBlockSize,
-		Block_nr:   txFrames * txFrameSize / ringBlockSize,
+		Block_nr:   uint32(frames * txFrameSize / ringBlockSize),
 		Frame_size: txFrameSize,
-		Frame_nr:   txFrames,
+		Frame_nr:   uint32(frames),
 	}
 	if err := unix.SetsockoptTpacketReq(fd, unix.SOL_PACKET, unix.PACKET_TX_RING, &req); err != nil {
 		return fail("PACKET_TX_RING", err)
 	}
-	mem, err := unix.Mmap(fd, 0, txFrames*txFrameSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mem, err := unix.Mmap(fd, 0, frames*txFrameSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return fail("mmap transmit ring", err)
 	}
-	return &txRing{fd: fd, mem: mem, frames: txFrames}, nil
+	return &txRing{fd: fd, mem: mem, frames: frames}, nil
 }
 
 // slot is slot i's header and its bytes.
@@ -130,4 +137,23 @@ func (r *txRing) close() {
 		r.mem = nil
 		_ = unix.Close(r.fd)
 	}
+}
+
+// growTxRing replaces a's transmit ring with one of txFramesMax slots, on
+// a socket of its own; the frames the old ring still holds go out before
+// its socket closes, or are dropped. It is called by Send with txMu held
+// and reports whether the port has the bigger ring.
+func (a *AFPacket) growTxRing() bool {
+	a.txGrown = true
+	r, err := prepareTxRing(txFramesMax)
+	if err != nil {
+		return false
+	}
+	if err := r.bind(a.ifindex); err != nil {
+		r.close()
+		return false
+	}
+	a.txr.close()
+	a.txr = r
+	return true
 }
