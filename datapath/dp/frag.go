@@ -52,9 +52,27 @@ func (w *worker) reassemble(p *port.Packet, k *flow.Key, l3 int, zone uint16, no
 }
 
 // clone copies p, and its refragmentation size if it is a reassembled
-// datagram.
+// datagram. The copy is one of the worker's spare packets when there is
+// one: a pipeline that outputs to several ports or recirculates a copy
+// clones every packet, and a new packet per clone kept the garbage
+// collector busy. Clones become spares again at flush, once the ports are
+// done with them (Send keeps no packet: the receive packets, reused by
+// the next Recv, rely on that too).
 func (w *worker) clone(p *port.Packet) *port.Packet {
-	q := p.Clone()
+	var q *port.Packet
+	if n := len(w.spares); n > 0 {
+		q = w.spares[n-1]
+		w.spares[n-1] = nil
+		w.spares = w.spares[:n-1]
+	} else {
+		// Room for an ordinary frame, so that a spare rarely grows.
+		q = port.NewPacket(max(len(p.Data), minSpareFrame))
+	}
+	q.SetFrame(p.Data)
+	opts := q.Tunnel.Options // emptied by SetFrame, storage kept
+	q.Offload, q.Tunnel = p.Offload, p.Tunnel
+	q.Tunnel.Options = append(opts, p.Tunnel.Options...)
+	w.clones = append(w.clones, q)
 	if mtu, ok := w.fragMTU[p]; ok {
 		w.fragMTU[q] = mtu
 	}
@@ -88,4 +106,25 @@ func (w *worker) refragment(p *port.Packet, queue func(*port.Packet)) {
 			queue(q)
 		}
 	}
+}
+
+// maxSpares bounds the spare packets a worker keeps for clones, and
+// maxSpareFrame the frame a spare may have room for: a burst of clones of
+// GSO frames must not pin megabytes.
+const (
+	maxSpares     = 2 * port.BatchSize
+	maxSpareFrame = 16 << 10
+	minSpareFrame = 2048
+)
+
+// recycleClones makes the batch's clones spares; the caller has sent them
+// or dropped them.
+func (w *worker) recycleClones() {
+	for _, q := range w.clones {
+		if len(w.spares) < maxSpares && cap(q.Data) <= maxSpareFrame {
+			w.spares = append(w.spares, q)
+		}
+	}
+	clear(w.clones)
+	w.clones = w.clones[:0]
 }

@@ -60,6 +60,10 @@ type worker struct {
 	// worker ran, converted once per action rather than per packet (the
 	// conversion allocates); see trackerNAT.
 	nats map[*flow.NAT]*conntrack.NAT
+
+	// clones are this batch's copies of packets, spares the packets of
+	// earlier batches' copies, ready for reuse (frag.go's clone).
+	clones, spares []*port.Packet
 }
 
 // maxNATs bounds worker.nats: megaflows come and go, each translation
@@ -327,6 +331,7 @@ func (w *worker) flush() {
 		q.pkts = q.pkts[:0]
 	}
 	clear(w.fragMTU) // datagrams not output were dropped
+	w.recycleClones()
 }
 
 // resolveOffloads makes packets fit for a port without offloads: partial
