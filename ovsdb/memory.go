@@ -10,7 +10,7 @@ import (
 
 // How much memory one request may cost.
 //
-// A JSON-RPC message may be as long as 64 MiB. Decoded naively, a message
+// A JSON-RPC message may be as long as 1 GiB. Decoded naively, a message
 // made of tiny values ("0,0,0,...", "[],[],...", "{},{},...") costs 20 to
 // 50 bytes of heap per byte of JSON: each value is boxed in an interface,
 // each array element is a 16-byte slot, each object a hash map, each set

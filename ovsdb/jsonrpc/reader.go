@@ -8,9 +8,13 @@ import (
 )
 
 // DefaultMaxMessageSize is the largest message a Reader accepts unless told
-// otherwise. An initial monitor reply for a big database runs to tens of
-// megabytes; anything near this limit is a broken or hostile peer.
-const DefaultMaxMessageSize = 64 << 20
+// otherwise. ovsdb-server sets no limit, and legitimate messages are large:
+// the first Southbound of a 1,000-node ovn-kubernetes cluster is one
+// transaction of about 120 MB (284,000 operations), and the monitor update
+// that tells every client of it as large. The limit only stops a broken
+// peer from growing a buffer without end; the server's budget for large
+// requests (ovsdb/server) bounds what decoding them costs.
+const DefaultMaxMessageSize = 1 << 30
 
 // maxDepth bounds nesting of arrays and objects. OVSDB messages nest a
 // handful of levels; the bound keeps a hostile stream from making the

@@ -8,7 +8,7 @@ import (
 // byteBudget bounds the bytes of large requests that sessions decode and
 // execute at once. A request's decoded form may take several times its
 // size (ovsdb.DecodeJSON allows 7 bytes per byte, plus 1 MiB), so without
-// a bound, many clients sending requests near the 64 MiB message limit at
+// a bound, many clients sending requests of tens of megabytes at
 // the same time could make the server take gigabytes and be killed, losing
 // every client. Requests wait their turn instead, first come first served.
 type byteBudget struct {

@@ -24,7 +24,7 @@ import (
 // check that the server's heap grows by no more than a small multiple of the
 // request's size, that the request gets an answer, and that another client
 // is still served. GOVN_OVERSIZE_MB sets the request size (default 4; the
-// worst cases that matter are near jsonrpc.DefaultMaxMessageSize, 64).
+// worst cases that matter are tens of megabytes: try 64).
 
 const oversizeSchema = `{
   "name": "Big",

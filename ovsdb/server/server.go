@@ -52,7 +52,7 @@ type Options struct {
 	// 0 means 100000.
 	HistoryRows int
 	// MaxMessageSize caps one incoming JSON-RPC message; 0 means
-	// jsonrpc.DefaultMaxMessageSize (64 MiB).
+	// jsonrpc.DefaultMaxMessageSize (1 GiB).
 	MaxMessageSize int
 	// ProbeInterval is how long a connection may stay silent before the
 	// server sends an "echo" to check that the peer is alive, and how long
