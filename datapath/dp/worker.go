@@ -469,15 +469,7 @@ func convertNAT(n *flow.NAT) *conntrack.NAT {
 }
 
 // clearCT zeroes the key's conntrack fields (ct_clear).
-func clearCT(k *flow.Key) {
-	for _, f := range []flow.Field{flow.CTState, flow.CTZone, flow.CTMark, flow.CTNWProto,
-		flow.CTNWSrc, flow.CTNWDst, flow.CTTPSrc, flow.CTTPDst} {
-		k.Set(f, 0)
-	}
-	for _, f := range []flow.Field{flow.CTLabel, flow.CTIPv6Src, flow.CTIPv6Dst} {
-		k.SetU128(f, flow.U128{})
-	}
-}
+func clearCT(k *flow.Key) { k.ClearCT() }
 
 // hashL4 is dp_hash over the packet's 5-tuple: symmetric in neither
 // direction (as OVS's), stable for a connection.

@@ -260,3 +260,34 @@ func TestCTStateFormat(t *testing.T) {
 		t.Errorf("String = %q, want %q", got, want)
 	}
 }
+
+// TestClearCT checks ClearCT against clearing the conntrack fields one by
+// one, on a key with every bit set.
+func TestClearCT(t *testing.T) {
+	var got, want Key
+	for i := range got.W {
+		got.W[i], want.W[i] = ^uint64(0), ^uint64(0)
+	}
+	for _, f := range []Field{CTState, CTZone, CTMark, CTNWProto, CTNWSrc, CTNWDst, CTTPSrc, CTTPDst, CTLabel, CTIPv6Src, CTIPv6Dst} {
+		want.SetU128(f, U128{})
+	}
+	// Bits of the conntrack words that no field uses are zero in any
+	// key a setter built.
+	for _, w := range []int{wCTState, wCTPorts} {
+		var used uint64
+		for f := FieldInvalid + 1; f < numFields; f++ {
+			if i := fieldInfo[f]; i.Word == w {
+				used |= fieldOnes(f).Lo << i.Shift
+			}
+		}
+		want.W[w] &= used
+	}
+	got.ClearCT()
+	if got != want {
+		for i := range got.W {
+			if got.W[i] != want.W[i] {
+				t.Errorf("word %d: %#x, want %#x", i, got.W[i], want.W[i])
+			}
+		}
+	}
+}

@@ -241,3 +241,13 @@ func regFields() []Field {
 	}
 	return fs
 }
+
+// ClearCT zeroes k's conntrack fields (ct_state, ct_zone, ct_mark,
+// ct_label and the ct_nw_*, ct_ipv6_* and ct_tp_* of the original
+// direction), as ct_clear does, leaving conj_id, which shares ct_mark's
+// word, alone. It writes whole words: the fast path runs it per packet.
+func (k *Key) ClearCT() {
+	k.W[wCTState] = 0
+	k.W[wCTMark] &= 1<<32 - 1 // conj_id
+	clear(k.W[wCTAddr:wEthSrc])
+}
