@@ -704,3 +704,46 @@ func BenchmarkFastPathTwoOutputs(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/packet")
 }
+
+// TestFastPathAllocsRecircCopy recirculates a copy of every packet (a
+// recirc that is not the last action) and outputs both: neither the copy
+// of the packet nor that of its key may cost an allocation.
+func TestFastPathAllocsRecircCopy(t *testing.T) {
+	flows := &fakeFlows{translate: func(k *flow.Key) (flow.Mask, []flow.DPAction) {
+		var m flow.Mask
+		if k.Get(flow.RecircID) == 0 {
+			return m, []flow.DPAction{flow.DPRecirc{ID: 1}, flow.DPClone{Actions: []flow.DPAction{flow.DPOutput{Port: 2}}}, flow.DPOutput{Port: 3}}
+		}
+		return m, []flow.DPAction{flow.DPOutput{Port: 2}}
+	}}
+	d, err := New(Config{Flows: flows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &nullPort{}
+	for _, no := range []uint32{2, 3} {
+		if err := d.AddPort(no, sink); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := newWorker(d, &portEntry{no: 1, port: &nullPort{}})
+	pkts := make([]*port.Packet, 4)
+	for i := range pkts {
+		pkts[i] = port.NewPacket(2048)
+	}
+	f := udpFrame(mac2, mac1, 1, 2, 18)
+	run := func() {
+		for _, p := range pkts {
+			p.SetFrame(f)
+			w.receive(p, 0)
+		}
+		w.flush()
+	}
+	run()
+	if n := testing.AllocsPerRun(50, run); n != 0 {
+		t.Errorf("%v allocations per batch, want 0", n)
+	}
+	if want := 3 * 52 * len(pkts); sink.sent != want {
+		t.Errorf("sent %d, want %d", sink.sent, want)
+	}
+}

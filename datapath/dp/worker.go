@@ -64,6 +64,7 @@ type worker struct {
 	// clones are this batch's copies of packets, spares the packets of
 	// earlier batches' copies, ready for reuse (frag.go's clone).
 	clones, spares []*port.Packet
+	keys           []*flow.Key // keyCopy's spare keys
 }
 
 // maxNATs bounds worker.nats: megaflows come and go, each translation
@@ -265,8 +266,9 @@ func (w *worker) execute(p *port.Packet, k *flow.Key, actions []flow.DPAction, n
 			w.st.recirculated.Add(1)
 			k.Set(flow.RecircID, uint64(a.ID))
 			if !last {
-				q, kk := w.clone(p), *k
-				w.process(q, &kk, now, depth+1)
+				kk := w.keyCopy(k)
+				w.process(w.clone(p), kk, now, depth+1)
+				w.putKey(kk)
 				continue
 			}
 			w.process(p, k, now, depth+1)
@@ -275,11 +277,32 @@ func (w *worker) execute(p *port.Packet, k *flow.Key, actions []flow.DPAction, n
 		case flow.DPUserspace:
 			w.packetIn(p, k, &a)
 		case flow.DPClone:
-			q, kk := w.clone(p), *k
-			w.execute(q, &kk, a.Actions, now, depth)
+			kk := w.keyCopy(k)
+			w.execute(w.clone(p), kk, a.Actions, now, depth)
+			w.putKey(kk)
 		}
 	}
 }
+
+// keyCopy returns a copy of k for a copy of the packet, in storage the
+// worker reuses: a copy on the stack would move to the heap, because
+// execute and process call each other. The caller hands it back with
+// putKey when the call it made with it returns; nothing keeps a key's
+// address beyond that (a packet waiting at ct() has a copy of its key).
+func (w *worker) keyCopy(k *flow.Key) *flow.Key {
+	var kk *flow.Key
+	if n := len(w.keys); n > 0 {
+		kk = w.keys[n-1]
+		w.keys = w.keys[:n-1]
+	} else {
+		kk = new(flow.Key)
+	}
+	*kk = *k
+	return kk
+}
+
+// putKey returns a key from keyCopy.
+func (w *worker) putKey(kk *flow.Key) { w.keys = append(w.keys, kk) }
 
 // output queues p for port no.
 func (w *worker) output(no uint32, p *port.Packet, k *flow.Key) {
