@@ -24,7 +24,11 @@
 //     before the next WriteSB. A failed commit makes State.Resync compare
 //     everything in the next transaction, after a backoff;
 //  4. when active, writes the Northbound (State.WriteNB: sb_cfg, hv_cfg,
-//     Logical_Switch_Port.up) in one transaction.
+//     Logical_Switch_Port.up) in one transaction. sb_cfg takes the nb_cfg
+//     of the Southbound transaction that has just committed (handed to
+//     State.Committed), so ovn-nbctl --wait=sb waits for one Southbound
+//     commit and one Northbound update, not for the next iteration to
+//     apply the Southbound's echo of that commit first.
 //
 // After a reconnection the clients resume their monitors
 // (monitor_cond_since) or report the difference to what they held, so the
