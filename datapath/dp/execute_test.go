@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/govn/govn/datapath/flow"
+	"github.com/govn/govn/datapath/packet"
 	"github.com/govn/govn/datapath/port"
 )
 
@@ -201,4 +202,32 @@ func ipv6Frame(src, dst netip.Addr, proto byte, payload []byte) []byte {
 	c := ^uint16(sum)
 	b[14+40+2], b[14+40+3] = byte(c>>8), byte(c)
 	return b
+}
+
+// BenchmarkSetField rewrites one field of a UDP frame, alternating between
+// two values so that every run changes the frame.
+func BenchmarkSetField(b *testing.B) {
+	for _, c := range []struct {
+		field flow.Field
+		v0    uint64
+		v1    uint64
+	}{
+		{flow.EthDst, 0x0a0000000001, 0x0a0000000002},
+		{flow.NWTTL, 63, 64},
+	} {
+		b.Run(c.field.String(), func(b *testing.B) {
+			f := udpFrame(mac2, mac1, 1, 2, 18)
+			p := port.NewPacket(len(f))
+			p.SetFrame(f)
+			var k flow.Key
+			packet.Extract(p.Data, &k)
+			all := flow.U128{Hi: ^uint64(0), Lo: ^uint64(0)}
+			a := [2]flow.DPSetField{{Field: c.field, Value: flow.U128{Lo: c.v0}, Mask: all}, {Field: c.field, Value: flow.U128{Lo: c.v1}, Mask: all}}
+			i := 0
+			for b.Loop() {
+				setField(p, &k, a[i&1])
+				i++
+			}
+		})
+	}
 }

@@ -24,13 +24,38 @@ func setField(p *port.Packet, k *flow.Key, a flow.DPSetField) {
 	if len(d) < 14 {
 		return
 	}
-	h := findHeaders(d)
-	partial := p.Offload.NeedsCsum
+	// Fields at fixed places, or outside the frame, first: the header walk
+	// is most of the cost of a rewrite, and OVN's pipelines set these on
+	// every routed or tunnelled packet.
 	switch a.Field {
 	case flow.EthDst:
 		putMAC(d[0:], v.Lo)
+		return
 	case flow.EthSrc:
 		putMAC(d[6:], v.Lo)
+		return
+	case flow.TunID:
+		p.Tunnel.ID = v.Lo
+		return
+	case flow.TunSrc:
+		p.Tunnel.Src = ipv4Addr(v.Lo)
+		return
+	case flow.TunDst:
+		p.Tunnel.Dst = ipv4Addr(v.Lo)
+		return
+	case flow.TunTOS:
+		p.Tunnel.TOS = uint8(v.Lo)
+		return
+	case flow.TunTTL:
+		p.Tunnel.TTL = uint8(v.Lo)
+		return
+	case flow.TunMetadata0:
+		p.Tunnel.Options = packet.AppendOVNOption(p.Tunnel.Options[:0], uint32(v.Lo))
+		return
+	}
+	h := findHeaders(d)
+	partial := p.Offload.NeedsCsum
+	switch a.Field {
 	case flow.VLANTCI:
 		// OVS's vlan_tci has the CFI bit set for "a tag is present".
 		if h.vlan >= 0 {
@@ -138,18 +163,6 @@ func setField(p *port.Packet, k *flow.Key, a flow.DPSetField) {
 		if h.ethType == etherTypeARP && h.l3 >= 0 {
 			binary.BigEndian.PutUint16(d[h.l3+6:], uint16(v.Lo))
 		}
-	case flow.TunID:
-		p.Tunnel.ID = v.Lo
-	case flow.TunSrc:
-		p.Tunnel.Src = ipv4Addr(v.Lo)
-	case flow.TunDst:
-		p.Tunnel.Dst = ipv4Addr(v.Lo)
-	case flow.TunTOS:
-		p.Tunnel.TOS = uint8(v.Lo)
-	case flow.TunTTL:
-		p.Tunnel.TTL = uint8(v.Lo)
-	case flow.TunMetadata0:
-		p.Tunnel.Options = packet.AppendOVNOption(p.Tunnel.Options[:0], uint32(v.Lo))
 	}
 }
 
