@@ -393,27 +393,15 @@ func (s *store) dropHeadMem(index uint64) {
 	s.entries = append([]raft.Log(nil), s.entries[k:]...)
 }
 
-// write appends records and fsyncs. Callers hold s.mu.
+// writeLocked appends records and fsyncs. Callers hold s.mu.
 func (s *store) writeLocked(recs ...*record) error {
-	if s.failed != nil {
-		return s.failed
-	}
-	var b []byte
-	var err error
-	for _, r := range recs {
-		if b, err = encodeRecord(b, r); err != nil {
-			return err
-		}
-	}
-	if _, err := s.f.Write(b); err != nil {
-		s.failed = fmt.Errorf("writing %s: %w", s.path, err)
-		return s.failed
+	if err := s.appendRecordsLocked(recs); err != nil {
+		return err
 	}
 	if err := s.f.Sync(); err != nil {
 		s.failed = fmt.Errorf("syncing %s: %w", s.path, err)
 		return s.failed
 	}
-	s.size += int64(len(b))
 	s.setDurableLocked(s.written)
 	return nil
 }
@@ -421,6 +409,19 @@ func (s *store) writeLocked(recs ...*record) error {
 // appendLocked appends records without fsync; syncLoop fsyncs them.
 // Callers hold s.mu.
 func (s *store) appendLocked(recs ...*record) error {
+	if err := s.appendRecordsLocked(recs); err != nil {
+		return err
+	}
+	select {
+	case s.syncReq <- struct{}{}:
+	default: // a request is pending: it covers these too
+	}
+	return nil
+}
+
+// appendRecordsLocked encodes recs and writes them to the file, without
+// fsync. A failed write fails the store. Callers hold s.mu.
+func (s *store) appendRecordsLocked(recs []*record) error {
 	if s.failed != nil {
 		return s.failed
 	}
@@ -436,10 +437,6 @@ func (s *store) appendLocked(recs ...*record) error {
 		return s.failed
 	}
 	s.size += int64(len(b))
-	select {
-	case s.syncReq <- struct{}{}:
-	default: // a request is pending: it covers these too
-	}
 	return nil
 }
 
