@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -143,17 +142,11 @@ func serveChassis(ctx context.Context, opts chassisOptions, ready func()) error 
 		}
 		defer pf.Remove()
 	}
-	if opts.cpuprofile != "" {
-		f, err := os.Create(opts.cpuprofile)
-		if err != nil {
-			return fmt.Errorf("cpu profile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("cpu profile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(opts.cpuprofile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 
 	"github.com/govn/govn/internal/daemon"
 )
@@ -49,4 +50,22 @@ func openDaemonLog(logFile string, verbose bool) (out io.Writer, level slog.Leve
 		return nil, level, nil, fmt.Errorf("opening log file: %w", err)
 	}
 	return f, level, func() { f.Close() }, nil
+}
+
+// startCPUProfile starts a CPU profile of the whole run into path (the
+// daemons' --cpuprofile); stop ends it and closes the file. With path
+// empty it does nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

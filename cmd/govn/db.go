@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -133,16 +132,11 @@ func serveDB(ctx context.Context, opts dbOptions, ready func()) error {
 		logger.Info("ignoring --monitor: govn db is not restarted after a crash; use a service manager for that")
 	}
 
-	if opts.cpuprofile != "" {
-		f, err := os.Create(opts.cpuprofile)
-		if err != nil {
-			return err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(opts.cpuprofile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	// The pidfile comes first: a second govn db on the same pidfile
 	// stops here, before it touches the first one's files and sockets.
 	if opts.pidfile != "" {

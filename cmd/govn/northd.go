@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -266,17 +265,11 @@ func serveNorthd(ctx context.Context, opts northdOptions, ready func()) error {
 		}
 		defer pf.Remove()
 	}
-	if opts.cpuprofile != "" {
-		f, err := os.Create(opts.cpuprofile)
-		if err != nil {
-			return fmt.Errorf("cpu profile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("cpu profile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(opts.cpuprofile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	var events *metrics.Northd
 	var onWrite func(northdaemon.LastWrite)
 	if opts.metrics != "" {
