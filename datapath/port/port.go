@@ -19,7 +19,8 @@ type Port interface {
 	// Send transmits the frames. It is safe to call from several
 	// goroutines and concurrently with Recv. A frame the port cannot take
 	// is counted as a transmit drop, not returned as an error; errors mean
-	// the port is unusable.
+	// the port is unusable. Send keeps no reference to a packet or its
+	// bytes once it returns: the datapath reuses them for the next batch.
 	Send(pkts []*Packet) error
 	// Offloads reports whether Send accepts frames with a partial checksum
 	// or a GSO segment (Packet.Offload) as they are.
