@@ -89,9 +89,11 @@ func TestBenchFloodSmoke(t *testing.T) {
 		t.Errorf("%d ports up, %d failed under the flood; want both up", f.Ports, f.Failed)
 	}
 	// The flood runs from before the warm-up port to the last port's
-	// reply: at least a second or so at any speed.
-	if sent := r.FloodSent["govn chassis"]; r.Flood != rate || sent < rate/2 {
-		t.Errorf("flood %d a second, sent %v; want %d a second and at least %d sent", r.Flood, r.FloodSent, rate, rate/2)
+	// reply: a few tenths of a second at least (three ports' worth; CI
+	// saw 682 frames in 0.7 s), so a tenth of a second's worth proves it
+	// ran.
+	if sent := r.FloodSent["govn chassis"]; r.Flood != rate || sent < rate/10 {
+		t.Errorf("flood %d a second, sent %v; want %d a second and at least %d sent", r.Flood, r.FloodSent, rate, rate/10)
 	}
 	var b strings.Builder
 	r.WriteTable(&b)
