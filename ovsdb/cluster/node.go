@@ -553,9 +553,10 @@ func (t *durableTransport) nudge(term, c uint64) {
 			PrevLogTerm:       l.Term,
 			LeaderCommitIndex: c,
 		}
+		id := p.id // clamp may change p.id meanwhile, under t.mu
 		go func() {
 			var resp raft.AppendEntriesResponse
-			err := t.NetworkTransport.AppendEntries(p.id, addr, req, &resp)
+			err := t.NetworkTransport.AppendEntries(id, addr, req, &resp)
 			t.mu.Lock()
 			p.busy = false
 			if err == nil && resp.Success {
