@@ -441,16 +441,8 @@ func TestRecirculationLoopIsBounded(t *testing.T) {
 // and going out of a port costs no allocation in the datapath.
 func TestFastPathAllocs(t *testing.T) {
 	flows := &fakeFlows{translate: macTable(map[uint64]uint32{mac2: 2})}
-	d, err := New(Config{Flows: flows})
-	if err != nil {
-		t.Fatal(err)
-	}
 	sink := &nullPort{}
-	if err := d.AddPort(2, sink); err != nil {
-		t.Fatal(err)
-	}
-	pe := &portEntry{no: 1, port: sink}
-	w := newWorker(d, pe)
+	w := newFastWorker(t, flows, sink, sink)
 	p := port.NewPacket(port.MaxFrame)
 	f := udpFrame(mac2, mac1, 1, 2, 18)
 	run := func() {
@@ -467,22 +459,26 @@ func TestFastPathAllocs(t *testing.T) {
 	}
 }
 
-// nullPort counts what it is sent and never receives.
-type nullPort struct{ sent int }
+// newFastWorker makes a datapath on flows with outs added as ports 2, 3, …
+// and a worker receiving on in as port 1, which the fast-path tests and
+// benchmarks drive directly, without the datapath's goroutines.
+func newFastWorker(tb testing.TB, flows *fakeFlows, in port.Port, outs ...port.Port) *worker {
+	tb.Helper()
+	d, err := New(Config{Flows: flows})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for i, o := range outs {
+		if err := d.AddPort(uint32(2+i), o); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return newWorker(d, &portEntry{no: 1, port: in})
+}
 
-func (*nullPort) Name() string                     { return "null" }
-func (*nullPort) Recv([]*port.Packet) (int, error) { return 0, port.ErrClosed }
-func (n *nullPort) Send(pkts []*port.Packet) error { n.sent += len(pkts); return nil }
-func (*nullPort) Offloads() bool                   { return true }
-func (*nullPort) Stats() port.Stats                { return port.Stats{} }
-func (*nullPort) Close() error                     { return nil }
-
-func BenchmarkFastPathCacheHit(b *testing.B) {
-	flows := &fakeFlows{translate: macTable(map[uint64]uint32{mac2: 2})}
-	d, _ := New(Config{Flows: flows})
-	sink := &nullPort{}
-	_ = d.AddPort(2, sink)
-	w := newWorker(d, &portEntry{no: 1, port: sink})
+// benchFastPath times w receiving a full batch of one UDP frame to mac2
+// and flushing it, and reports the time per packet.
+func benchFastPath(b *testing.B, w *worker) {
 	batch := make([]*port.Packet, port.BatchSize)
 	f := udpFrame(mac2, mac1, 1, 2, 18)
 	for i := range batch {
@@ -497,6 +493,22 @@ func BenchmarkFastPathCacheHit(b *testing.B) {
 		w.flush()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/packet")
+}
+
+// nullPort counts what it is sent and never receives.
+type nullPort struct{ sent int }
+
+func (*nullPort) Name() string                     { return "null" }
+func (*nullPort) Recv([]*port.Packet) (int, error) { return 0, port.ErrClosed }
+func (n *nullPort) Send(pkts []*port.Packet) error { n.sent += len(pkts); return nil }
+func (*nullPort) Offloads() bool                   { return true }
+func (*nullPort) Stats() port.Stats                { return port.Stats{} }
+func (*nullPort) Close() error                     { return nil }
+
+func BenchmarkFastPathCacheHit(b *testing.B) {
+	flows := &fakeFlows{translate: macTable(map[uint64]uint32{mac2: 2})}
+	sink := &nullPort{}
+	benchFastPath(b, newFastWorker(b, flows, sink, sink))
 }
 
 // TestSetFieldPartialChecksum rewrites a frame whose UDP checksum holds
@@ -617,22 +629,7 @@ func TestStatsKeepRemovedPortsHits(t *testing.T) {
 func TestFastPathClones(t *testing.T) {
 	twoPorts := func(p2, p3 port.Port) *worker {
 		t.Helper()
-		flows := &fakeFlows{translate: func(k *flow.Key) (flow.Mask, []flow.DPAction) {
-			var m flow.Mask
-			m.SetField(flow.EthDst)
-			return m, []flow.DPAction{flow.DPOutput{Port: 2}, flow.DPOutput{Port: 3}}
-		}}
-		d, err := New(Config{Flows: flows})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := d.AddPort(2, p2); err != nil {
-			t.Fatal(err)
-		}
-		if err := d.AddPort(3, p3); err != nil {
-			t.Fatal(err)
-		}
-		return newWorker(d, &portEntry{no: 1, port: &nullPort{}})
+		return newFastWorker(t, twoOutputs(), &nullPort{}, p2, p3)
 	}
 	pkts := make([]*port.Packet, 4)
 	for i := range pkts {
@@ -678,31 +675,19 @@ func TestFastPathClones(t *testing.T) {
 // BenchmarkFastPathTwoOutputs is BenchmarkFastPathCacheHit with a megaflow
 // that outputs every packet to two ports, which copies each once.
 func BenchmarkFastPathTwoOutputs(b *testing.B) {
-	flows := &fakeFlows{translate: func(k *flow.Key) (flow.Mask, []flow.DPAction) {
+	sink := &nullPort{}
+	w := newFastWorker(b, twoOutputs(), sink, sink, sink)
+	b.ReportAllocs()
+	benchFastPath(b, w)
+}
+
+// twoOutputs is a megaflow table that outputs every packet to ports 2 and 3.
+func twoOutputs() *fakeFlows {
+	return &fakeFlows{translate: func(k *flow.Key) (flow.Mask, []flow.DPAction) {
 		var m flow.Mask
 		m.SetField(flow.EthDst)
 		return m, []flow.DPAction{flow.DPOutput{Port: 2}, flow.DPOutput{Port: 3}}
 	}}
-	d, _ := New(Config{Flows: flows})
-	sink := &nullPort{}
-	_ = d.AddPort(2, sink)
-	_ = d.AddPort(3, sink)
-	w := newWorker(d, &portEntry{no: 1, port: sink})
-	batch := make([]*port.Packet, port.BatchSize)
-	f := udpFrame(mac2, mac1, 1, 2, 18)
-	for i := range batch {
-		batch[i] = port.NewPacket(2048)
-		batch[i].SetFrame(f)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		for _, p := range batch {
-			w.receive(p, 0)
-		}
-		w.flush()
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/packet")
 }
 
 // TestFastPathAllocsRecircCopy recirculates a copy of every packet (a
@@ -716,17 +701,8 @@ func TestFastPathAllocsRecircCopy(t *testing.T) {
 		}
 		return m, []flow.DPAction{flow.DPOutput{Port: 2}}
 	}}
-	d, err := New(Config{Flows: flows})
-	if err != nil {
-		t.Fatal(err)
-	}
 	sink := &nullPort{}
-	for _, no := range []uint32{2, 3} {
-		if err := d.AddPort(no, sink); err != nil {
-			t.Fatal(err)
-		}
-	}
-	w := newWorker(d, &portEntry{no: 1, port: &nullPort{}})
+	w := newFastWorker(t, flows, &nullPort{}, sink, sink)
 	pkts := make([]*port.Packet, 4)
 	for i := range pkts {
 		pkts[i] = port.NewPacket(2048)
