@@ -136,31 +136,13 @@ func TestAFPacketKernelDropsAfterClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	// A static neighbour, so the datagrams leave without ARP.
-	ns.Run(t, "ip", "neigh", "replace", "10.78.0.2", "lladdr", "02:00:00:00:78:02", "dev", v.Inner, "nud", "permanent")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd, err := ns.Tool(ctx, "udp-blast", "10.78.0.2:9", "0.5", "18")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("udp-blast: %v", err)
-	}
-	var sent struct{ Packets int }
-	if err := json.Unmarshal(out, &sent); err != nil {
-		t.Fatalf("udp-blast output %q: %v", out, err)
-	}
-	if sent.Packets <= p.ring.frames {
-		t.Skipf("sent only %d datagrams, too few to fill a %d-slot ring", sent.Packets, p.ring.frames)
-	}
+	sent := udpBlastFill(t, ns, v.Inner, "10.78.0.2", "02:00:00:00:78:02", "0.5", 30*time.Second, p.ring.frames)
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
 	s := p.Stats()
 	if s.RxDropped == 0 {
-		t.Errorf("after %d datagrams into a %d-slot ring nobody read, RxDropped is 0: %+v", sent.Packets, p.ring.frames, s)
+		t.Errorf("after %d datagrams into a %d-slot ring nobody read, RxDropped is 0: %+v", sent, p.ring.frames, s)
 	}
 }
 
@@ -313,4 +295,31 @@ func FuzzVLANFromAux(f *testing.F) {
 		}
 		_, _, _ = vlanFromAux(b)
 	})
+}
+
+// udpBlastFill sends small UDP datagrams from ns out of dev to ip (given a
+// static neighbour at mac, so that they leave without ARP) for seconds, and
+// skips the test when fewer went than the frames of a ring it is to fill.
+// It returns how many it sent.
+func udpBlastFill(t *testing.T, ns *netns.NS, dev, ip, mac, seconds string, timeout time.Duration, frames int) int {
+	t.Helper()
+	ns.Run(t, "ip", "neigh", "replace", ip, "lladdr", mac, "dev", dev, "nud", "permanent")
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd, err := ns.Tool(ctx, "udp-blast", ip+":9", seconds, "18")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("udp-blast: %v", err)
+	}
+	var sent struct{ Packets int }
+	if err := json.Unmarshal(out, &sent); err != nil {
+		t.Fatalf("udp-blast output %q: %v", out, err)
+	}
+	if sent.Packets <= frames {
+		t.Skipf("sent only %d datagrams, too few to fill a %d-slot ring", sent.Packets, frames)
+	}
+	return sent.Packets
 }

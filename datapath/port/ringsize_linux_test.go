@@ -2,7 +2,6 @@ package port
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"runtime"
@@ -70,25 +69,7 @@ func TestAFPacketRingsGrow(t *testing.T) {
 	if p1.ring.frames != rxRingFrames || p2.txr.frames != txFrames {
 		t.Fatalf("rings start with %d and %d slots, want %d and %d", p1.ring.frames, p2.txr.frames, rxRingFrames, txFrames)
 	}
-	// A static neighbour, so the datagrams leave without ARP.
-	ns1.Run(t, "ip", "neigh", "replace", "10.80.0.2", "lladdr", "02:00:00:00:80:02", "dev", v1.Inner, "nud", "permanent")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd, err := ns1.Tool(ctx, "udp-blast", "10.80.0.2:9", "0.3", "18")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("udp-blast: %v", err)
-	}
-	var sent struct{ Packets int }
-	if err := json.Unmarshal(out, &sent); err != nil {
-		t.Fatalf("udp-blast output %q: %v", out, err)
-	}
-	if sent.Packets <= rxRingFrames {
-		t.Skipf("sent only %d datagrams, too few to fill a %d-slot ring", sent.Packets, rxRingFrames)
-	}
+	udpBlastFill(t, ns1, v1.Inner, "10.80.0.2", "02:00:00:00:80:02", "0.3", 60*time.Second, rxRingFrames)
 	pkts := make([]*Packet, BatchSize)
 	for i := range pkts {
 		pkts[i] = NewPacket(MaxFrame)
@@ -108,7 +89,9 @@ func TestAFPacketRingsGrow(t *testing.T) {
 
 	wire(t, p1, p2)
 	ns2.Serve(t, "tcp-sink", v2.Addr+":5001")
-	cmd, err = ns1.Tool(ctx, "tcp-send", v2.Addr+":5001", "20000000")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd, err := ns1.Tool(ctx, "tcp-send", v2.Addr+":5001", "20000000")
 	if err != nil {
 		t.Fatal(err)
 	}
