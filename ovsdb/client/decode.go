@@ -23,6 +23,36 @@ type parser struct {
 	i       int
 	depth   int
 	scratch []colValue // rowValues' result, reused row after row
+	// strs interns the short strings of one update: the values that
+	// repeat across rows (external_ids keys, pipeline and stage names,
+	// common actions) are then stored once, which cuts both the bytes the
+	// cache holds and the garbage one big initial reply leaves behind.
+	strs map[string]string
+}
+
+// maxIntern is the length of the longest string the parser interns:
+// longer ones (most matches) rarely repeat, and interning them would only
+// cost hashing.
+const maxIntern = 64
+
+// intern returns b as a string, shared with the equal strings read before
+// in this update.
+func (p *parser) intern(b []byte) string {
+	if len(b) > maxIntern {
+		return validUTF8(b)
+	}
+	if s, ok := p.strs[string(b)]; ok {
+		return s
+	}
+	if !utf8.Valid(b) {
+		return validUTF8(b)
+	}
+	s := string(b)
+	if p.strs == nil {
+		p.strs = make(map[string]string)
+	}
+	p.strs[s] = s
+	return s
 }
 
 var errDepth = errors.New("nested too deeply")
@@ -72,7 +102,7 @@ func (p *parser) str() (string, error) {
 		c := p.b[p.i]
 		switch {
 		case c == '"':
-			s := validUTF8(p.b[start:p.i])
+			s := p.intern(p.b[start:p.i])
 			p.i++
 			return s, nil
 		case c == '\\':
