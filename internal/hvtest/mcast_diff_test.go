@@ -80,25 +80,10 @@ func TestMcastSnoopingDifferential(t *testing.T) {
 	if why := Available(); why != "" {
 		t.Skip(why)
 	}
-	var govn govnBinary
-	t.Cleanup(govn.remove)
 	results := map[string][]string{}
-	for _, d := range []struct {
-		name    string
-		chassis func(t *testing.T) Chassis
-	}{
-		{"ovn-controller", func(*testing.T) Chassis { return RealChassis{} }},
-		{"govn-chassis", func(t *testing.T) Chassis {
-			bin := govn.get(t)
-			govnHas(t, bin, "chassis")
-			return GovnChassis{Argv: []string{bin, "chassis"}}
-		}},
-	} {
-		t.Run(d.name, func(t *testing.T) {
-			ch := d.chassis(t)
-			results[d.name] = mcastSnooping(t, New(t, Options{Hypervisors: 2, Northd: RealNorthd(), Chassis: func(int) Chassis { return ch }}))
-		})
-	}
+	eachChassis(t, 2, func(t *testing.T, name string, c *Cluster) {
+		results[name] = mcastSnooping(t, c)
+	})
 	if len(results) == 2 && !t.Failed() {
 		t.Logf("queries as each saw them:\novn-controller: %s\ngovn chassis:   %s",
 			strings.Join(results["ovn-controller"], "; "), strings.Join(results["govn-chassis"], "; "))

@@ -24,6 +24,15 @@ func TestVirtualPortRelease(t *testing.T) {
 	if why := Available(); why != "" {
 		t.Skip(why)
 	}
+	eachChassis(t, 2, func(t *testing.T, _ string, c *Cluster) { virtualPortRelease(t, c) })
+}
+
+// eachChassis runs steps, as a subtest named for the chassis, on a cluster
+// of hypervisors under the real northd whose every chassis is
+// ovn-controller, then on one whose every chassis is govn's: the
+// differential tests expect the same of both.
+func eachChassis(t *testing.T, hypervisors int, steps func(t *testing.T, name string, c *Cluster)) {
+	t.Helper()
 	var govn govnBinary
 	t.Cleanup(govn.remove)
 	for _, d := range []struct {
@@ -39,7 +48,7 @@ func TestVirtualPortRelease(t *testing.T) {
 	} {
 		t.Run(d.name, func(t *testing.T) {
 			ch := d.chassis(t)
-			virtualPortRelease(t, New(t, Options{Hypervisors: 2, Northd: RealNorthd(), Chassis: func(int) Chassis { return ch }}))
+			steps(t, d.name, New(t, Options{Hypervisors: hypervisors, Northd: RealNorthd(), Chassis: func(int) Chassis { return ch }}))
 		})
 	}
 }
