@@ -115,15 +115,7 @@ func mcastSnooping(t *testing.T, c *Cluster) []string {
 			t.Logf("IGMP_Group:\n%s\nIP_Multicast:\n%s", c.SBCtl(t, "list", "IGMP_Group"), c.SBCtl(t, "list", "IP_Multicast"))
 		}
 	}()
-	fds := map[string]int{}
-	for name, vm := range vms {
-		fd, _, err := rawSocket(vm.NS, vm.Dev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer unix.Close(fd)
-		fds[name] = fd
-	}
+	fds := vmSockets(t, vms)
 	// members is the group's members on every chassis, sorted.
 	members := func(group string) string {
 		var out []string

@@ -98,15 +98,7 @@ func virtualPortRelease(t *testing.T, c *Cluster) {
 		}
 	}()
 	vip := netip.MustParseAddr("10.0.0.100")
-	fds := map[string]int{}
-	for name, vm := range vms {
-		fd, _, err := rawSocket(vm.NS, vm.Dev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer unix.Close(fd)
-		fds[name] = fd
-	}
+	fds := vmSockets(t, vms)
 	// announce has the VM send a gratuitous ARP for the VIP.
 	announce := func(name string) func() {
 		mac, _ := net.ParseMAC(vms[name].MAC)
@@ -150,4 +142,20 @@ func virtualPortRelease(t *testing.T, c *Cluster) {
 	// No longer a virtual port: released, parent and all.
 	c.NBCtl(t, "lsp-set-type", "vip", "")
 	step("vip made an ordinary port", "-/-", nil)
+}
+
+// vmSockets opens a raw socket on each VM's interface, by VM name, closed
+// when the test ends.
+func vmSockets(t *testing.T, vms map[string]*VM) map[string]int {
+	t.Helper()
+	fds := map[string]int{}
+	for name, vm := range vms {
+		fd, _, err := rawSocket(vm.NS, vm.Dev)
+		if err != nil {
+			t.Fatalf("raw socket on %s: %v", name, err)
+		}
+		t.Cleanup(func() { unix.Close(fd) })
+		fds[name] = fd
+	}
+	return fds
 }
