@@ -396,8 +396,11 @@ func (s *subject) change(ctx context.Context, kind string, i int) error {
 	if err != nil {
 		return err
 	}
-	took, err := s.nbctl.run(ctx, append([]string{"--wait=sb"}, s.changer.args(kind, i)...)...)
+	took, out, err := s.nbctl.run(ctx, append([]string{"--wait=sb"}, s.changer.args(kind, i)...)...)
 	if err != nil {
+		return err
+	}
+	if err := s.changer.made(kind, i, out); err != nil {
 		return err
 	}
 	l := s.rep.Changes[kind]

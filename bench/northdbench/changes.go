@@ -3,6 +3,8 @@ package northdbench
 import (
 	"fmt"
 	"strings"
+
+	"github.com/govn/govn/ovsdb"
 )
 
 // A change kind is one thing a Kubernetes cluster does to the Northbound,
@@ -31,11 +33,12 @@ type changeRefs struct {
 type changer struct {
 	s     Shape
 	refs  changeRefs
-	added map[int]int // backends added per service
+	added map[int]int    // backends added per service
+	pods  map[int]string // UUIDs of the ports pod-add i created
 }
 
 func newChanger(s Shape, r changeRefs) *changer {
-	return &changer{s: s.withDefaults(), refs: r, added: make(map[int]int)}
+	return &changer{s: s.withDefaults(), refs: r, added: make(map[int]int), pods: make(map[int]string)}
 }
 
 // args returns the ovn-nbctl commands (without options) of change i of
@@ -49,13 +52,19 @@ func (c *changer) args(kind string, i int) []string {
 		name := fmt.Sprintf("ns%d_newpod-%d-%d", ns, k, i)
 		ip := fmt.Sprintf("%s.%d", nodeNet(k), 200+i%50)
 		addr := nodeMAC(k, 200+i%50) + " " + ip
+		// Generic database commands, not lsp-add/lsp-del: see the
+		// package doc ("ovn-nbctl's commands").
 		if kind == PodDelete {
-			return cmds([]string{"lsp-del", name}, []string{"remove", "Address_Set", nsAddressSet(ns), "addresses", quote(ip)})
+			uuid, ok := c.pods[i]
+			if !ok {
+				panic(fmt.Sprintf("northdbench: pod-delete %d before its pod-add", i))
+			}
+			return cmds([]string{"remove", "Logical_Switch", nodeSwitch(k), "ports", uuid},
+				[]string{"remove", "Address_Set", nsAddressSet(ns), "addresses", quote(ip)})
 		}
-		return cmds([]string{"lsp-add", nodeSwitch(k), name},
-			[]string{"lsp-set-addresses", name, addr},
-			[]string{"lsp-set-port-security", name, addr},
-			[]string{"lsp-set-options", name, "requested-chassis=" + chassis(k)},
+		return cmds([]string{"--id=@p", "create", "Logical_Switch_Port", "name=" + name,
+			"addresses=" + quote(addr), "port_security=" + quote(addr), "options:requested-chassis=" + chassis(k)},
+			[]string{"add", "Logical_Switch", nodeSwitch(k), "ports", "@p"},
 			[]string{"add", "Address_Set", nsAddressSet(ns), "addresses", quote(ip)})
 	case BackendAdd:
 		svc := i % s.Services
@@ -94,6 +103,19 @@ func (c *changer) args(kind string, i int) []string {
 			[]string{"--policy=src-ip", "lr-route-del", clusterRouter, nodeNet(k) + ".0/24"})
 	}
 	panic("northdbench: unknown change kind " + kind)
+}
+
+// made notes what change i of kind printed: pod-add's is the UUID of
+// the port it created, which its pod-delete removes.
+func (c *changer) made(kind string, i int, out string) error {
+	if kind != PodAdd {
+		return nil
+	}
+	if _, err := ovsdb.ParseUUID(out); err != nil {
+		return fmt.Errorf("pod-add %d: ovn-nbctl printed %q, not the new port's UUID", i, out)
+	}
+	c.pods[i] = out
+	return nil
 }
 
 // nodeAdd is a new node k as ovn-kubernetes adds it before any pod runs

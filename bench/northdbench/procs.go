@@ -362,19 +362,21 @@ func startNbctl(ctx context.Context, bin, dir, nbSock string) (*nbctlDaemon, err
 }
 
 // run runs ovn-nbctl OPTS ARGS through the daemon and returns how long
-// it took.
-func (n *nbctlDaemon) run(ctx context.Context, args ...string) (time.Duration, error) {
+// it took and what it printed on stdout.
+func (n *nbctlDaemon) run(ctx context.Context, args ...string) (time.Duration, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, n.bin, args...)
 	cmd.Env = append(os.Environ(), "OVN_NB_DAEMON="+n.sock)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	start := time.Now()
-	out, err := cmd.CombinedOutput()
+	out, err := cmd.Output()
 	took := time.Since(start)
 	if err != nil {
-		return took, fmt.Errorf("ovn-nbctl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		return took, "", fmt.Errorf("ovn-nbctl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()+string(out)))
 	}
-	return took, nil
+	return took, strings.TrimSpace(string(out)), nil
 }
 
 // stop ends the nbctl daemon the bench started, by its pid.
