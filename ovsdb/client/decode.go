@@ -28,6 +28,47 @@ type parser struct {
 	// common actions) are then stored once, which cuts both the bytes the
 	// cache holds and the garbage one big initial reply leaves behind.
 	strs map[string]string
+	// defaults are each table's row of default values, whose datums
+	// every new row of the update starts from and, for the columns the
+	// update leaves out, keeps: rows are immutable, so one default integer
+	// or string can stand in all of them instead of one allocation a row.
+	defaults map[*ovsdb.TableSchema][]ovsdb.Datum
+	// scalars are the one-atom datums read so far in this update, shared
+	// by every row holding the same value (a table_id, a priority, a
+	// pipeline, a datapath reference): a datum is immutable once in a row.
+	scalars map[ovsdb.Atom]ovsdb.Datum
+}
+
+// scalar returns the datum of the single atom a, shared with the rows of
+// this update that hold the same value. Reals (NaN is not equal to
+// itself) and long strings are not shared.
+func (p *parser) scalar(a ovsdb.Atom) ovsdb.Datum {
+	if a.Type() == ovsdb.TypeReal || len(a.Str()) > maxIntern {
+		return ovsdb.Scalar(a)
+	}
+	if d, ok := p.scalars[a]; ok {
+		return d
+	}
+	if p.scalars == nil {
+		p.scalars = make(map[ovsdb.Atom]ovsdb.Datum)
+	}
+	d := ovsdb.Scalar(a)
+	p.scalars[a] = d
+	return d
+}
+
+// newRow returns a row of table t with every column at its default value,
+// the defaults shared with the other rows of this update.
+func (p *parser) newRow(t *ovsdb.TableSchema, id ovsdb.UUID) *ovsdb.Row {
+	d, ok := p.defaults[t]
+	if !ok {
+		d = ovsdb.NewRow(t, id).Data
+		if p.defaults == nil {
+			p.defaults = make(map[*ovsdb.TableSchema][]ovsdb.Datum)
+		}
+		p.defaults[t] = d
+	}
+	return &ovsdb.Row{UUID: id, Data: slices.Clone(d)}
 }
 
 // maxIntern is the length of the longest string the parser interns:
@@ -429,7 +470,10 @@ func (p *parser) datum(ct *ovsdb.ColumnType) (ovsdb.Datum, error) {
 	}
 	if p.peek() != '[' {
 		a, err := p.atom(ct.Key.Type)
-		return ovsdb.Scalar(a), err
+		if err != nil {
+			return ovsdb.Datum{}, err
+		}
+		return p.scalar(a), nil
 	}
 	p.i++
 	tag, err := p.str()
@@ -439,7 +483,10 @@ func (p *parser) datum(ct *ovsdb.ColumnType) (ovsdb.Datum, error) {
 	switch {
 	case tag == "uuid" && ct.Key.Type == ovsdb.TypeUUID:
 		a, err := p.uuidRest()
-		return ovsdb.Scalar(a), err
+		if err != nil {
+			return ovsdb.Datum{}, err
+		}
+		return p.scalar(a), nil
 	case tag != "set":
 		return ovsdb.Datum{}, p.fail("want [\"set\", ...], found %q", tag)
 	}
@@ -635,7 +682,7 @@ func (p *parser) rowUpdate2(t *ovsdb.TableSchema, id ovsdb.UUID, old *ovsdb.Row)
 			if err != nil {
 				return err
 			}
-			row := setRow(t, ovsdb.NewRow(t, id), vals, false)
+			row := setRow(t, p.newRow(t, id), vals, false)
 			if old != nil {
 				e = Event{Kind: Update, Old: old, New: row}
 			} else {
@@ -694,7 +741,7 @@ func (p *parser) rowUpdate(t *ovsdb.TableSchema, id ovsdb.UUID, old *ovsdb.Row) 
 	case !hasNew:
 		return Event{Kind: Delete, Old: old}, nil
 	case old == nil:
-		return Event{Kind: Insert, New: setRow(t, ovsdb.NewRow(t, id), newVals, false)}, nil
+		return Event{Kind: Insert, New: setRow(t, p.newRow(t, id), newVals, false)}, nil
 	}
 	return Event{Kind: Update, Old: old, New: setRow(t, old.Clone(), newVals, false)}, nil
 }
