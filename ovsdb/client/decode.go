@@ -37,18 +37,71 @@ type parser struct {
 	// by every row holding the same value (a table_id, a priority, a
 	// pipeline, a datapath reference): a datum is immutable once in a row.
 	scalars map[ovsdb.Atom]ovsdb.Datum
+	// maps are the small maps read so far in this update, by their JSON
+	// text (mapKey), shared like scalars: a logical flow's external_ids
+	// (its stage name and source) repeat across thousands of flows.
+	maps   map[string]ovsdb.Datum
+	keyBuf []byte
+	// hits and misses count the lookups of strs, scalars and maps: an
+	// update whose values hardly repeat stops sharing (see share), so that
+	// it does not pay for maps of unique values.
+	hits, misses int
+}
+
+// share reports whether the parser still looks values up to share them:
+// not once a few thousand lookups have found fewer repeats than new
+// values.
+func (p *parser) share() bool {
+	return p.misses < 4096 || p.hits >= p.misses
+}
+
+// maxSharedMap is the most pairs a map may have to be shared: larger
+// ones rarely repeat.
+const maxSharedMap = 4
+
+// sharedMap returns d, or an equal map read before in this update.
+func (p *parser) sharedMap(d ovsdb.Datum) ovsdb.Datum {
+	if len(d.Keys) == 0 || len(d.Keys) > maxSharedMap || !p.share() {
+		return d
+	}
+	b := p.keyBuf[:0]
+	for i, k := range d.Keys {
+		if k.Type() == ovsdb.TypeReal || d.Values[i].Type() == ovsdb.TypeReal {
+			return d
+		}
+		b = k.AppendJSON(b)
+		b = append(b, ':')
+		b = d.Values[i].AppendJSON(b)
+		b = append(b, ',')
+	}
+	p.keyBuf = b
+	if len(b) > 4*maxIntern {
+		return d
+	}
+	if s, ok := p.maps[string(b)]; ok {
+		p.hits++
+		return s
+	}
+	p.misses++
+	if p.maps == nil {
+		p.maps = make(map[string]ovsdb.Datum)
+	}
+	p.maps[string(b)] = d
+	return d
 }
 
 // scalar returns the datum of the single atom a, shared with the rows of
 // this update that hold the same value. Reals (NaN is not equal to
 // itself) and long strings are not shared.
 func (p *parser) scalar(a ovsdb.Atom) ovsdb.Datum {
-	if a.Type() == ovsdb.TypeReal || len(a.Str()) > maxIntern {
+	if a.Type() == ovsdb.TypeReal || len(a.Str()) > maxIntern || !p.share() {
 		return ovsdb.Scalar(a)
 	}
 	if d, ok := p.scalars[a]; ok {
+		p.hits++
 		return d
 	}
+	p.misses++
 	if p.scalars == nil {
 		p.scalars = make(map[ovsdb.Atom]ovsdb.Datum)
 	}
@@ -79,12 +132,14 @@ const maxIntern = 64
 // intern returns b as a string, shared with the equal strings read before
 // in this update.
 func (p *parser) intern(b []byte) string {
-	if len(b) > maxIntern {
+	if len(b) > maxIntern || !p.share() {
 		return validUTF8(b)
 	}
 	if s, ok := p.strs[string(b)]; ok {
+		p.hits++
 		return s
 	}
+	p.misses++
 	if !utf8.Valid(b) {
 		return validUTF8(b)
 	}
@@ -466,7 +521,7 @@ func (p *parser) datum(ct *ovsdb.ColumnType) (ovsdb.Datum, error) {
 		if d.Len() != len(keys) {
 			return ovsdb.Datum{}, p.fail("map contains duplicate key")
 		}
-		return d, nil
+		return p.sharedMap(d), nil
 	}
 	if p.peek() != '[' {
 		a, err := p.atom(ct.Key.Type)
