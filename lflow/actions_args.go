@@ -555,7 +555,10 @@ func (p *parser) fwdGroupArgs(c *CallAction) {
 	}
 	if !p.acceptIdent("childports") {
 		// OVN then expects the ';' that ends the action: the ')' is
-		// refused there.
+		// refused there. The action has no child ports, which is what an
+		// empty childports= says too, and that form prints as one that
+		// parses again ("fwd_group(;" would print as "fwd_group();").
+		c.Args = append(c.Args, Arg{Key: "childports", Sep: ','})
 		return
 	}
 	if !p.expect(TokEquals) {
@@ -1151,9 +1154,11 @@ func (p *parser) ctCommit() Action {
 }
 
 // truncateConst keeps the low w bits of a constant and its mask, written
-// in hexadecimal when that changes them.
+// in hexadecimal when that changes them or when its form is wider than w
+// bits (an IPv6 "::" for the 32-bit ct_mark), so that it prints as a
+// constant the field takes.
 func truncateConst(c Const, w int) Const {
-	if c.Value.BitLen() <= w && c.Wide == 0 && (!c.Masked || c.Mask.BitLen() <= w && c.MaskWide == 0) {
+	if constWidth(&c) <= w && c.Value.BitLen() <= w && c.Wide == 0 && (!c.Masked || c.Mask.BitLen() <= w && c.MaskWide == 0) {
 		return c
 	}
 	c.Wide, c.MaskWide = 0, 0

@@ -35,6 +35,11 @@ func TestParseActionsPrint(t *testing.T) {
 		{"set_meter(100, x);", "set_meter(100);"},
 		{"sample(probability=10, obs_domain=x, obs_point=$cookie);", "sample(probability = 10, obs_point = $cookie);"},
 		{"fwd_group(liveness=true, childports=);", "fwd_group(liveness = true, childports = );"},
+		// OVN takes a '(' without childports and no ')' (the fuzzer found
+		// it); it prints as the empty childports=, which parses again.
+		{"fwd_group(;", "fwd_group(childports = );"},
+		{"ct_commit(ct_mark=::);", "ct_commit { ct_mark = 0x0; };"},
+		{"fwd_group(liveness=false,;", "fwd_group(liveness = false, childports = );"},
 		{"next(pipeline=egress);", "next(pipeline=egress);"},
 		{"handle_bfd_msg();", "handle_bfd_msg();"},
 		{"reg0[3] = put_dhcp_opts(offerip = 10.0.0.11, router = 10.0.0.1, netmask = 255.255.255.0);",
