@@ -505,21 +505,8 @@ func mldGeneralQuery(cfg McastConfig) []byte {
 }
 
 // mldCode encodes n milliseconds as MLDv2's Maximum Response Code
-// (RFC 3810 5.1.3): as is below 32768, else a 3-bit exponent and a
-// 12-bit mantissa.
-func mldCode(n time.Duration) uint16 {
-	v := int64(n)
-	if v < 32768 {
-		return uint16(max(v, 0))
-	}
-	for exp := range 8 {
-		mant := v>>(exp+3) - 0x1000
-		if mant < 0x1000 {
-			return 0x8000 | uint16(exp)<<12 | uint16(mant)
-		}
-	}
-	return 0xffff
-}
+// (RFC 3810 5.1.3): a 12-bit mantissa.
+func mldCode(n time.Duration) uint16 { return floatCode(int64(n), 12) }
 
 // allHosts is where general queries go (RFC 3376 4.1.12).
 var allHosts = netip.MustParseAddr("224.0.0.1")
@@ -549,18 +536,21 @@ func igmpGeneralQuery(cfg McastConfig) []byte {
 }
 
 // igmpCode encodes n (tenths of a second for Max Resp Code, seconds for
-// QQIC) as RFC 3376 4.1.1 and 4.1.7 do: as is below 128, else as a
-// floating point value of a 3-bit exponent and a 4-bit mantissa.
-func igmpCode(n time.Duration) byte {
-	v := int64(n)
-	if v < 128 {
-		return byte(max(v, 0))
+// QQIC) as RFC 3376 4.1.1 and 4.1.7 do: a 4-bit mantissa.
+func igmpCode(n time.Duration) byte { return byte(floatCode(int64(n), 4)) }
+
+// floatCode is the code IGMPv3 and MLDv2 give a time: v as is below
+// 1<<(m+3), else a 1 bit, a 3-bit exponent and an m-bit mantissa that
+// stand for (1<<m | mant) << (exp+3); too large a v saturates.
+func floatCode(v int64, m uint) uint16 {
+	if v < 1<<(m+3) {
+		return uint16(max(v, 0))
 	}
 	for exp := range 8 {
-		mant := v>>(exp+3) - 16
-		if mant < 16 {
-			return 0x80 | byte(exp)<<4 | byte(mant)
+		mant := v>>(exp+3) - 1<<m
+		if mant < 1<<m {
+			return 1<<(m+3) | uint16(exp)<<m | uint16(mant)
 		}
 	}
-	return 0xff
+	return 1<<(m+4) - 1
 }
