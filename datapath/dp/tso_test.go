@@ -2,7 +2,6 @@ package dp
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"net/netip"
 	"testing"
@@ -67,18 +66,6 @@ func segmentsOf(t *testing.T, frame []byte, o port.Offload) [][]byte {
 // frame that splits into exactly the segments the sender's would have.
 func TestGeneveTunnelGSO(t *testing.T) {
 	lo := netip.MustParseAddr("127.0.0.1")
-	g2, err := port.NewGeneve(netip.AddrPortFrom(lo, 0), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, ok := g2LocalPort(g2)
-	if !ok {
-		t.Fatal("no local port for the Geneve socket")
-	}
-	g1, err := port.NewGeneve(netip.AddrPortFrom(lo, 0), addr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	all := flow.U128{Hi: ^uint64(0), Lo: ^uint64(0)}
 	f1 := &fakeFlows{translate: func(k *flow.Key) (flow.Mask, []flow.DPAction) {
 		switch {
@@ -107,25 +94,7 @@ func TestGeneveTunnelGSO(t *testing.T) {
 		}
 		return m, []flow.DPAction{flow.DPOutput{Port: 2}}
 	}}
-	in := port.NewChannel("in", 8, true)
-	out := port.NewChannel("out", 8, true)
-	d1, _ := New(Config{Flows: f1})
-	d2, _ := New(Config{Flows: f2})
-	for _, a := range []struct {
-		d  *Datapath
-		no uint32
-		p  port.Port
-	}{{d1, 1, in}, {d1, 9, g1}, {d2, 9, g2}, {d2, 2, out}} {
-		if err := a.d.AddPort(a.no, a.p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, 2)
-	for _, d := range []*Datapath{d1, d2} {
-		go func() { d.Run(ctx); done <- struct{}{} }()
-	}
-	t.Cleanup(func() { cancel(); <-done; <-done })
+	in, out, g1 := geneveRig(t, f1, f2, true)
 
 	frame, off := tcpGSOFrame(20000, 1448)
 	want := segmentsOf(t, frame, off)

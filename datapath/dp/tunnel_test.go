@@ -16,19 +16,6 @@ import (
 // it by them. The inner frame must arrive unchanged.
 func TestGeneveTunnel(t *testing.T) {
 	lo := netip.MustParseAddr("127.0.0.1")
-	g2, err := port.NewGeneve(netip.AddrPortFrom(lo, 0), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, ok := g2LocalPort(g2)
-	if !ok {
-		t.Fatal("no local port for the Geneve socket")
-	}
-	g1, err := port.NewGeneve(netip.AddrPortFrom(lo, 0), addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-
 	// Datapath 1: port 1 (channel) → set tunnel, output to port 9 (Geneve).
 	f1 := &fakeFlows{translate: func(k *flow.Key) (flow.Mask, []flow.DPAction) {
 		if k.Get(flow.InPort) != 1 {
@@ -52,8 +39,41 @@ func TestGeneveTunnel(t *testing.T) {
 		}
 		return m, nil
 	}}
-	in := port.NewChannel("in", 8, false)
-	out := port.NewChannel("out", 8, false)
+	in, out, _ := geneveRig(t, f1, f2, false)
+
+	frame := udpFrame(mac2, mac1, 1, 2, 30)
+	if err := in.Inject(frame, port.Offload{}); err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{ports: map[uint32]*port.Channel{2: out}}
+	got := r.expect(t, 2)
+	if string(got.Data) != string(frame) {
+		t.Errorf("inner frame changed:\n% x\n% x", got.Data, frame)
+	}
+}
+
+// geneveRig joins two datapaths running f1 and f2 with Geneve over
+// loopback, each with the tunnel as port 9: frames injected into in
+// (port 1 of the first) that cross it leave by out (port 2 of the
+// second). offloads says whether in and out take GSO frames; sender is
+// the first datapath's tunnel port. Both run until the test ends.
+func geneveRig(t *testing.T, f1, f2 *fakeFlows, offloads bool) (in, out *port.Channel, sender *port.UDPTunnel) {
+	t.Helper()
+	lo := netip.MustParseAddr("127.0.0.1")
+	g2, err := port.NewGeneve(netip.AddrPortFrom(lo, 0), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, ok := g2LocalPort(g2)
+	if !ok {
+		t.Fatal("no local port for the Geneve socket")
+	}
+	g1, err := port.NewGeneve(netip.AddrPortFrom(lo, 0), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in = port.NewChannel("in", 8, offloads)
+	out = port.NewChannel("out", 8, offloads)
 	d1, _ := New(Config{Flows: f1})
 	d2, _ := New(Config{Flows: f2})
 	for _, a := range []struct {
@@ -71,16 +91,7 @@ func TestGeneveTunnel(t *testing.T) {
 		go func() { d.Run(ctx); done <- struct{}{} }()
 	}
 	t.Cleanup(func() { cancel(); <-done; <-done })
-
-	frame := udpFrame(mac2, mac1, 1, 2, 30)
-	if err := in.Inject(frame, port.Offload{}); err != nil {
-		t.Fatal(err)
-	}
-	r := &rig{ports: map[uint32]*port.Channel{2: out}}
-	got := r.expect(t, 2)
-	if string(got.Data) != string(frame) {
-		t.Errorf("inner frame changed:\n% x\n% x", got.Data, frame)
-	}
+	return in, out, g1
 }
 
 // g2LocalPort returns the UDP port a Geneve port listens on.
