@@ -35,13 +35,9 @@ type ClusterTarget struct {
 // (files made by ovsdb-tool create-cluster and join-cluster, whose
 // default election timer is 1000 ms).
 func OvsdbServerCluster() (ClusterTarget, error) {
-	server, err := exec.LookPath("ovsdb-server")
+	server, tool, err := ovsdbServerAndTool()
 	if err != nil {
-		return ClusterTarget{}, fmt.Errorf("the real ovsdb-server is needed: %w", err)
-	}
-	tool, err := exec.LookPath("ovsdb-tool")
-	if err != nil {
-		return ClusterTarget{}, fmt.Errorf("ovsdb-tool is needed: %w", err)
+		return ClusterTarget{}, err
 	}
 	return ClusterTarget{
 		Name: "ovsdb-server",

@@ -7,17 +7,9 @@ import (
 	"strings"
 )
 
-// clusterMetric is one line of the cluster report.
-type clusterMetric struct {
-	label  string
-	key    string // JSON name
-	higher bool   // higher is better
-	value  func(*ClusterResult) float64
-}
-
-func (r *ClusterReport) metrics() []clusterMetric {
+func (r *ClusterReport) metrics() []metric[ClusterResult] {
 	n := r.Clients
-	return []clusterMetric{
+	return []metric[ClusterResult]{
 		{"insert txn/s, 1 client", "insert_txn_per_s_1_client", true, func(x *ClusterResult) float64 { return x.InsertTPS1 }},
 		{"commit latency p50 us, 1 client", "commit_p50_us_1_client", false, func(x *ClusterResult) float64 { return x.InsertP50Us1 }},
 		{"commit latency p99 us, 1 client", "commit_p99_us_1_client", false, func(x *ClusterResult) float64 { return x.InsertP99Us1 }},
@@ -40,21 +32,8 @@ func (r *ClusterReport) metrics() []clusterMetric {
 // (subject / baseline).
 func (r *ClusterReport) WriteTable(w io.Writer) error {
 	s, b := &r.Results[0], &r.Results[1]
-	ms := r.metrics()
-	width := len("metric")
-	for _, m := range ms {
-		width = max(width, len(m.label))
-	}
-	col := max(12, len(s.Server)+2, len(b.Server)+2)
 	var out strings.Builder
-	fmt.Fprintf(&out, "%-*s%*s%*s%9s  %s\n", width, "metric", col, s.Server, col, b.Server, "ratio", "better")
-	for _, m := range ms {
-		better := "lower"
-		if m.higher {
-			better = "higher"
-		}
-		fmt.Fprintf(&out, "%-*s%*s%*s%8.2fx  %s\n", width, m.label, col, format(m.value(s)), col, format(m.value(b)), ratio(m.value(s), m.value(b)), better)
-	}
+	writeMetrics(&out, r.metrics(), s.Server, b.Server, s, b)
 	fmt.Fprintf(&out, "(3-server clusters on loopback, election timer 1000 ms; inserts and fan-out commits go to the leader;\n a transaction is acknowledged once on a majority's disk. Fan-out: from sending a commit until\n every monitor has its update. Failover: from SIGKILL of the leader until another member\n accepts a write, with a client writing through all members meanwhile.)\n")
 	for _, x := range []*ClusterResult{s, b} {
 		fmt.Fprintf(&out, "(%s failovers, ms: %s; %d of %d acknowledged transactions lost)\n", x.Server, joinFloats(x.FailoverMs), x.Lost, x.Acked)
@@ -79,15 +58,11 @@ func joinFloats(xs []float64) string {
 // "baseline" with their figures, and "ratio" (subject / baseline) per
 // figure.
 func (r *ClusterReport) MarshalJSON() ([]byte, error) {
-	ratios := map[string]float64{}
-	for _, m := range r.metrics() {
-		ratios[m.key] = ratio(m.value(&r.Results[0]), m.value(&r.Results[1]))
-	}
 	type plain ClusterReport
 	return json.Marshal(struct {
 		*plain
 		Subject  ClusterResult      `json:"subject"`
 		Baseline ClusterResult      `json:"baseline"`
 		Ratio    map[string]float64 `json:"ratio"`
-	}{(*plain)(r), r.Results[0], r.Results[1], ratios})
+	}{(*plain)(r), r.Results[0], r.Results[1], ratios(r.metrics(), &r.Results[0], &r.Results[1])})
 }

@@ -24,15 +24,22 @@ type Target struct {
 	Command func(db, sock, dir string) *exec.Cmd
 }
 
+// ovsdbServerAndTool finds the real ovsdb-server and ovsdb-tool.
+func ovsdbServerAndTool() (server, tool string, err error) {
+	if server, err = exec.LookPath("ovsdb-server"); err != nil {
+		return "", "", fmt.Errorf("the real ovsdb-server is needed: %w", err)
+	}
+	if tool, err = exec.LookPath("ovsdb-tool"); err != nil {
+		return "", "", fmt.Errorf("ovsdb-tool is needed: %w", err)
+	}
+	return server, tool, nil
+}
+
 // OvsdbServer returns the real ovsdb-server as a Target.
 func OvsdbServer() (Target, error) {
-	server, err := exec.LookPath("ovsdb-server")
+	server, tool, err := ovsdbServerAndTool()
 	if err != nil {
-		return Target{}, fmt.Errorf("the real ovsdb-server is needed: %w", err)
-	}
-	tool, err := exec.LookPath("ovsdb-tool")
-	if err != nil {
-		return Target{}, fmt.Errorf("ovsdb-tool is needed: %w", err)
+		return Target{}, err
 	}
 	return Target{
 		Name: "ovsdb-server",
