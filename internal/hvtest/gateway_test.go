@@ -82,14 +82,7 @@ func gatewayRouter(t *testing.T, opts Options) {
 
 	t.Run("routed-ping", func(t *testing.T) {
 		defer tm.step("routed ping across hypervisors")()
-		for _, p := range [][2]*VM{{vm1, vm2}, {vm2, vm1}} {
-			if err := p[0].WaitPing(p[1].IP(), 20*time.Second); err != nil {
-				t.Fatal(err)
-			}
-			if err := p[0].Ping(p[1].IP(), 3); err != nil {
-				t.Error(err)
-			}
-		}
+		pingPairs(t, [][2]*VM{{vm1, vm2}, {vm2, vm1}})
 	})
 
 	// get GETs url from a VM, retrying for a while (the first packets

@@ -166,6 +166,20 @@ func forEachDeployment(t *testing.T, scenario func(t *testing.T, opts Options)) 
 	}
 }
 
+// pingPairs waits until the first VM of each pair pings the second,
+// then pings it a few times more: every echo must come back.
+func pingPairs(t *testing.T, pairs [][2]*VM) {
+	t.Helper()
+	for _, p := range pairs {
+		if err := p[0].WaitPing(p[1].IP(), 20*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := p[0].Ping(p[1].IP(), 3); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
 // timer logs how long each step of a scenario takes, and the total.
 type timer struct {
 	t     *testing.T
@@ -379,14 +393,7 @@ func localnetAndMove(t *testing.T, opts Options) {
 
 	t.Run("ping", func(t *testing.T) {
 		defer tm.step("ping across three hypervisors")()
-		for _, p := range [][2]*VM{{vm1, vm2}, {vm2, vm3}, {vm3, vm1}} {
-			if err := p[0].WaitPing(p[1].IP(), 20*time.Second); err != nil {
-				t.Fatal(err)
-			}
-			if err := p[0].Ping(p[1].IP(), 3); err != nil {
-				t.Error(err)
-			}
-		}
+		pingPairs(t, [][2]*VM{{vm1, vm2}, {vm2, vm3}, {vm3, vm1}})
 	})
 
 	t.Run("move", func(t *testing.T) {
@@ -402,14 +409,7 @@ func localnetAndMove(t *testing.T, opts Options) {
 
 	t.Run("localnet", func(t *testing.T) {
 		defer tm.step("localnet to the provider network")()
-		for _, p := range [][2]*VM{{vms["pub1"], ext}, {vms["pub2"], ext}, {ext, vms["pub1"]}, {vms["pub1"], vms["pub2"]}} {
-			if err := p[0].WaitPing(p[1].IP(), 20*time.Second); err != nil {
-				t.Fatal(err)
-			}
-			if err := p[0].Ping(p[1].IP(), 3); err != nil {
-				t.Error(err)
-			}
-		}
+		pingPairs(t, [][2]*VM{{vms["pub1"], ext}, {vms["pub2"], ext}, {ext, vms["pub1"]}, {vms["pub1"], vms["pub2"]}})
 	})
 }
 
@@ -462,14 +462,7 @@ func router(t *testing.T, opts Options) {
 
 	t.Run("routed-ping", func(t *testing.T) {
 		defer tm.step("routed ping across hypervisors")()
-		for _, p := range [][2]*VM{{vm1, vm2}, {vm2, vm1}} {
-			if err := p[0].WaitPing(p[1].IP(), 20*time.Second); err != nil {
-				t.Fatal(err)
-			}
-			if err := p[0].Ping(p[1].IP(), 3); err != nil {
-				t.Error(err)
-			}
-		}
+		pingPairs(t, [][2]*VM{{vm1, vm2}, {vm2, vm1}})
 	})
 
 	// seenAs GETs /ip and says whom the server saw.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestGovnChassisMixed: a govn chassis (hv1) and a real OVN hypervisor
@@ -45,14 +44,7 @@ func TestGovnChassisMixed(t *testing.T) {
 	dumpOnFailure(t, c)
 
 	t.Run("ping", func(t *testing.T) {
-		for _, p := range [][2]*VM{{vm1, vm2}, {vm2, vm1}, {vm3, vm2}, {vm4, vm1}} {
-			if err := p[0].WaitPing(p[1].IP(), 20*time.Second); err != nil {
-				t.Fatal(err)
-			}
-			if err := p[0].Ping(p[1].IP(), 3); err != nil {
-				t.Error(err)
-			}
-		}
+		pingPairs(t, [][2]*VM{{vm1, vm2}, {vm2, vm1}, {vm3, vm2}, {vm4, vm1}})
 	})
 
 	t.Run("tcp", func(t *testing.T) {
