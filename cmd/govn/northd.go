@@ -51,6 +51,7 @@ type northdOptions struct {
 	vlog                    []string
 	metrics                 string // --metrics address; "" for none
 	cpuprofile              string // where a CPU profile of the whole run goes
+	memprofile              string // where a heap profile at the live heap's peak goes
 }
 
 // northdDetails ends govn northd's help.
@@ -121,6 +122,7 @@ func defineNorthdFlags(fs *flag.FlagSet, getenv func(string) string) *northdFlag
 	fs.BoolVar(&o.detach, "detach", false, "run in the background; return once the control socket answers")
 	fs.BoolVar(&o.verbose, "verbose", false, "log debug messages")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile (go tool pprof) of the whole run to `PATH`")
+	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile (go tool pprof) to `PATH` at each new peak of the live heap")
 	fs.StringVar(&o.user, "user", "", "run as `USER[:GROUP]` (after starting as root)")
 	fs.BoolVar(&o.paused, "dry-run", false, "start paused (ovn-appctl resume starts it)")
 	fs.StringVar(&o.metrics, "metrics", "", metricsUsage)
@@ -288,6 +290,9 @@ func serveNorthd(ctx context.Context, opts northdOptions, ready func()) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if err := startPeakHeapProfile(ctx, opts.memprofile, logger); err != nil {
+		return err
+	}
 	if err := startMetrics(ctx, opts.metrics, logger, func(reg *prometheus.Registry) {
 		events = metrics.NewNorthd(reg)
 		reg.MustRegister(metrics.Engine("northd", d.Engine().Stats))
