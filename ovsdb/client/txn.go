@@ -92,11 +92,20 @@ func (c *Client) transact(ctx context.Context, ops []Operation, names map[ovsdb.
 	if err != nil {
 		return nil, err
 	}
+	heads := make([]opHead, len(ops))
+	for i, op := range ops {
+		heads[i] = opHead{op.Op, op.Table}
+	}
+	return c.send(ctx, s, params, heads)
+}
+
+// send sends the params of a transact request on s and decodes the reply.
+func (c *Client) send(ctx context.Context, s *session, params []byte, heads []opHead) ([]OpResult, error) {
 	raw, err := s.transact(ctx, params)
 	if err != nil {
 		return nil, fmt.Errorf("transact: %w", err)
 	}
-	return decodeTransactResult(s.schema, ops, raw)
+	return decodeTransactResult(s.schema, heads, raw)
 }
 
 // encodeTransact builds the params of a transact request.
@@ -258,7 +267,7 @@ func appendRow(b []byte, t *ovsdb.TableSchema, row map[string]ovsdb.Datum, names
 }
 
 // decodeTransactResult decodes the reply to a transact request.
-func decodeTransactResult(s *ovsdb.Schema, ops []Operation, raw json.RawMessage) ([]OpResult, error) {
+func decodeTransactResult(s *ovsdb.Schema, ops []opHead, raw json.RawMessage) ([]OpResult, error) {
 	elems, err := splitArray(raw)
 	if err != nil {
 		return nil, fmt.Errorf("transact reply: want an array: %w", err)
@@ -358,13 +367,31 @@ func insertResult(e []byte) (ovsdb.UUID, bool) {
 
 // Txn builds a transaction in the usual OVSDB client style. The zero Txn is
 // not usable; get one from Client.Txn.
+//
+// Each operation is encoded as it is added, with the cache's schema, and
+// only its encoding is kept: a large transaction (a northd's first, every
+// logical flow) then costs its JSON text while it is built, not the row
+// maps it was made of as well. So a row map passed in may be reused or
+// changed once the call returns. Operations added before the cache has a
+// schema are kept whole and encoded at Commit.
 type Txn struct {
-	c        *Client
+	c     *Client
+	names map[ovsdb.UUID]string // placeholder UUID -> uuid-name
+	// schema is what enc was encoded with; enc holds the operations
+	// encoded so far, each followed by a comma, and heads what
+	// decoding their results needs.
+	schema *ovsdb.Schema
+	enc    []byte
+	heads  []opHead
+	// ops are operations not encoded yet (added while the cache had no
+	// schema), all after those in enc.
 	ops      []Operation
-	names    map[ovsdb.UUID]string // placeholder UUID -> uuid-name
 	inserted []insertedRow
 	err      error
 }
+
+// opHead is what decoding an operation's result needs of it.
+type opHead struct{ Op, Table string }
 
 type insertedRow struct {
 	placeholder ovsdb.UUID
@@ -376,6 +403,35 @@ func (c *Client) Txn() *Txn {
 	return &Txn{c: c, names: map[ovsdb.UUID]string{}}
 }
 
+// len is how many operations t holds.
+func (t *Txn) len() int { return len(t.heads) + len(t.ops) }
+
+// add adds op: encoded now if the cache has a schema, else kept whole.
+func (t *Txn) add(op Operation) {
+	if t.err != nil {
+		return
+	}
+	if len(t.ops) == 0 {
+		if t.schema == nil {
+			t.schema = t.c.cache.Schema()
+		}
+		if t.schema != nil {
+			if len(t.enc) == 0 {
+				t.enc = t.begin(t.enc)
+			}
+			b, err := appendOp(t.enc, t.schema, op, t.names)
+			if err != nil {
+				t.err = fmt.Errorf("transact: operation %d (%s): %w", t.len(), op.Op, err)
+				return
+			}
+			t.enc = append(b, ',')
+			t.heads = append(t.heads, opHead{op.Op, op.Table})
+			return
+		}
+	}
+	t.ops = append(t.ops, op)
+}
+
 // Insert adds an insert and returns a placeholder UUID for the new row:
 // use it in references and conditions of this transaction (it travels as a
 // named-uuid) and with TxnResult.UUID to learn the real UUID.
@@ -383,8 +439,8 @@ func (t *Txn) Insert(table string, row map[string]ovsdb.Datum) ovsdb.UUID {
 	id := ovsdb.NewUUID()
 	name := "row" + strconv.Itoa(len(t.names))
 	t.names[id] = name
-	t.inserted = append(t.inserted, insertedRow{placeholder: id, op: len(t.ops)})
-	t.ops = append(t.ops, Operation{Op: "insert", Table: table, Row: row, UUIDName: name})
+	t.inserted = append(t.inserted, insertedRow{placeholder: id, op: t.len()})
+	t.add(Operation{Op: "insert", Table: table, Row: row, UUIDName: name})
 	return id
 }
 
@@ -394,17 +450,17 @@ func byUUID(id ovsdb.UUID) []Condition {
 
 // Update sets columns of the row with the given UUID.
 func (t *Txn) Update(table string, id ovsdb.UUID, row map[string]ovsdb.Datum) {
-	t.ops = append(t.ops, Operation{Op: "update", Table: table, Row: row, Where: byUUID(id)})
+	t.add(Operation{Op: "update", Table: table, Row: row, Where: byUUID(id)})
 }
 
 // Mutate applies mutations to the row with the given UUID.
 func (t *Txn) Mutate(table string, id ovsdb.UUID, mutations ...Mutation) {
-	t.ops = append(t.ops, Operation{Op: "mutate", Table: table, Mutations: mutations, Where: byUUID(id)})
+	t.add(Operation{Op: "mutate", Table: table, Mutations: mutations, Where: byUUID(id)})
 }
 
 // Delete deletes the row with the given UUID.
 func (t *Txn) Delete(table string, id ovsdb.UUID) {
-	t.ops = append(t.ops, Operation{Op: "delete", Table: table, Where: byUUID(id)})
+	t.add(Operation{Op: "delete", Table: table, Where: byUUID(id)})
 }
 
 // Verify makes the transaction fail with ErrConflict unless the given
@@ -432,20 +488,17 @@ func (t *Txn) Verify(table string, id ovsdb.UUID, columns ...string) {
 		want[name] = row.Get(c)
 	}
 	zero := 0
-	t.ops = append(t.ops, Operation{Op: "wait", Table: table, Where: byUUID(id), Columns: slices.Clone(columns),
+	t.add(Operation{Op: "wait", Table: table, Where: byUUID(id), Columns: slices.Clone(columns),
 		Until: "==", Rows: []map[string]ovsdb.Datum{want}, Timeout: &zero})
 }
 
 // Comment adds a comment to the transaction (it shows in the server's log).
 func (t *Txn) Comment(text string) {
-	t.ops = append(t.ops, Operation{Op: "comment", Comment: text})
+	t.add(Operation{Op: "comment", Comment: text})
 }
 
 // Add appends a raw operation.
-func (t *Txn) Add(op Operation) { t.ops = append(t.ops, op) }
-
-// Ops returns the operations built so far.
-func (t *Txn) Ops() []Operation { return t.ops }
+func (t *Txn) Add(op Operation) { t.add(op) }
 
 // TxnResult is the outcome of a committed Txn.
 type TxnResult struct {
@@ -456,16 +509,39 @@ type TxnResult struct {
 // UUID returns the real UUID of a row inserted under placeholder.
 func (r *TxnResult) UUID(placeholder ovsdb.UUID) ovsdb.UUID { return r.real[placeholder] }
 
-// Commit sends the transaction. An empty transaction is not sent.
+// Commit sends the transaction. An empty transaction is not sent. A Txn
+// is committed once: its encoding is let go of while the reply is awaited.
 func (t *Txn) Commit(ctx context.Context) (*TxnResult, error) {
 	if t.err != nil {
 		return nil, t.err
 	}
 	res := &TxnResult{real: map[ovsdb.UUID]ovsdb.UUID{}}
-	if len(t.ops) == 0 {
+	if t.len() == 0 {
 		return res, nil
 	}
-	results, err := t.c.transact(ctx, t.ops, t.names)
+	s, err := t.c.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if t.schema != nil && t.schema != s.schema && string(t.schema.JSON()) != string(s.schema.JSON()) {
+		return nil, fmt.Errorf("transact: the server's schema changed while the transaction was built: %w", ErrConflict)
+	}
+	params := t.enc
+	if len(params) == 0 {
+		params = t.begin(nil)
+	}
+	heads := t.heads
+	for _, op := range t.ops {
+		if params, err = appendOp(params, s.schema, op, t.names); err != nil {
+			return nil, fmt.Errorf("transact: operation %d (%s): %w", len(heads), op.Op, err)
+		}
+		params = append(params, ',')
+		heads = append(heads, opHead{op.Op, op.Table})
+	}
+	params[len(params)-1] = ']' // the last comma
+	t.enc, t.heads, t.ops = nil, nil, nil
+	t.err = errors.New("transact: transaction already committed")
+	results, err := t.c.send(ctx, s, params, heads)
 	if err != nil {
 		return nil, err
 	}
@@ -474,6 +550,14 @@ func (t *Txn) Commit(ctx context.Context) (*TxnResult, error) {
 		res.real[ins.placeholder] = results[ins.op].UUID
 	}
 	return res, nil
+}
+
+// begin starts the params of a transact request in b: "[", the database
+// name and a comma.
+func (t *Txn) begin(b []byte) []byte {
+	b = append(b, '[')
+	b = ovsdb.AppendJSONString(b, t.c.opts.Database)
+	return append(b, ',')
 }
 
 // Do builds a transaction with build and commits it, and on ErrConflict

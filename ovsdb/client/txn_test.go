@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,7 +25,7 @@ func TestDecodeManySmallRows(t *testing.T) {
 		raw = fmt.Appendf(raw, `{"tag":%d}`, i%4096)
 	}
 	raw = append(raw, "]}]"...)
-	results, err := decodeTransactResult(s, []Operation{{Op: "select", Table: "Switch", Columns: []string{"tag"}}}, raw)
+	results, err := decodeTransactResult(s, []opHead{{Op: "select", Table: "Switch"}}, raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func TestDecodeManySmallRows(t *testing.T) {
 // insert's, an empty object) against the same results written otherwise.
 func TestDecodeTransactResultForms(t *testing.T) {
 	const id = "01234567-89ab-cdef-0123-456789abcdef"
-	ops := []Operation{{Op: "insert", Table: "T"}, {Op: "insert", Table: "T"}, {Op: "update", Table: "T"}, {Op: "comment"}}
+	ops := []opHead{{Op: "insert", Table: "T"}, {Op: "insert", Table: "T"}, {Op: "update", Table: "T"}, {Op: "comment"}}
 	for _, raw := range []string{
 		`[{"uuid":["uuid","` + id + `"]},{"uuid":["uuid","` + id + `"]},{"count":2},{}]`,
 		`[ {"uuid": ["uuid", "` + id + `"]}, {"uuid":["uuid","` + strings.ToUpper(id) + `"]} , {"count":2}, { } ]`,
@@ -58,5 +59,62 @@ func TestDecodeTransactResultForms(t *testing.T) {
 	var oe *OpError
 	if !errors.As(err, &oe) || oe.Index != 1 || res[0].UUID.IsZero() {
 		t.Errorf("error reply: %+v, %v", res, err)
+	}
+}
+
+// TestTxnEncodesAsBuilt checks what encoding operations as they are added
+// changes for callers: a row map changed after Insert does not change the
+// row sent, an operation on an unknown column fails the Commit, a Txn
+// built before the client has a schema is encoded at Commit, and a Txn
+// commits once.
+func TestTxnEncodesAsBuilt(t *testing.T) {
+	srv := startGovnServer(t, testSchema)
+	ctx := t.Context()
+
+	// Built before the first connection: no schema yet.
+	early, err := New(Options{Endpoints: []string{"unix:" + srv.Socket()}, Database: "Test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := early.Txn()
+	pending.Insert("Switch", map[string]ovsdb.Datum{"name": str("early")})
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = early.Run(runCtx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	if _, err := pending.Commit(ctx); err != nil {
+		t.Fatalf("transaction built before connecting: %v", err)
+	}
+
+	c := connect(t, srv.Socket(), Options{})
+	txn := c.Txn()
+	row := map[string]ovsdb.Datum{"name": str("p1")}
+	port := txn.Insert("Port", row)
+	row["name"] = str("changed") // too late: p1 is encoded
+	sw := txn.Insert("Switch", map[string]ovsdb.Datum{"name": str("sw1"), "ports": ovsdb.Scalar(ovsdb.UUIDAtom(port))})
+	res, err := txn.Commit(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := c.Cache().Get("Port", res.UUID(port), "name"); !got.Equal(str("p1")) {
+		t.Errorf("port name = %v, want the value at Insert, p1", got)
+	}
+	if got, _ := c.Cache().Get("Switch", res.UUID(sw), "ports"); !got.Equal(ovsdb.Scalar(ovsdb.UUIDAtom(res.UUID(port)))) {
+		t.Errorf("switch ports = %v, want the port inserted along", got)
+	}
+	if _, err := txn.Commit(ctx); err == nil {
+		t.Error("a Txn committed twice")
+	}
+
+	bad := c.Txn()
+	bad.Insert("Port", map[string]ovsdb.Datum{"name": str("p2")})
+	bad.Update("Port", res.UUID(port), map[string]ovsdb.Datum{"no_such_column": str("x")})
+	if _, err := bad.Commit(ctx); err == nil || !strings.Contains(err.Error(), "no_such_column") {
+		t.Errorf("an update of an unknown column committed: %v", err)
+	}
+	for _, r := range c.Cache().Rows("Port") {
+		if got := r.Get(c.Cache().Schema().Tables["Port"].Column("name")); got.Equal(str("p2")) {
+			t.Error("the failed transaction's insert was sent")
+		}
 	}
 }
