@@ -27,8 +27,12 @@
 //     its CPU time meanwhile; govn northd also reports its engine run;
 //   - change latency: 20 of each change (pod add, pod delete, load
 //     balancer backend add, network policy add, node add and node
-//     delete), each one ovn-nbctl --wait=sb invocation through a
-//     persistent ovn-nbctl daemon, p50 and p90; for govn northd also the
+//     delete), each one ovn-nbctl --wait=sb command run by a persistent
+//     ovn-nbctl daemon, p50 and p90; the bench hands the command to the
+//     daemon's control socket as an ovn-nbctl client would, but without
+//     exec'ing one (6 ms here before the client even connects, the same
+//     for both subjects and no part of NB commit to SB commit); for govn
+//     northd also the
 //     time from the Northbound update's arrival to the Southbound commit's
 //     reply (its northd/last-write); between changes the northd is left
 //     to go idle, and its CPU time per change is taken too (robust on a
