@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -106,13 +107,60 @@ func encodeRecord(b []byte, r *record) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s record: %w", r.Type, err)
 	}
+	return frameRecord(b, body), nil
+}
+
+// appendLogBody appends the body of a log record of logs with commit
+// index commit, as json.Marshal encodes record{Type: "log", Entries:
+// toEntries(logs), Commit: commit} but without reflection: each write of
+// raft's log is one.
+func appendLogBody(b []byte, logs []raft.Log, commit uint64) ([]byte, error) {
+	b = append(b, `{"t":"log","e":[`...)
+	for i := range logs {
+		l := &logs[i]
+		if y := l.AppendedAt.Year(); y < 0 || y > 9999 {
+			return nil, fmt.Errorf("encoding log record: entry %d appended in year %d", l.Index, y)
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"i":`...)
+		b = strconv.AppendUint(b, l.Index, 10)
+		b = append(b, `,"t":`...)
+		b = strconv.AppendUint(b, l.Term, 10)
+		b = append(b, `,"y":`...)
+		b = strconv.AppendUint(b, uint64(l.Type), 10)
+		if len(l.Data) > 0 {
+			b = append(b, `,"d":"`...)
+			b = base64.StdEncoding.AppendEncode(b, l.Data)
+			b = append(b, '"')
+		}
+		if len(l.Extensions) > 0 {
+			b = append(b, `,"x":"`...)
+			b = base64.StdEncoding.AppendEncode(b, l.Extensions)
+			b = append(b, '"')
+		}
+		b = append(b, `,"a":"`...)
+		b = l.AppendedAt.AppendFormat(b, time.RFC3339Nano)
+		b = append(b, `"}`...)
+	}
+	b = append(b, ']')
+	if commit != 0 {
+		b = append(b, `,"c":`...)
+		b = strconv.AppendUint(b, commit, 10)
+	}
+	return append(b, '}'), nil
+}
+
+// frameRecord appends a record with body.
+func frameRecord(b, body []byte) []byte {
 	b = append(b, magic...)
 	b = strconv.AppendInt(b, int64(len(body)), 10)
 	b = append(b, ' ')
 	b = strconv.AppendUint(b, uint64(crc32.Checksum(body, castagnoli)), 16)
 	b = append(b, '\n')
 	b = append(b, body...)
-	return append(b, '\n'), nil
+	return append(b, '\n')
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -195,6 +243,8 @@ type store struct {
 	gen              uint64
 	syncReq          chan struct{}
 	closed           bool
+	// body and frame are StoreLogs' buffers, reused.
+	body, frame []byte
 }
 
 // createFile writes a new file holding hdr and, when snap is not nil, a
@@ -395,7 +445,16 @@ func (s *store) dropHeadMem(index uint64) {
 
 // writeLocked appends records and fsyncs. Callers hold s.mu.
 func (s *store) writeLocked(recs ...*record) error {
-	if err := s.appendRecordsLocked(recs); err != nil {
+	b, err := encodeRecords(recs)
+	if err != nil {
+		return err
+	}
+	return s.writeBytesLocked(b)
+}
+
+// writeBytesLocked appends framed records and fsyncs. Callers hold s.mu.
+func (s *store) writeBytesLocked(b []byte) error {
+	if err := s.appendBytesLocked(b); err != nil {
 		return err
 	}
 	if err := s.f.Sync(); err != nil {
@@ -406,10 +465,10 @@ func (s *store) writeLocked(recs ...*record) error {
 	return nil
 }
 
-// appendLocked appends records without fsync; syncLoop fsyncs them.
-// Callers hold s.mu.
-func (s *store) appendLocked(recs ...*record) error {
-	if err := s.appendRecordsLocked(recs); err != nil {
+// appendLocked appends framed records without fsync; syncLoop fsyncs
+// them. Callers hold s.mu.
+func (s *store) appendLocked(b []byte) error {
+	if err := s.appendBytesLocked(b); err != nil {
 		return err
 	}
 	select {
@@ -419,18 +478,22 @@ func (s *store) appendLocked(recs ...*record) error {
 	return nil
 }
 
-// appendRecordsLocked encodes recs and writes them to the file, without
-// fsync. A failed write fails the store. Callers hold s.mu.
-func (s *store) appendRecordsLocked(recs []*record) error {
-	if s.failed != nil {
-		return s.failed
-	}
+func encodeRecords(recs []*record) ([]byte, error) {
 	var b []byte
 	var err error
 	for _, r := range recs {
 		if b, err = encodeRecord(b, r); err != nil {
-			return err
+			return nil, err
 		}
+	}
+	return b, nil
+}
+
+// appendBytesLocked writes framed records to the file, without fsync. A
+// failed write fails the store. Callers hold s.mu.
+func (s *store) appendBytesLocked(b []byte) error {
+	if s.failed != nil {
+		return s.failed
 	}
 	if _, err := s.f.Write(b); err != nil {
 		s.failed = fmt.Errorf("writing %s: %w", s.path, err)
@@ -616,7 +679,12 @@ func (s *store) StoreLogs(logs []*raft.Log) error {
 		vals[i] = *l
 	}
 	commit := max(s.commit, s.staged)
-	rec := &record{Type: "log", Entries: toEntries(vals), Commit: commit}
+	body, err := appendLogBody(s.body[:0], vals, commit)
+	if err != nil {
+		return err
+	}
+	s.body = body
+	s.frame = frameRecord(s.frame[:0], body)
 	// Truncating entries is never deferred: a later fsync would count
 	// for the entries the truncation replaced.
 	last := vals[len(vals)-1].Index
@@ -631,14 +699,16 @@ func (s *store) StoreLogs(logs []*raft.Log) error {
 	// written moves before the write: writeLocked counts everything
 	// written as durable once it has synced.
 	s.written = last
-	var err error
 	if deferred {
-		err = s.appendLocked(rec)
+		err = s.appendLocked(s.frame)
 	} else {
-		err = s.writeLocked(rec)
+		err = s.writeBytesLocked(s.frame)
 	}
 	if err != nil {
 		return err
+	}
+	if cap(s.frame) > maxKeptBuffer {
+		s.body, s.frame = nil, nil // a large batch's: not kept
 	}
 	s.commit = commit
 	for _, l := range vals {
@@ -674,6 +744,9 @@ func (s *store) DeleteRange(min, max uint64) error {
 	}
 	return fmt.Errorf("deleting log entries %d-%d from the middle of %d-%d", min, max, first, last)
 }
+
+// maxKeptBuffer bounds the buffers StoreLogs keeps for the next write.
+const maxKeptBuffer = 1 << 20
 
 // StageCommitIndex and GetCommitIndex make store a
 // raft.CommitTrackingLogStore: the commit index goes to the file with the
