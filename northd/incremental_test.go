@@ -3,6 +3,7 @@ package northd
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/govn/govn/bench/northdbench"
@@ -439,4 +440,58 @@ func freshWrites(t *testing.T, h *harness) int {
 		}
 	}
 	return n
+}
+
+// TestIncrementalGroupVIPs changes the VIPs of the load balancers of the
+// group every node's switch and gateway router share (a VIP added to a
+// service, a service added, both taken back): the routers' load balancer
+// addresses are one memo per group, so each change must still reach the
+// flows of every gateway router's peers (the external switch answers ARP
+// for a VIP on its network), as a fresh full compute has them.
+func TestIncrementalGroupVIPs(t *testing.T) {
+	const nodes = 3
+	h := k8sClusterOf(t, northdbench.Shape{Nodes: nodes, Services: 12})
+	w := &nbWorld{t: t, h: h}
+	// arpFlows counts the flows of the gateway routers' external switches
+	// that send ARP requests for vip to the router.
+	arpFlows := func(vip string) int {
+		t := h.sb.schema.Tables["Logical_Flow"]
+		match, actions := t.Column("match"), t.Column("actions")
+		n := 0
+		for _, r := range h.sb.rows["Logical_Flow"] {
+			if r.Get(match).Keys[0].Str() == "flags[1] == 0 && arp.op == 1 && arp.tpa == "+vip &&
+				strings.Contains(r.Get(actions).Keys[0].Str(), `outport = "etor-GR_`) {
+				n++
+			}
+		}
+		return n
+	}
+	check := func(step, vip string, want int) {
+		t.Helper()
+		bumpNBCfg(h, w)
+		h.nbCommit()
+		h.sync()
+		if n := freshWrites(t, h); n != 0 {
+			t.Fatalf("after %s, a fresh full compute changes %d Southbound rows", step, n)
+		}
+		if got := arpFlows(vip); got != want {
+			t.Errorf("after %s, %d external switches answer ARP for %s, want %d", step, got, vip, want)
+		}
+	}
+	lb := h.byName(nb.LoadBalancerTable, "Service_default/svc3_TCP_cluster")
+	vips := w.col(nb.LoadBalancerTable, lb, "vips")
+	h.nb.Update(nb.LoadBalancerTable, lb, map[string]ovsdb.Datum{"vips": vips.Union(dMap(map[string]string{"192.168.250.7:80": "10.128.2.9:8080"}))})
+	check("a VIP added to a service", "192.168.250.7", nodes)
+	h.nb.Update(nb.LoadBalancerTable, lb, map[string]ovsdb.Datum{"vips": vips})
+	check("the VIP taken back", "192.168.250.7", 0)
+
+	grp := h.byName(nb.LoadBalancerGroupTable, "clusterLBGroup")
+	svc := h.nb.Insert(nb.LoadBalancerTable, (&nb.LoadBalancer{Name: "Service_default/new_TCP_cluster",
+		Protocol: ptr("tcp"), VIPs: map[string]string{"192.168.251.8:443": "10.128.2.10:8443"}}).Row())
+	w.addMember(nb.LoadBalancerGroupTable, grp, "load_balancer", svc)
+	check("a service added", "192.168.251.8", nodes)
+	members := w.col(nb.LoadBalancerGroupTable, grp, "load_balancer")
+	svc = h.byName(nb.LoadBalancerTable, "Service_default/new_TCP_cluster")
+	h.nb.Update(nb.LoadBalancerGroupTable, grp, map[string]ovsdb.Datum{"load_balancer": members.Difference(ovsdb.Set(ovsdb.UUIDAtom(svc)))})
+	check("the service taken out of the group", "192.168.251.8", 0)
 }

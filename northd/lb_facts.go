@@ -49,6 +49,15 @@ func lbFactsOf(g *gen, id ovsdb.UUID) lbFacts {
 func (f *lbFacts) merge(o lbFacts) {
 	f.anyVIP = f.anyVIP || o.anyVIP
 	f.skipSNAT = f.skipSNAT || (o.skipSNAT && len(o.valid) > 0)
+	// Into nothing, a copy (o's lists are a memo's, not to be changed):
+	// one insertion at a time would move the list for each of a group's
+	// hundreds of VIPs.
+	if len(f.vipKeys) == 0 {
+		f.vipKeys = slices.Clone(o.vipKeys)
+	}
+	if len(f.valid) == 0 {
+		f.valid = slices.Clone(o.valid)
+	}
 	for _, k := range o.vipKeys {
 		if i, found := slices.BinarySearch(f.vipKeys, k); !found {
 			f.vipKeys = slices.Insert(f.vipKeys, i, k)
@@ -78,12 +87,19 @@ func lbGroupFactsOf(g *gen, grp ovsdb.UUID) lbFacts {
 
 // datapathLBFacts returns the merged lbFacts of the load balancers on a
 // switch or router (table), directly or through its groups.
+// Its lists are read-only: with no load balancer of its own and one group
+// (every node of ovn-kubernetes), they are the group's memo itself.
 func datapathLBFacts(g *gen, table string, id ovsdb.UUID) lbFacts {
+	lbs := g.Members(NB, table, id, "load_balancer")
+	grps := g.Members(NB, table, id, "load_balancer_group")
+	if len(lbs) == 0 && len(grps) == 1 {
+		return lbGroupFactsOf(g, grps[0])
+	}
 	var f lbFacts
-	for _, lb := range g.Members(NB, table, id, "load_balancer") {
+	for _, lb := range lbs {
 		f.merge(lbFactsOf(g, lb))
 	}
-	for _, grp := range g.Members(NB, table, id, "load_balancer_group") {
+	for _, grp := range grps {
 		f.merge(lbGroupFactsOf(g, grp))
 	}
 	return f

@@ -307,6 +307,13 @@ func (s *State) generateBatch(batch []*owner) int {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// The reads and flows of a log whose output is the same are
+			// dropped, so the worker uses their slices for its next owner:
+			// in a full recompute of an unchanged cluster, that is nearly
+			// every owner, and a fresh pair each was a good part of what
+			// the recompute allocated.
+			var spareDeps []depKey
+			var spareFlows []specFlow
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(todo) {
@@ -320,17 +327,22 @@ func (s *State) generateBatch(batch []*owner) int {
 				// again (a full recompute), and growing the slices was a
 				// good part of what a recompute allocated.
 				x := &specLog{sh: sh}
-				if len(o.deps) > 0 {
-					x.deps = make([]depKey, 0, len(o.deps))
+				if n := len(o.deps); n > 0 && cap(spareDeps) >= n {
+					x.deps, spareDeps = spareDeps[:0], nil // x's now, until dropped
+				} else if n > 0 {
+					x.deps = make([]depKey, 0, n)
 				}
-				if len(o.flows) > 0 {
-					x.flows = make([]specFlow, 0, len(o.flows))
+				if n := len(o.flows); n > 0 && cap(spareFlows) >= n {
+					x.flows, spareFlows = spareFlows[:0], nil
+				} else if n > 0 {
+					x.flows = make([]specFlow, 0, n)
 				}
 				s.speculate(o, x, s.kinds[o.key.kind].gen)
 				// Nothing in State changes while the batch speculates, so
 				// the owner's output is what its commit will compare with.
 				if !x.conflict && s.sameOutput(o, x) {
 					x.same = true
+					spareDeps, spareFlows = x.deps, x.flows
 					x.deps, x.seen, x.flows, x.setFlows, x.records = nil, nil, nil, nil, nil
 				}
 				logs[i] = x

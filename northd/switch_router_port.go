@@ -105,30 +105,49 @@ type lbIPs struct {
 // routerLBIPs returns the load balancer IPs of router lr.
 func routerLBIPs(g *gen, lr ovsdb.UUID) lbIPs {
 	return g.Memo("router-lb-ips/"+lr.String(), func(g *gen) any {
-		var out lbIPs
-		lb := datapathLBFacts(g, nb.LogicalRouterTable, lr)
-		for _, vip := range lb.vipKeys {
-			ip := vip
-			if ap, err := netip.ParseAddrPort(vip); err == nil {
-				ip = ap.Addr().String()
-			}
-			a, err := netip.ParseAddr(strings.Trim(ip, "[]"))
-			if err != nil {
-				continue
-			}
-			out.ips = append(out.ips, a)
-			if a.Is4() {
-				out.vips = append(out.vips, ip)
-			}
+		lbs := g.Members(NB, nb.LogicalRouterTable, lr, "load_balancer")
+		grps := g.Members(NB, nb.LogicalRouterTable, lr, "load_balancer_group")
+		if len(lbs) == 0 && len(grps) == 1 {
+			// The group's, parsed once for all its routers rather
+			// than once a router (ovn-kubernetes: every service on
+			// every node's gateway router).
+			return lbGroupIPs(g, grps[0])
 		}
-		// Sorted and without duplicates (a router has hundreds of VIPs:
-		// no search of the list for each).
-		slices.Sort(out.vips)
-		out.vips = slices.Compact(out.vips)
-		slices.SortFunc(out.ips, netip.Addr.Compare)
-		out.ips = slices.Compact(out.ips)
-		return out
+		return lbIPsOf(datapathLBFacts(g, nb.LogicalRouterTable, lr))
 	}).(lbIPs)
+}
+
+// lbGroupIPs returns the lbIPs of a load balancer group's members (a memo).
+func lbGroupIPs(g *gen, grp ovsdb.UUID) lbIPs {
+	return g.Memo("lbgroup-lb-ips/"+grp.String(), func(g *gen) any {
+		return lbIPsOf(lbGroupFactsOf(g, grp))
+	}).(lbIPs)
+}
+
+// lbIPsOf returns the lbIPs of the VIPs of lb.
+func lbIPsOf(lb lbFacts) lbIPs {
+	var out lbIPs
+	for _, vip := range lb.vipKeys {
+		ip := vip
+		if ap, err := netip.ParseAddrPort(vip); err == nil {
+			ip = ap.Addr().String()
+		}
+		a, err := netip.ParseAddr(strings.Trim(ip, "[]"))
+		if err != nil {
+			continue
+		}
+		out.ips = append(out.ips, a)
+		if a.Is4() {
+			out.vips = append(out.vips, ip)
+		}
+	}
+	// Sorted and without duplicates (a router has hundreds of VIPs:
+	// no search of the list for each).
+	slices.Sort(out.vips)
+	out.vips = slices.Compact(out.vips)
+	slices.SortFunc(out.ips, netip.Addr.Compare)
+	out.ips = slices.Compact(out.ips)
+	return out
 }
 
 // distributed says whether a NAT rule is handled on the chassis of its
