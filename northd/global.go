@@ -63,31 +63,39 @@ func nbOptions(g *gen) map[string]string {
 	}).(map[string]string)
 }
 
-// genGlobal writes SB_Global, the RBAC role of chassis and the address set
-// of the service monitor MAC.
+// genGlobal writes SB_Global and the address set of the service monitor
+// MAC. It reads NB_Global whole, so it runs again for each nb_cfg that
+// ovn-nbctl --wait bumps: it holds nothing else.
 func genGlobal(g *gen) {
-	dhcpOptionTables(g)
 	glob, ok := nbGlobal(g)
-	if ok {
-		opts := maps.Clone(glob.Options)
-		if opts == nil {
-			opts = map[string]string{}
-		}
-		opts["northd_internal_version"] = northdInternalVersion
-		g.Record("SB_Global", "", map[string]ovsdb.Datum{
-			"nb_cfg":       dInt(glob.NBCfg),
-			"options":      dMap(opts),
-			"external_ids": dMap(glob.ExternalIDs),
-			"ipsec":        dBool(glob.IPsec),
-		})
-		if mac := glob.Options["svc_monitor_mac"]; mac != "" {
-			g.Record("Address_Set", "svc_monitor_mac", map[string]ovsdb.Datum{
-				"name":      dString("svc_monitor_mac"),
-				"addresses": dStrings([]string{mac}),
-			})
-		}
+	if !ok {
+		return
 	}
+	opts := maps.Clone(glob.Options)
+	if opts == nil {
+		opts = map[string]string{}
+	}
+	opts["northd_internal_version"] = northdInternalVersion
+	g.Record("SB_Global", "", map[string]ovsdb.Datum{
+		"nb_cfg":       dInt(glob.NBCfg),
+		"options":      dMap(opts),
+		"external_ids": dMap(glob.ExternalIDs),
+		"ipsec":        dBool(glob.IPsec),
+	})
+	if mac := glob.Options["svc_monitor_mac"]; mac != "" {
+		g.Record("Address_Set", "svc_monitor_mac", map[string]ovsdb.Datum{
+			"name":      dString("svc_monitor_mac"),
+			"addresses": dStrings([]string{mac}),
+		})
+	}
+}
 
+// genStatic writes what depends on no input: the DHCP option tables and
+// the RBAC role of chassis. It reads nothing, so it runs in a full
+// compute only (about a hundred records that a pod add, through nb_cfg,
+// would otherwise rebuild and compare each time).
+func genStatic(g *gen) {
+	dhcpOptionTables(g)
 	perms := controllerPermissions()
 	keys := make([]ovsdb.Atom, 0, len(perms))
 	vals := make([]ovsdb.Atom, 0, len(perms))

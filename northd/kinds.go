@@ -30,6 +30,7 @@ const (
 	kindRouterNAT
 	kindRouterRoutes
 	kindStaticRoute
+	kindStatic
 
 	// kindMemo owners compute memos (memo.go); they are not in ownerKinds
 	// and produce no output.
@@ -59,6 +60,7 @@ func ownerKinds() []ownerKindInfo {
 		kindRouterNAT:        {"router-nat", nb.LogicalRouterTable, genRouterNAT},
 		kindRouterRoutes:     {"router-routes", nb.LogicalRouterTable, genRouterRoutes},
 		kindStaticRoute:      {"static-route", nb.LogicalRouterStaticRouteTable, genStaticRoute},
+		kindStatic:           {"static", "", genStatic},
 	}
 }
 
