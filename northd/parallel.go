@@ -44,18 +44,21 @@ const keyPlaceholder = 1 << 31
 
 // specLog is what one owner's speculative generation did.
 type specLog struct {
-	sh       *specShared
-	deps     []depKey
-	seen     map[depKey]struct{}
-	flows    []specFlow
-	setFlows []specSetFlow
-	records  []specRecord
-	refs     []specRef
-	claims   []specClaim
-	keyReads []specKeyRead
-	warns    []specWarn
-	memos    []*specMemo
-	sets     []*specSet
+	sh   *specShared
+	deps []depKey
+	seen map[depKey]struct{}
+	// spareSeen is an empty set that dep may take as seen (its worker's,
+	// emptied after each owner), rather than make one.
+	spareSeen map[depKey]struct{}
+	flows     []specFlow
+	setFlows  []specSetFlow
+	records   []specRecord
+	refs      []specRef
+	claims    []specClaim
+	keyReads  []specKeyRead
+	warns     []specWarn
+	memos     []*specMemo
+	sets      []*specSet
 	// conflict says the generation cannot be replayed: the owner is
 	// generated again at commit.
 	conflict bool
@@ -151,7 +154,10 @@ func (x *specLog) dep(k depKey) {
 		}
 		x.deps = append(x.deps, k)
 		if len(x.deps) > specDepScan {
-			x.seen = make(map[depKey]struct{}, 2*len(x.deps))
+			x.seen, x.spareSeen = x.spareSeen, nil
+			if x.seen == nil {
+				x.seen = make(map[depKey]struct{}, 2*len(x.deps))
+			}
 			for _, d := range x.deps {
 				x.seen[d] = struct{}{}
 			}
@@ -168,6 +174,11 @@ func (x *specLog) dep(k depKey) {
 // specDepScan is the most dependencies a specLog looks through for a
 // duplicate before it keeps a set of them.
 const specDepScan = 32
+
+// specSeenKeep is the largest set of reads a worker keeps for its next
+// owner: emptying a set costs as much as it has room for, and the few
+// owners that read thousands of things would make every later owner pay.
+const specSeenKeep = 4096
 
 // memo is gen.Memo in speculative mode.
 func (g *gen) specMemo(key string, compute func(g *gen) any) any {
@@ -314,6 +325,9 @@ func (s *State) generateBatch(batch []*owner) int {
 			// the recompute allocated.
 			var spareDeps []depKey
 			var spareFlows []specFlow
+			// Likewise the set of reads of an owner that has many: a
+			// fresh one each was a fifth of what the workers allocated.
+			var spareSeen map[depKey]struct{}
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(todo) {
@@ -337,13 +351,22 @@ func (s *State) generateBatch(batch []*owner) int {
 				} else if n > 0 {
 					x.flows = make([]specFlow, 0, n)
 				}
+				x.spareSeen, spareSeen = spareSeen, nil
 				s.speculate(o, x, s.kinds[o.key.kind].gen)
+				// The set of reads is needed only while they are made.
+				if x.seen != nil && len(x.seen) <= specSeenKeep {
+					clear(x.seen)
+					spareSeen = x.seen
+				} else {
+					spareSeen = x.spareSeen
+				}
+				x.seen, x.spareSeen = nil, nil
 				// Nothing in State changes while the batch speculates, so
 				// the owner's output is what its commit will compare with.
 				if !x.conflict && s.sameOutput(o, x) {
 					x.same = true
 					spareDeps, spareFlows = x.deps, x.flows
-					x.deps, x.seen, x.flows, x.setFlows, x.records = nil, nil, nil, nil, nil
+					x.deps, x.flows, x.setFlows, x.records = nil, nil, nil, nil
 				}
 				logs[i] = x
 			}
