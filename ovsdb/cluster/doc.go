@@ -15,7 +15,9 @@
 //
 // A clustered database is one file, as ovsdb-tool's are, though not in
 // ovsdb's clustered format: records "GOVN RAFT <length> <crc32c>\n" then
-// JSON, appended and fsynced one at a time. The first is a header (name,
+// JSON, written and fdatasynced one at a time into space allocated ahead
+// (zeros, which a restart reads as the end: no torn tail), so that a
+// record's sync need not change the file's size. The first is a header (name,
 // server id, address; the cluster id, or the remotes to join). Later ones
 // hold raft's term and vote, log entries (all the entries of one write in
 // one record: one fsync), truncations and snapshots. The file is read
