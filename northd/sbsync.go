@@ -72,7 +72,12 @@ type sbIndex struct {
 	byKey  map[recordKey][]ovsdb.UUID
 	rowKey map[ovsdb.UUID]recordKey
 	flows  map[flowKey][]ovsdb.UUID
-	flowOf map[ovsdb.UUID]flowKey
+	// flowOf holds, of each Logical_Flow row in flows, only the stage
+	// of its key: the rest of the key is the row's own columns, which
+	// the row deleted or replaced still has, while the stage depends on
+	// its datapath's row, which may be gone by then. (A whole key is 72
+	// bytes, times every flow.)
+	flowOf map[ovsdb.UUID]flowStage
 	// groups finds an existing Logical_DP_Group by its datapaths, so that
 	// a flow moving to a set of datapaths some group already has reuses it.
 	groups  map[string]ovsdb.UUID
@@ -88,7 +93,7 @@ func newSBIndex(s *State) *sbIndex {
 		byKey:   make(map[recordKey][]ovsdb.UUID),
 		rowKey:  make(map[ovsdb.UUID]recordKey),
 		flows:   make(map[flowKey][]ovsdb.UUID),
-		flowOf:  make(map[ovsdb.UUID]flowKey),
+		flowOf:  make(map[ovsdb.UUID]flowStage),
 		groups:  make(map[string]ovsdb.UUID),
 		groupOf: make(map[ovsdb.UUID]string),
 	}
@@ -132,21 +137,18 @@ func (x *sbIndex) apply(table string, old, new *ovsdb.Row) {
 		}
 	case table == "Logical_Flow":
 		if old != nil {
-			if k, ok := x.flowOf[old.UUID]; ok {
-				x.flows[k] = deleteUUID(x.flows[k], old.UUID)
-				if len(x.flows[k]) == 0 {
-					delete(x.flows, k)
-				}
+			if st, ok := x.flowOf[old.UUID]; ok {
+				x.unindexFlow(x.flowKeyOf(old, st), old.UUID)
 				delete(x.flowOf, old.UUID)
 			}
 		}
 		if new != nil {
 			if k, ok := x.s.sbFlowKey(new); ok {
 				x.flows[k] = append(x.flows[k], new.UUID)
-				x.flowOf[new.UUID] = k
+				x.flowOf[new.UUID] = flowStage{stage: k.stage, known: true}
 				x.s.flows.shareKey(k)
 			} else {
-				x.flowOf[new.UUID] = flowKey{}
+				x.flowOf[new.UUID] = flowStage{}
 				x.flows[flowKey{}] = append(x.flows[flowKey{}], new.UUID)
 			}
 		}
@@ -166,6 +168,47 @@ func (x *sbIndex) apply(table string, old, new *ovsdb.Row) {
 			x.byKey[k] = append(x.byKey[k], new.UUID)
 			x.rowKey[new.UUID] = k
 		}
+	}
+}
+
+// flowStage is what sbIndex.flowOf keeps of a Logical_Flow row's key:
+// its stage, and whether the row has a key at all (rows without one are
+// under flowKey{}).
+type flowStage struct {
+	stage Stage
+	known bool
+}
+
+// flowKeyOf is the key under which row r, with st, is in x.flows.
+func (x *sbIndex) flowKeyOf(r *ovsdb.Row, st flowStage) flowKey {
+	if !st.known {
+		return flowKey{}
+	}
+	return x.s.sbFlowKeyAt(r, st.stage)
+}
+
+// unindexFlow takes id out of x.flows[k]. Should id not be there (a row
+// whose columns changed under the index, which the cache's copy on
+// write rules out), it is looked for under every key, so that the index
+// never keeps a row that is gone.
+func (x *sbIndex) unindexFlow(k flowKey, id ovsdb.UUID) {
+	if ids := x.flows[k]; slices.Contains(ids, id) {
+		x.dropFlow(k, ids, id)
+		return
+	}
+	for k, ids := range x.flows {
+		if slices.Contains(ids, id) {
+			x.dropFlow(k, ids, id)
+			return
+		}
+	}
+}
+
+func (x *sbIndex) dropFlow(k flowKey, ids []ovsdb.UUID, id ovsdb.UUID) {
+	if ids = deleteUUID(ids, id); len(ids) == 0 {
+		delete(x.flows, k)
+	} else {
+		x.flows[k] = ids
 	}
 }
 
@@ -265,6 +308,14 @@ func (s *State) sbFlowKey(r *ovsdb.Row) (flowKey, bool) {
 	if !ok {
 		return flowKey{}, false
 	}
+	return s.sbFlowKeyAt(r, st), true
+}
+
+// sbFlowKeyAt returns the flowKey of Southbound Logical_Flow row r in
+// stage st: the rest of the key is r's own columns.
+func (s *State) sbFlowKeyAt(r *ovsdb.Row, st Stage) flowKey {
+	d := s.sb
+	const t = "Logical_Flow"
 	meter := ""
 	if v, _ := d.column(t, r, "controller_meter"); len(v.Keys) == 1 {
 		meter = v.Keys[0].Str()
@@ -282,7 +333,7 @@ func (s *State) sbFlowKey(r *ovsdb.Row) (flowKey, bool) {
 		actions:  stringColumn(d, t, r, "actions"),
 		meter:    meter,
 		hint:     hint,
-	}, true
+	}
 }
 
 func firstUUID(d *rowDB, table string, r *ovsdb.Row, col string) ovsdb.UUID {
