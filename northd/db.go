@@ -2,6 +2,7 @@ package northd
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/govn/govn/ovsdb"
 )
@@ -54,6 +55,14 @@ type rowDB struct {
 	names map[string]map[string][]ovsdb.UUID
 	// referrers indexes every reference column in reverse.
 	referrers map[refKey]map[ovsdb.UUID]struct{}
+	// models holds, for the Northbound, the typed model (Read) of each
+	// row version read since it arrived, keyed by the row: a switch's
+	// generators and memos read all its ports, and a pod add would
+	// otherwise decode every port of the switch again, several times.
+	// A row's entry goes when the row is replaced or deleted. The
+	// Southbound's rows (tens of thousands, read rarely) are decoded
+	// per batch only.
+	models *sync.Map
 }
 
 // nameColumns lists, per database and table, the column that names a row
@@ -79,13 +88,17 @@ func nameColumn(which DB, t *ovsdb.TableSchema) string {
 }
 
 func newRowDB(which DB, s *ovsdb.Schema) *rowDB {
-	return &rowDB{
+	d := &rowDB{
 		which:     which,
 		schema:    s,
 		rows:      make(map[string]map[ovsdb.UUID]*ovsdb.Row),
 		names:     make(map[string]map[string][]ovsdb.UUID),
 		referrers: make(map[refKey]map[ovsdb.UUID]struct{}),
 	}
+	if which == NB {
+		d.models = new(sync.Map)
+	}
+	return d
 }
 
 func (d *rowDB) table(name string) *ovsdb.TableSchema {
@@ -167,6 +180,14 @@ func (d *rowDB) apply(table string, old, new *ovsdb.Row, touch func(depKey)) {
 	if rows == nil {
 		rows = make(map[ovsdb.UUID]*ovsdb.Row)
 		d.rows[table] = rows
+	}
+	if d.models != nil {
+		if prev := rows[id]; prev != nil {
+			d.models.Delete(prev)
+		}
+		if new != nil {
+			d.models.Delete(new) // a row object used again, should one be
+		}
 	}
 	if new != nil {
 		rows[id] = new

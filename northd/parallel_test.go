@@ -11,6 +11,7 @@ import (
 	"github.com/govn/govn/bench/northdbench"
 	"github.com/govn/govn/ovsdb"
 	"github.com/govn/govn/schema/nb"
+	"github.com/govn/govn/schema/sb"
 )
 
 // sbText is the Southbound of h as text: every row of every table, rows in
@@ -192,10 +193,11 @@ func TestRecomputeKeepsUnchangedOwners(t *testing.T) {
 	}
 }
 
-// TestSpeculativeReadsDecodeOnce: in a parallel batch, every reader of a
-// row gets the one model decoded for the batch (its maps are the same),
-// and an ordinary generation decodes its own.
-func TestSpeculativeReadsDecodeOnce(t *testing.T) {
+// TestReadsDecodeOnce: every reader of a Northbound row gets the one model
+// decoded for that version of the row, in a parallel batch or not (its
+// maps are the same), and a new version of the row a new model; a
+// Southbound row is decoded once per batch, and afresh outside batches.
+func TestReadsDecodeOnce(t *testing.T) {
 	h := k8sCluster(t, 2)
 	id := h.byName(nb.LogicalSwitchPortTable, "ns0_pod-0-0")
 	sh := &specShared{memos: make(map[string]*specMemo), sets: make(map[string]*specSet)}
@@ -208,11 +210,46 @@ func TestSpeculativeReadsDecodeOnce(t *testing.T) {
 		}
 		return m
 	}
-	a, b := read(&specLog{sh: sh}), read(&specLog{sh: sh})
-	if reflect.ValueOf(a.Options).Pointer() != reflect.ValueOf(b.Options).Pointer() {
-		t.Error("two readers in one batch decoded the row twice")
+	same := func(a, b map[string]string) bool {
+		return reflect.ValueOf(a).Pointer() == reflect.ValueOf(b).Pointer()
 	}
-	if c := read(nil); reflect.ValueOf(c.Options).Pointer() == reflect.ValueOf(a.Options).Pointer() {
-		t.Error("an ordinary generation got the batch's model")
+	a, b, c := read(&specLog{sh: sh}), read(&specLog{sh: sh}), read(nil)
+	if !same(a.Options, b.Options) || !same(a.Options, c.Options) {
+		t.Error("readers of one version of a Northbound row decoded it more than once")
+	}
+	h.nb.Update(nb.LogicalSwitchPortTable, id, map[string]ovsdb.Datum{
+		"options": ovsdb.Map([]ovsdb.Atom{ovsdb.String("requested-chassis")}, []ovsdb.Atom{ovsdb.String("elsewhere")}),
+	})
+	h.nbCommit()
+	d := read(nil)
+	if same(d.Options, a.Options) || d.Options["requested-chassis"] != "elsewhere" {
+		t.Errorf("the port's new version read as %v, the old model's maps", d.Options)
+	}
+
+	readPB := func(x *specLog, pid ovsdb.UUID) map[string]string {
+		t.Helper()
+		o := &owner{key: ownerKey{kind: kindMemo}}
+		m, ok := Read[sb.PortBinding](&gen{s: h.s, o: o, x: x}, SB, pid)
+		if !ok {
+			t.Fatal("port binding not read")
+		}
+		return m.Options
+	}
+	var pb ovsdb.UUID
+	for pid := range h.s.sb.rows[sb.PortBindingTable] {
+		if len(readPB(nil, pid)) > 0 {
+			pb = pid
+			break
+		}
+	}
+	if pb.IsZero() {
+		t.Fatal("no Port_Binding with options in the Southbound")
+	}
+	e, f, g := readPB(&specLog{sh: sh}, pb), readPB(&specLog{sh: sh}, pb), readPB(nil, pb)
+	if !same(e, f) {
+		t.Error("two readers in one batch decoded a Southbound row twice")
+	}
+	if same(g, e) {
+		t.Error("an ordinary generation got the batch's model of a Southbound row")
 	}
 }

@@ -19,6 +19,19 @@ func Read[T any, P rowModel[T]](g *gen, db DB, id ovsdb.UUID) (m T, ok bool) {
 	if r == nil {
 		return m, false
 	}
+	if models := g.s.db(db).models; models != nil {
+		// Decoded once per row version (rowDB.models), and shared as
+		// below.
+		if v, ok := models.Load(r); ok {
+			if p, ok := v.(P); ok {
+				return *p, true
+			}
+		}
+		p := P(new(T))
+		p.LoadRow(g.s.db(db).table(table), r)
+		models.Store(r, p)
+		return *p, true
+	}
 	if g.x != nil {
 		// A parallel generation (a full compute, above all) reads a row
 		// in many owners and memos: each row is decoded once in the
