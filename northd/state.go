@@ -136,6 +136,9 @@ func (s *State) Stats() Stats { return s.stats }
 // Apply installs changes to either database and marks stale every owner
 // that read something they change. Nothing is generated until Process.
 func (s *State) Apply(events []Event) {
+	if len(events) >= reserveMin {
+		s.reserve(events)
+	}
 	for _, ev := range events {
 		d := s.db(ev.DB)
 		d.apply(ev.Table, ev.Old, ev.New, s.touch)
@@ -148,6 +151,47 @@ func (s *State) Apply(events []Event) {
 			continue
 		}
 		s.ownerRows(ev.Table, ev.Old, ev.New)
+	}
+}
+
+// reserveMin is the number of events from which Apply sizes the maps of
+// empty tables for the rows to come.
+const reserveMin = 1024
+
+// reserve makes the row maps of the tables that events fill from nothing,
+// and the Southbound index's maps of flows and records if empty, as large
+// as the rows they are to hold: the initial dump of each database (a
+// cold start, a reconnection) otherwise grows them step by step, and
+// rehashing them was a good part of what applying it cost.
+func (s *State) reserve(events []Event) {
+	type table struct {
+		db   DB
+		name string
+	}
+	inserts := make(map[table]int)
+	for _, ev := range events {
+		if ev.Old == nil && ev.New != nil {
+			inserts[table{ev.DB, ev.Table}]++
+		}
+	}
+	records := 0
+	for t, n := range inserts {
+		d := s.db(t.db)
+		if d.table(t.name) != nil && len(d.rows[t.name]) == 0 {
+			d.rows[t.name] = make(map[ovsdb.UUID]*ovsdb.Row, n)
+		}
+		if t.db == SB && isRecordTable(t.name) {
+			records += n
+		}
+	}
+	x := s.sbIndex
+	if n := inserts[table{SB, "Logical_Flow"}]; n > 0 && len(x.flowOf) == 0 {
+		x.flows = make(map[flowKey][]ovsdb.UUID, n)
+		x.flowOf = make(map[ovsdb.UUID]flowStage, n)
+	}
+	if records > 0 && len(x.rowKey) == 0 {
+		x.byKey = make(map[recordKey][]ovsdb.UUID, records)
+		x.rowKey = make(map[ovsdb.UUID]recordKey, records)
 	}
 }
 
