@@ -621,6 +621,15 @@ func (n *Node) Apply(l *raft.Log) any {
 	}
 	rep.Do(func() {
 		last := c.Txns[len(c.Txns)-1].ID
+		if n.writable && c.Origin == n.origin && c.Epoch == n.epoch && len(n.pending) >= len(c.Txns) && n.pending[len(c.Txns)-1].id == last {
+			// This leader's own entry, which applyOwn missed
+			// (raft handed over a copy of its data): applied
+			// when it was proposed.
+			clear(n.pending[:len(c.Txns)])
+			n.pending = n.pending[len(c.Txns):]
+			n.committedTxn = last
+			return
+		}
 		if n.writable || len(n.pending) > 0 {
 			// Someone else's entry: this member no longer leads,
 			// whatever it thought.
