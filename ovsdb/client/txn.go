@@ -437,6 +437,9 @@ func (t *Txn) add(op Operation) {
 // named-uuid) and with TxnResult.UUID to learn the real UUID.
 func (t *Txn) Insert(table string, row map[string]ovsdb.Datum) ovsdb.UUID {
 	id := ovsdb.NewUUID()
+	if t.err != nil {
+		return id // the Commit fails; and a committed Txn has no names
+	}
 	name := "row" + strconv.Itoa(len(t.names))
 	t.names[id] = name
 	t.inserted = append(t.inserted, insertedRow{placeholder: id, op: t.len()})
@@ -515,9 +518,8 @@ func (t *Txn) Commit(ctx context.Context) (*TxnResult, error) {
 	if t.err != nil {
 		return nil, t.err
 	}
-	res := &TxnResult{real: map[ovsdb.UUID]ovsdb.UUID{}}
 	if t.len() == 0 {
-		return res, nil
+		return &TxnResult{real: map[ovsdb.UUID]ovsdb.UUID{}}, nil
 	}
 	s, err := t.c.session(ctx)
 	if err != nil {
@@ -539,14 +541,19 @@ func (t *Txn) Commit(ctx context.Context) (*TxnResult, error) {
 		heads = append(heads, opHead{op.Op, op.Table})
 	}
 	params[len(params)-1] = ']' // the last comma
-	t.enc, t.heads, t.ops = nil, nil, nil
+	// Everything is encoded: the placeholders' names are not needed any
+	// more, and a cold start's thousands of them are let go of while
+	// the reply (and the update it causes, which may arrive first) is
+	// awaited.
+	inserted := t.inserted
+	t.enc, t.heads, t.ops, t.names, t.inserted = nil, nil, nil, nil, nil
 	t.err = errors.New("transact: transaction already committed")
 	results, err := t.c.send(ctx, s, params, heads)
 	if err != nil {
 		return nil, err
 	}
-	res.Results = results
-	for _, ins := range t.inserted {
+	res := &TxnResult{Results: results, real: make(map[ovsdb.UUID]ovsdb.UUID, len(inserted))}
+	for _, ins := range inserted {
 		res.real[ins.placeholder] = results[ins.op].UUID
 	}
 	return res, nil

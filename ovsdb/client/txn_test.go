@@ -66,7 +66,7 @@ func TestDecodeTransactResultForms(t *testing.T) {
 // changes for callers: a row map changed after Insert does not change the
 // row sent, an operation on an unknown column fails the Commit, a Txn
 // built before the client has a schema is encoded at Commit, and a Txn
-// commits once.
+// commits once (what is added to it after is dropped).
 func TestTxnEncodesAsBuilt(t *testing.T) {
 	srv := startGovnServer(t, testSchema)
 	ctx := t.Context()
@@ -102,6 +102,7 @@ func TestTxnEncodesAsBuilt(t *testing.T) {
 	if got, _ := c.Cache().Get("Switch", res.UUID(sw), "ports"); !got.Equal(ovsdb.Scalar(ovsdb.UUIDAtom(res.UUID(port)))) {
 		t.Errorf("switch ports = %v, want the port inserted along", got)
 	}
+	txn.Insert("Port", map[string]ovsdb.Datum{"name": str("late")}) // on a committed Txn: no effect
 	if _, err := txn.Commit(ctx); err == nil {
 		t.Error("a Txn committed twice")
 	}
