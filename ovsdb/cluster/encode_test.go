@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
@@ -71,4 +72,62 @@ func TestAppendLogBodyIsJSON(t *testing.T) {
 	if _, err := appendLogBody(nil, []raft.Log{{Index: 1, AppendedAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}, 0); err == nil {
 		t.Error("a time json.Marshal refuses was encoded")
 	}
+}
+
+// TestScanCommandIsJSON: what appendCommand writes, scanCommand reads as
+// json.Unmarshal does; the other entries go to json.Unmarshal.
+func TestScanCommandIsJSON(t *testing.T) {
+	id := ovsdb.NewUUID()
+	u1, u2 := ovsdb.NewUUID().String(), ovsdb.NewUUID().String()
+	for _, tables := range []map[string]map[string]json.RawMessage{
+		{},
+		{"T": {}},
+		{"T": {u1: json.RawMessage(`{"name":"a \"}{[","n":1,"s":["set",[1,2]]}`)}},
+		{"T": {u1: json.RawMessage(`{"name":"a"}`), u2: nil}, "U": {u2: json.RawMessage(`{"m":["map",[["k","v\\"]]]}`)}},
+	} {
+		data := appendCommand(nil, "sid/nonce", 7, id, tables)
+		got, ok := scanCommand(data)
+		if !ok {
+			t.Fatalf("scanCommand refused %s", data)
+		}
+		var want command
+		if err := json.Unmarshal(data, &want); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("scanCommand(%s) = %+v, want %+v", data, got, want)
+		}
+	}
+	for _, data := range []string{
+		`{"timer":5000}`,
+		`{"o":"a\u00e9","e":1,"x":[{"id":"` + u1 + `","r":{}}]}`,
+		`{"o":"a", "e":1,"x":[{"id":"` + u1 + `","r":{}}]}`,
+		`{"o":"a","e":1,"x":[{"id":"` + u1 + `","r":{"T":{"` + u2 + `":{"a":]}}}}]}`,
+		`{"o":"a","e":1,"x":[{"id":"` + u1 + `","r":{}}]}x`,
+	} {
+		if c, ok := scanCommand([]byte(data)); ok {
+			t.Errorf("scanCommand took %s (as %+v)", data, c)
+		}
+	}
+}
+
+// FuzzScanCommand: whatever scanCommand takes, json.Unmarshal takes too
+// and decodes the same.
+func FuzzScanCommand(f *testing.F) {
+	u1, u2 := ovsdb.NewUUID(), ovsdb.NewUUID().String()
+	f.Add(appendCommand(nil, "o", 1, u1, map[string]map[string]json.RawMessage{"T": {u2: json.RawMessage(`{"a":["set",["x"]]}`)}, "U": {u2: nil}}))
+	f.Add([]byte(`{"timer":5000}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, ok := scanCommand(data)
+		if !ok {
+			return
+		}
+		var want command
+		if err := json.Unmarshal(data, &want); err != nil {
+			t.Fatalf("scanCommand took %q, which json.Unmarshal refuses: %v", data, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("scanCommand(%q) = %+v, json.Unmarshal %+v", data, got, want)
+		}
+	})
 }

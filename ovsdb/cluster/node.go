@@ -603,8 +603,8 @@ func (n *Node) Apply(l *raft.Log) any {
 	if rep != nil && n.applyOwn(rep, l.Data) {
 		return nil
 	}
-	var c command
-	if err := json.Unmarshal(l.Data, &c); err != nil {
+	c, err := decodeCommand(l.Data)
+	if err != nil {
 		n.log.Error("undecodable raft entry", "index", l.Index, "err", err)
 		return err
 	}
